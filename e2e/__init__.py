@@ -1,0 +1,1 @@
+"""End-to-end support code: the deterministic mock LLM server and helpers."""

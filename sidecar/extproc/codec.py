@@ -1,0 +1,116 @@
+"""The OpenAI chat-completions request body: parse, read, inject, re-encode.
+
+The body is kept as the parsed ``dict`` so that every field the sidecar does not
+know survives the round trip (``tools``, ``response_format``, vendor extensions...).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+SYSTEM_ROLES = ("system", "developer")
+
+
+def content_text(content: object) -> str:
+    """The text of a message's ``content``: a string, or the text parts of a list."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [
+            part["text"]
+            for part in content
+            if isinstance(part, Mapping)
+            and part.get("type") in ("text", "input_text")
+            and isinstance(part.get("text"), str)
+        ]
+        return "\n".join(parts)
+    return ""
+
+
+@dataclass(slots=True)
+class ChatRequest:
+    """A parsed ``/v1/chat/completions`` body."""
+
+    body: dict[str, Any]
+
+    @classmethod
+    def parse(cls, raw: bytes) -> ChatRequest | None:
+        """``None`` unless ``raw`` is a JSON object with a ``messages`` list."""
+        try:
+            body = json.loads(raw)
+        except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError
+            return None
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            return None
+        return cls(body)
+
+    @property
+    def messages(self) -> list[Any]:
+        messages = self.body["messages"]
+        return messages if isinstance(messages, list) else []
+
+    @property
+    def stream(self) -> bool:
+        return self.body.get("stream") is True
+
+    def latest_user_text(self) -> str | None:
+        """The text of the last ``user`` message; ``None`` if absent or blank."""
+        for message in reversed(self.messages):
+            if isinstance(message, Mapping) and message.get("role") == "user":
+                text = content_text(message.get("content")).strip()
+                return text or None
+        return None
+
+    def history(self, limit: int) -> list[tuple[str, str]]:
+        """The last ``limit`` messages before the latest user message, as (role, text)."""
+        turns = [
+            (str(m.get("role")), content_text(m.get("content")))
+            for m in self.messages
+            if isinstance(m, Mapping) and m.get("role") in ("user", "assistant")
+        ]
+        if turns and turns[-1][0] == "user":
+            turns = turns[:-1]
+        return turns[-limit:] if limit > 0 else []
+
+    def body_user_id(self) -> str | None:
+        """The client-supplied ``user`` or ``metadata.user_id`` (untrusted)."""
+        user = self.body.get("user")
+        if isinstance(user, str) and user:
+            return user
+        metadata = self.body.get("metadata")
+        if isinstance(metadata, Mapping):
+            value = metadata.get("user_id")
+            if isinstance(value, str) and value:
+                return value
+        return None
+
+    def inject_system(self, block: str, mode: Literal["append", "prepend"]) -> None:
+        """Add ``block`` to the system prompt.
+
+        ``append``: appended (after a blank line) to the first system/developer
+        message, or a new first system message when there is none. ``prepend``:
+        always a new first system message, leaving the client's own untouched.
+        """
+        messages = self.messages
+        if mode == "append":
+            for message in messages:
+                if isinstance(message, dict) and message.get("role") in SYSTEM_ROLES:
+                    content = message.get("content")
+                    if isinstance(content, list):
+                        content.append({"type": "text", "text": block})
+                    elif isinstance(content, str) and content.strip():
+                        message["content"] = f"{content}\n\n{block}"
+                    else:
+                        message["content"] = block
+                    return
+        messages.insert(0, {"role": "system", "content": block})
+
+    def encode(self) -> bytes:
+        text = json.dumps(self.body, ensure_ascii=False, separators=(",", ":"))
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates from \ud800-style escapes
+            return json.dumps(self.body, separators=(",", ":")).encode("ascii")

@@ -1,0 +1,79 @@
+"""Who is asking: user and group ids from trusted headers (or, when a profile
+allows it, from the body). Every id is validated before it goes anywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from sidecar._proto.envoy.config.core.v3 import base_pb2
+from sidecar.config import IdentityConfig
+from sidecar.errors import InvalidIdentifier
+from sidecar.memory.filters import validate_identifier
+from sidecar.memory.records import Scope
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    user_id: str
+    group_ids: tuple[str, ...] = ()
+    session_id: str = ""
+
+    @property
+    def scope(self) -> Scope:
+        return Scope(self.user_id, self.group_ids)
+
+
+def header_dict(header_map: base_pb2.HeaderMap) -> dict[str, str]:
+    """Lower-cased header names to values (``raw_value`` bytes decoded as UTF-8;
+    repeated headers joined with ``,``)."""
+    headers: dict[str, str] = {}
+    for header in header_map.headers:
+        raw = header.raw_value
+        value = raw.decode("utf-8", errors="replace") if raw else header.value
+        key = header.key.lower()
+        headers[key] = f"{headers[key]},{value}" if key in headers else value
+    return headers
+
+
+def parse_groups(value: str, max_groups: int) -> tuple[str, ...]:
+    groups: list[str] = []
+    for raw in value.split(","):
+        group = raw.strip()
+        if group and group not in groups:
+            groups.append(validate_identifier(group, "group id"))
+    if len(groups) > max_groups:
+        raise InvalidIdentifier(f"more than {max_groups} group ids")
+    return tuple(sorted(groups))
+
+
+def identity_from_headers(headers: Mapping[str, str], config: IdentityConfig) -> Identity | None:
+    """The identity the gateway vouched for; ``None`` when no user header is set.
+
+    Raises :class:`InvalidIdentifier` for a malformed user, group or session id.
+    """
+    user = headers.get(config.user_header, "").strip()
+    if not user:
+        return None
+    return Identity(
+        user_id=validate_identifier(user, "user id"),
+        group_ids=parse_groups(headers.get(config.groups_header, ""), config.max_groups),
+        session_id=_session(headers.get(config.session_header, "")),
+    )
+
+
+def identity_from_body(
+    user_id: str, headers: Mapping[str, str], config: IdentityConfig
+) -> Identity:
+    """A body-supplied user (only for profiles with ``allow_body_user``); groups are
+    never taken from the body."""
+    return Identity(
+        user_id=validate_identifier(user_id.strip(), "user id"),
+        session_id=_session(headers.get(config.session_header, "")),
+    )
+
+
+def _session(value: str) -> str:
+    value = value.strip()
+    return validate_identifier(value, "session id") if value else ""

@@ -1,0 +1,92 @@
+"""The ext_proc gRPC servicer: one processor per stream, one reply per message.
+
+The loop dispatches on the ``ProcessingRequest`` oneof and always answers with the
+matching response type. Any exception inside a phase becomes the processor's
+``on_error`` reply plus a counter and a log line (no content) — never a broken
+stream. A cancelled stream (Envoy gave up or the client left) ends quietly.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+from sidecar._proto.envoy.service.ext_proc.v3 import (
+    external_processor_pb2 as pb,
+)
+from sidecar._proto.envoy.service.ext_proc.v3 import (
+    external_processor_pb2_grpc as pb_grpc,
+)
+from sidecar.config import SidecarConfig
+from sidecar.extproc.chat import ChatDeps, ChatMemoryProcessor
+from sidecar.extproc.processor import Processor
+from sidecar.extproc.responses import PHASES
+from sidecar.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+ProcessorFactory = Callable[[Sequence[tuple[str, Any]]], Processor]
+
+
+class ProfileRouter:
+    """Picks the processor for a stream from the profile Envoy names in the
+    stream's gRPC metadata (set per route); an unknown profile passes through."""
+
+    def __init__(self, config: SidecarConfig, deps: ChatDeps) -> None:
+        self._config = config
+        self._deps = deps
+        self._key = config.server.profile_metadata_key
+
+    def __call__(self, metadata: Sequence[tuple[str, Any]]) -> Processor:
+        name = self._config.default_profile
+        for key, value in metadata:
+            if key.lower() == self._key:
+                name = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+                break
+        profile = self._config.profile(name)
+        if profile is None:
+            self._deps.metrics.passthrough.labels(reason="unknown_profile").inc()
+            log.warning("unknown memory profile %r; passing through", name[:64])
+            return Processor()
+        return ChatMemoryProcessor(self._deps, name, profile)
+
+
+class ExternalProcessorService(pb_grpc.ExternalProcessorServicer):  # type: ignore[misc]
+    def __init__(self, factory: ProcessorFactory, metrics: Metrics, *, debug: bool = False) -> None:
+        self._factory = factory
+        self._metrics = metrics
+        self._debug = debug  # tracebacks may quote content: only with debug_content
+
+    async def Process(
+        self, request_iterator: AsyncIterator[pb.ProcessingRequest], context: Any
+    ) -> AsyncIterator[pb.ProcessingResponse]:
+        self._metrics.streams.inc()
+        processor = self._factory(tuple(context.invocation_metadata() or ()))
+        try:
+            async for request in request_iterator:
+                phase = request.WhichOneof("request")
+                if phase not in PHASES:
+                    log.warning("ext_proc message without a known phase: %s", phase)
+                    continue
+                started = time.perf_counter()
+                try:
+                    reply = await getattr(processor, phase)(getattr(request, phase))
+                except Exception as exc:  # the one place any failure becomes a pass-through
+                    self._metrics.errors.labels(phase=phase).inc()
+                    log.error(
+                        "processor failed in %s: %s; passing through",
+                        phase,
+                        type(exc).__name__,
+                        exc_info=self._debug,
+                    )
+                    reply = processor.on_error(phase)
+                self._metrics.phase_seconds.labels(phase=phase).observe(
+                    time.perf_counter() - started
+                )
+                yield reply
+                if reply.HasField("immediate_response"):
+                    return
+        finally:
+            processor.on_close()

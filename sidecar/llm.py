@@ -1,0 +1,147 @@
+"""One wrapper for every LLM call the sidecar makes (extraction, rewrite, judge, rank).
+
+It owns the OpenAI client, applies the timeout, strips ``<think>`` blocks and code
+fences, parses JSON tolerantly, counts outcomes, and translates the SDK's errors to
+:class:`sidecar.errors.LLMError` subclasses. Every prompt starts with a task tag
+``[memory-sidecar:<task> v<N>]`` so logs, metrics and the test mock can tell them apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections.abc import Sequence
+from typing import Any, TypedDict
+
+import openai
+
+from sidecar.config import LLMConfig
+from sidecar.errors import LLMBadOutput, LLMTimeout, LLMUnavailable
+from sidecar.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+_THINK = re.compile(r"<think(?:ing)?>.*?(?:</think(?:ing)?>|\Z)", re.DOTALL | re.IGNORECASE)
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
+
+
+class ChatMessage(TypedDict):
+    role: str
+    content: str
+
+
+def task_tag(task: str, version: int) -> str:
+    return f"[memory-sidecar:{task} v{version}]"
+
+
+def strip_reasoning(text: str) -> str:
+    """Remove ``<think>…</think>`` blocks (an unterminated one runs to the end)."""
+    return _THINK.sub("", text).strip()
+
+
+def parse_json_loose(text: str) -> Any:
+    """The first JSON value in ``text``: tolerates think tags, code fences and
+    prose before or after. Raises :class:`LLMBadOutput` when there is none.
+    """
+    cleaned = strip_reasoning(text)
+    candidates = [m.group(1) for m in _FENCE.finditer(cleaned)] + [cleaned]
+    decoder = json.JSONDecoder()
+    for candidate in candidates:
+        candidate = candidate.strip()
+        for start, char in enumerate(candidate):
+            if char not in "{[":
+                continue
+            try:
+                value, _ = decoder.raw_decode(candidate, start)
+            except json.JSONDecodeError:
+                continue
+            return value
+    raise LLMBadOutput("no JSON value in the LLM answer")
+
+
+class LLMClient:
+    """Calls an OpenAI-compatible chat endpoint; one instance per process."""
+
+    def __init__(self, config: LLMConfig, metrics: Metrics) -> None:
+        self._config = config
+        self._metrics = metrics
+        self._client: openai.AsyncOpenAI | None = None
+        if config.base_url:
+            self._client = openai.AsyncOpenAI(
+                base_url=config.base_url,
+                api_key=config.api_key.get_secret_value(),
+                timeout=config.timeout_s,
+                max_retries=0,
+            )
+
+    @property
+    def configured(self) -> bool:
+        return self._client is not None
+
+    async def chat(
+        self,
+        task: str,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        json_mode: bool = False,
+        timeout_s: float | None = None,
+    ) -> str:
+        """The assistant text (reasoning stripped). ``task`` labels the metrics."""
+        if self._client is None:
+            raise LLMUnavailable("no LLM is configured")
+        kwargs: dict[str, Any] = {}
+        if json_mode:
+            kwargs["response_format"] = {"type": "json_object"}
+        budget = timeout_s if timeout_s is not None else self._config.timeout_s
+        with self._metrics.llm_seconds.labels(task=task).time():
+            try:
+                response = await asyncio.wait_for(
+                    self._client.chat.completions.create(
+                        model=self._config.model,
+                        messages=list(messages),  # type: ignore[arg-type]
+                        max_tokens=max_tokens or self._config.max_tokens,
+                        temperature=(
+                            self._config.temperature if temperature is None else temperature
+                        ),
+                        **kwargs,
+                    ),
+                    timeout=budget,
+                )
+            except (TimeoutError, openai.APITimeoutError) as exc:
+                self._metrics.llm_calls.labels(task=task, outcome="timeout").inc()
+                raise LLMTimeout(f"{task}: no answer within {budget:.1f}s") from exc
+            except openai.APIStatusError as exc:
+                self._metrics.llm_calls.labels(task=task, outcome="http_error").inc()
+                raise LLMUnavailable(f"{task}: HTTP {exc.status_code}") from exc
+            except openai.APIError as exc:
+                self._metrics.llm_calls.labels(task=task, outcome="unavailable").inc()
+                raise LLMUnavailable(f"{task}: {type(exc).__name__}") from exc
+        choices = getattr(response, "choices", None) or []
+        content = choices[0].message.content if choices else None
+        if not isinstance(content, str) or not content.strip():
+            self._metrics.llm_calls.labels(task=task, outcome="empty").inc()
+            raise LLMBadOutput(f"{task}: empty answer")
+        self._metrics.llm_calls.labels(task=task, outcome="ok").inc()
+        return strip_reasoning(content)
+
+    async def chat_json(
+        self,
+        task: str,
+        messages: Sequence[ChatMessage],
+        **kwargs: Any,
+    ) -> Any:
+        """Like :meth:`chat` but returns the parsed JSON value of the answer."""
+        text = await self.chat(task, messages, json_mode=True, **kwargs)
+        try:
+            return parse_json_loose(text)
+        except LLMBadOutput:
+            self._metrics.llm_calls.labels(task=task, outcome="bad_output").inc()
+            raise
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()

@@ -1,0 +1,1 @@
+"""Memory: records, the store adapter, embeddings, retrieval and the write pipeline."""

@@ -1,0 +1,129 @@
+"""The one place that builds Milvus filter expressions.
+
+Every value that reaches an expression is validated (:func:`validate_identifier`)
+and then quoted (:func:`quote`); field names come from a fixed allow-list. The
+system this project descends from formatted filters with unescaped strings, so a
+crafted user id read other tenants' memories — the tests here try to break out.
+
+Visibility rule (identical on every store): a scope ``(user, groups)`` may read
+
+* every memory whose ``user_id`` is the user's, whatever its visibility;
+* memories of one of its groups whose visibility is ``group`` or ``public``;
+* every memory whose visibility is ``public``.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable, Mapping
+from typing import NewType
+
+from sidecar.errors import InvalidIdentifier
+from sidecar.memory.records import NodeType, Scope, Status, Visibility
+
+MAX_IDENTIFIER_BYTES = 256
+
+#: A filter expression that came out of :func:`build_filter` (the store takes no other).
+Filter = NewType("Filter", str)
+
+#: Fields a filter may name, and nothing else.
+FILTER_FIELDS = frozenset(
+    {
+        "id",
+        "user_id",
+        "group_id",
+        "visibility",
+        "node_type",
+        "memory_type",
+        "status",
+        "category_id",
+        "parent_id",
+        "session_id",
+        "source",
+        "content_hash",
+    }
+)
+
+
+def validate_identifier(value: object, kind: str = "identifier") -> str:
+    """Return ``value`` if it is a safe id: a non-empty string of at most 256 UTF-8
+    bytes with no control, format or surrogate characters and no surrounding space.
+    """
+    if not isinstance(value, str):
+        raise InvalidIdentifier(f"{kind} must be a string")
+    if not value or value != value.strip():
+        raise InvalidIdentifier(f"{kind} must be non-empty without surrounding whitespace")
+    try:
+        encoded = value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidIdentifier(f"{kind} is not valid UTF-8") from None
+    if len(encoded) > MAX_IDENTIFIER_BYTES:
+        raise InvalidIdentifier(f"{kind} is longer than {MAX_IDENTIFIER_BYTES} bytes")
+    for char in value:
+        if unicodedata.category(char) in {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}:
+            raise InvalidIdentifier(f"{kind} contains a control or unassigned character")
+    return value
+
+
+def quote(value: str) -> str:
+    """A Milvus string literal for ``value`` (backslash and double quote escaped)."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _field(name: str) -> str:
+    if name not in FILTER_FIELDS:
+        raise InvalidIdentifier(f"field {name!r} may not be used in a filter")
+    return name
+
+
+def _eq(name: str, value: str) -> str:
+    return f"{_field(name)} == {quote(validate_identifier(value, name))}"
+
+
+def _in(name: str, values: Iterable[str]) -> str:
+    items = sorted({validate_identifier(v, name) for v in values})
+    if not items:
+        return "false"
+    return f"{_field(name)} in [{', '.join(quote(v) for v in items)}]"
+
+
+def scope_expression(scope: Scope) -> str:
+    """What ``scope`` may read, per the visibility rule in the module docstring."""
+    parts = [_eq("user_id", scope.user_id), _eq("visibility", Visibility.PUBLIC)]
+    if scope.group_ids:
+        shared = _in("visibility", [Visibility.GROUP, Visibility.PUBLIC])
+        parts.append(f"({_in('group_id', scope.group_ids)} and {shared})")
+    return "(" + " or ".join(parts) + ")"
+
+
+def build_filter(
+    *,
+    scope: Scope | None = None,
+    owner: str | None = None,
+    ids: Iterable[str] | None = None,
+    node_type: NodeType | None = NodeType.MEMORY,
+    status: Status | None = Status.ACTIVE,
+    equals: Mapping[str, str] | None = None,
+) -> Filter:
+    """AND of the given conditions; every value validated and quoted.
+
+    ``scope`` applies the read rule; ``owner`` restricts to rows the user owns
+    (for writes and deletes). Pass ``node_type=None`` / ``status=None`` to drop
+    those conditions.
+    """
+    clauses: list[str] = []
+    if scope is not None:
+        clauses.append(scope_expression(scope))
+    if owner is not None:
+        clauses.append(_eq("user_id", owner))
+    if ids is not None:
+        clauses.append(_in("id", ids))
+    if node_type is not None:
+        clauses.append(_eq("node_type", node_type))
+    if status is not None:
+        clauses.append(_eq("status", status))
+    for name, value in sorted((equals or {}).items()):
+        clauses.append(_eq(name, value))
+    if not clauses:
+        raise InvalidIdentifier("refusing to build an empty filter")
+    return Filter(" and ".join(clauses))

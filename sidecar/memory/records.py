@@ -1,0 +1,109 @@
+"""The records the memory layer stores and returns."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import unicodedata
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+
+class Visibility(StrEnum):
+    """Who may read a memory (see :func:`sidecar.memory.filters.scope_filter`)."""
+
+    USER = "user"  # its owner only
+    GROUP = "group"  # its owner and members of its group
+    PUBLIC = "public"  # everyone
+
+
+class MemoryType(StrEnum):
+    SEMANTIC = "semantic"  # a fact about the user or their world
+    PROCEDURAL = "procedural"  # how the user does things, preferred methods
+    EPISODIC = "episodic"  # something that happened, anchored in time
+    CONSTRAINT = "constraint"  # a rule the user set for the assistant
+
+
+class NodeType(StrEnum):
+    MEMORY = "memory"
+    CATEGORY = "category"
+
+
+class Status(StrEnum):
+    ACTIVE = "active"
+    SUPERSEDED = "superseded"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def normalize_text(text: str) -> str:
+    """The form used for exact-duplicate detection: NFKC, casefolded, single spaces."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return " ".join(folded.split()).rstrip(".!")
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(normalize_text(text).encode("utf-8")).hexdigest()
+
+
+def memory_id(user_id: str, text: str) -> str:
+    """A deterministic id: the same fact for the same owner is the same row.
+
+    Re-processing a turn after a crash therefore upserts instead of duplicating.
+    """
+    digest = hashlib.sha256(f"{user_id}\x00{normalize_text(text)}".encode())
+    return "m" + digest.hexdigest()[:31]
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Whose memories a request may read: the user, their groups, and public ones."""
+
+    user_id: str
+    group_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRecord:
+    """One row of the store. ``content`` is the full text (L2)."""
+
+    id: str
+    user_id: str
+    content: str
+    embedding: tuple[float, ...] | None = field(default=None, repr=False)
+    group_id: str = ""
+    visibility: Visibility = Visibility.USER
+    node_type: NodeType = NodeType.MEMORY
+    memory_type: MemoryType = MemoryType.SEMANTIC
+    status: Status = Status.ACTIVE
+    category_id: str = ""
+    parent_id: str = ""
+    abstract: str = ""  # L0: one line
+    overview: str = ""  # L1: a short paragraph
+    related_ids: tuple[str, ...] = ()
+    source: str = ""  # llm | heuristic | admin | import | eval
+    session_id: str = ""
+    importance: float = 0.5
+    confidence: float = 1.0
+    access_count: int = 0
+    created_at: int = 0  # epoch milliseconds
+    updated_at: int = 0
+    accessed_at: int = 0
+    superseded_by: str = ""
+    content_hash: str = ""
+
+    def __repr__(self) -> str:  # never print memory text
+        return f"MemoryRecord(id={self.id!r}, user_id={self.user_id!r}, status={self.status})"
+
+    def with_changes(self, **changes: object) -> MemoryRecord:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A retrieved memory and its score (higher is better; cosine for ``dense``)."""
+
+    record: MemoryRecord
+    score: float

@@ -1,0 +1,1 @@
+"""Retrieval strategies: one protocol, one strategy per module, composed by name."""

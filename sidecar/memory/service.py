@@ -1,0 +1,56 @@
+"""The memory service: what the request path (and the admin API, eval harness and
+benchmarks) call. It owns no transport; ``extproc`` depends on it, never the reverse.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from sidecar.config import RetrievalConfig
+from sidecar.errors import ConfigError
+from sidecar.memory.embedder import Embedder
+from sidecar.memory.records import Hit, Scope
+from sidecar.memory.retrieval.base import Query, Retriever
+from sidecar.memory.store import MemoryStore
+from sidecar.metrics import Metrics
+
+
+class MemoryService:
+    def __init__(
+        self,
+        store: MemoryStore,
+        embedder: Embedder,
+        retrievers: Mapping[str, Retriever],
+        metrics: Metrics,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self._retrievers = dict(retrievers)
+        self._metrics = metrics
+
+    def retriever(self, name: str) -> Retriever:
+        try:
+            return self._retrievers[name]
+        except KeyError:
+            known = ", ".join(sorted(self._retrievers))
+            raise ConfigError(f"unknown retrieval strategy {name!r} (known: {known})") from None
+
+    async def embed_query(self, text: str, config: RetrievalConfig) -> Query:
+        started = time.perf_counter()
+        clipped = text[: config.max_query_chars]
+        vector = (await self.embedder.embed([clipped]))[0]
+        self._metrics.embed_seconds.observe(time.perf_counter() - started)
+        return Query(clipped, vector)
+
+    async def retrieve(self, text: str, scope: Scope, config: RetrievalConfig) -> list[Hit]:
+        """The memories to inject for ``text``: the strategy's top-k above threshold."""
+        started = time.perf_counter()
+        retriever = self.retriever(config.strategy)
+        query = await self.embed_query(text, config)
+        hits = await retriever.retrieve(query, scope=scope, top_k=config.top_k)
+        kept = [h for h in hits if h.score >= config.threshold]
+        self._metrics.retrieval_seconds.labels(strategy=retriever.name).observe(
+            time.perf_counter() - started
+        )
+        return kept

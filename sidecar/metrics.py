@@ -1,0 +1,110 @@
+"""Prometheus metrics, owned by one :class:`Metrics` object built at start-up.
+
+Each instance has its own registry, so tests and several in-process servers never
+share counters. Labels never carry user ids or content.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+_FAST_BUCKETS = (0.0005, 0.001, 0.002, 0.004, 0.006, 0.008, 0.012, 0.016, 0.025, 0.05, 0.1, 0.25)
+_SLOW_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+class Metrics:
+    """Every metric the sidecar exports (names prefixed ``memory_sidecar_``)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry(auto_describe=True)
+        reg = self.registry
+        p = "memory_sidecar_"
+        self.streams = Counter(p + "streams", "ext_proc streams opened", registry=reg)
+        self.requests = Counter(
+            p + "requests",
+            "Chat requests seen, by profile and outcome",
+            ["profile", "outcome"],
+            registry=reg,
+        )
+        self.passthrough = Counter(
+            p + "passthrough",
+            "Requests passed through unchanged, by reason",
+            ["reason"],
+            registry=reg,
+        )
+        self.errors = Counter(
+            p + "processor_errors",
+            "Internal errors turned into pass-through, by phase",
+            ["phase"],
+            registry=reg,
+        )
+        self.fail_closed = Counter(
+            p + "fail_closed",
+            "Requests refused because a fail-closed profile failed",
+            registry=reg,
+        )
+        self.phase_seconds = Histogram(
+            p + "phase_seconds",
+            "Time the sidecar spent per ext_proc phase",
+            ["phase"],
+            buckets=_FAST_BUCKETS,
+            registry=reg,
+        )
+        self.retrieval_seconds = Histogram(
+            p + "retrieval_seconds",
+            "Retrieval time by strategy (embedding included)",
+            ["strategy"],
+            buckets=_FAST_BUCKETS,
+            registry=reg,
+        )
+        self.embed_seconds = Histogram(
+            p + "embed_seconds", "Embedding time per call", buckets=_FAST_BUCKETS, registry=reg
+        )
+        self.injected = Histogram(
+            p + "injected_memories",
+            "Memories injected per request",
+            buckets=(0, 1, 2, 3, 5, 8, 13, 21),
+            registry=reg,
+        )
+        self.queue_depth = Gauge(
+            p + "write_queue_depth", "Turns waiting to be written", registry=reg
+        )
+        self.turns = Counter(
+            p + "turns", "Completed turns by write outcome", ["outcome"], registry=reg
+        )
+        self.extractions = Counter(
+            p + "extractions",
+            "Fact extractions by extractor and outcome",
+            ["extractor", "outcome"],
+            registry=reg,
+        )
+        self.facts = Counter(p + "facts", "Extracted facts by decision", ["decision"], registry=reg)
+        self.llm_calls = Counter(
+            p + "llm_calls", "LLM calls by task and outcome", ["task", "outcome"], registry=reg
+        )
+        self.llm_seconds = Histogram(
+            p + "llm_seconds",
+            "LLM call latency by task",
+            ["task"],
+            buckets=_SLOW_BUCKETS,
+            registry=reg,
+        )
+        self.store_errors = Counter(
+            p + "store_errors", "Store operations that failed", ["operation"], registry=reg
+        )
+        self.store_seconds = Histogram(
+            p + "store_seconds",
+            "Store operation latency",
+            ["operation"],
+            buckets=_FAST_BUCKETS,
+            registry=reg,
+        )
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every metric."""
+        return generate_latest(self.registry)
+
+    def value(self, name: str, labels: dict[str, str] | None = None) -> float:
+        """A sample's current value (0 when absent) — for tests and the CLI."""
+        found = self.registry.get_sample_value(name, labels or {})
+        return 0.0 if found is None else found

@@ -1,0 +1,1 @@
+"""Tests for the end-to-end support code under ``e2e/``."""

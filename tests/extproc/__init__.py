@@ -1,0 +1,1 @@
+"""Tests for the ext_proc processor."""

@@ -1,0 +1,331 @@
+"""In-process gRPC: a real grpc.aio server on port 0 driven by the generated stub
+through the header, body and response phases, as Envoy would."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2 as pb
+from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
+from sidecar.app import Components, Sidecar
+from sidecar.config import SidecarConfig, config_from_mapping
+from sidecar.extproc.responses import BodySendMode
+from sidecar.memory.embedder import SentenceTransformerEmbedder
+from sidecar.memory.filters import build_filter
+from sidecar.memory.records import Scope
+from sidecar.memory.turns import Turn
+from tests.extproc import messages as msg
+
+
+def make_config(tmp: Path) -> SidecarConfig:
+    return config_from_mapping(
+        {
+            "server": {"port": 0},
+            "admin": {"enabled": False},
+            "store": {"uri": str(tmp / "memory.db")},
+            "write_queue": {"workers": 2},
+            "profiles": {
+                "readonly": {"extraction": {"enabled": False}},
+                "closed": {"fail_open": False},
+                "bodyuser": {"identity": {"allow_body_user": True}},
+            },
+        },
+        env={},
+    )
+
+
+@pytest.fixture(scope="module")
+async def sidecar(
+    tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerEmbedder
+) -> AsyncIterator[Sidecar]:
+    config = make_config(tmp_path_factory.mktemp("grpc"))
+    components = await Components.build(config, embedder=embedder)
+    server = Sidecar(components)
+    await server.start()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture(scope="module")
+async def channel(sidecar: Sidecar) -> AsyncIterator[grpc.aio.Channel]:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{sidecar.port}") as ch:
+        yield ch
+
+
+async def exchange(
+    channel: grpc.aio.Channel,
+    requests: Sequence[pb.ProcessingRequest],
+    profile: str | None = None,
+) -> list[pb.ProcessingResponse]:
+    """Send each message after the previous reply, like Envoy does."""
+    stub = pb_grpc.ExternalProcessorStub(channel)
+    metadata = (("x-memory-profile", profile),) if profile else None
+    call = stub.Process(metadata=metadata)
+    replies = []
+    for request in requests:
+        await call.write(request)
+        replies.append(await call.read())
+        if replies[-1].HasField("immediate_response"):
+            break
+    await call.done_writing()
+    return replies
+
+
+def new_user() -> str:
+    return f"user-{uuid.uuid4().hex[:8]}"
+
+
+async def remember(sidecar: Sidecar, user: str, text: str) -> None:
+    turn = Turn(user_id=user, user_text=text, assistant_text="Noted.", created_at=1_700_000_000_000)
+    await sidecar.components.writer.write_turn(turn)
+
+
+def mutated_body(reply: pb.ProcessingResponse) -> dict[str, Any]:
+    return json.loads(reply.request_body.response.body_mutation.body)  # type: ignore[no-any-return]
+
+
+async def test_health_is_serving(channel: grpc.aio.Channel) -> None:
+    stub = health_pb2_grpc.HealthStub(channel)
+    for service in ("", "envoy.service.ext_proc.v3.ExternalProcessor"):
+        reply = await stub.Check(health_pb2.HealthCheckRequest(service=service))
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+async def test_injects_memories_and_reports_count(
+    sidecar: Sidecar, channel: grpc.aio.Channel
+) -> None:
+    user = new_user()
+    await remember(sidecar, user, "I live in Berlin. I have two cats.")
+    body = msg.chat_body("Where do I live?", tools=[{"type": "function"}], vendor_x={"a": 1})
+    replies = await exchange(
+        channel,
+        [msg.request_headers(user=user), msg.request_body(body), msg.response_headers()],
+    )
+    assert replies[0].HasField("request_headers")
+    reply = replies[1]
+    assert reply.HasField("request_body")
+    new_body = mutated_body(reply)
+    system = new_body["messages"][0]
+    assert system["role"] == "system"
+    assert "User lives in Berlin." in system["content"]
+    assert new_body["tools"] == [{"type": "function"}]
+    assert new_body["vendor_x"] == {"a": 1}
+    set_headers = msg.header_values(reply.request_body.response.header_mutation)
+    assert set_headers["content-length"] == str(len(reply.request_body.response.body_mutation.body))
+    injected = msg.header_values(replies[2].response_headers.response.header_mutation)
+    assert int(injected["x-memory-injected"]) >= 1
+
+
+async def test_other_users_memories_never_injected(
+    sidecar: Sidecar, channel: grpc.aio.Channel
+) -> None:
+    owner, other = new_user(), new_user()
+    await remember(sidecar, owner, "My passport number is in the blue folder.")
+    replies = await exchange(
+        channel,
+        [
+            msg.request_headers(user=other),
+            msg.request_body(msg.chat_body("Where is my passport number?")),
+            msg.response_headers(),
+        ],
+    )
+    assert not replies[1].request_body.response.HasField("body_mutation")
+    injected = msg.header_values(replies[2].response_headers.response.header_mutation)
+    assert injected["x-memory-injected"] == "0"
+
+
+async def test_crafted_user_id_sees_only_its_own_memories(
+    sidecar: Sidecar, channel: grpc.aio.Channel
+) -> None:
+    victim = new_user()
+    await remember(sidecar, victim, "My bank PIN is 4321.")
+    crafted = f'x" || user_id != "{victim}'
+    replies = await exchange(
+        channel,
+        [
+            msg.request_headers(user=crafted),
+            msg.request_body(msg.chat_body("What is my bank PIN?")),
+            msg.response_headers(),
+        ],
+    )
+    assert replies[1].request_body == pb.BodyResponse()
+    injected = msg.header_values(replies[2].response_headers.response.header_mutation)
+    assert injected["x-memory-injected"] == "0"
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "reason"),
+    [
+        (msg.request_headers("/v1/embeddings"), msg.chat_body(), "other_path"),
+        (msg.request_headers(user=None), msg.chat_body(), "no_identity"),
+        (msg.request_headers(user="bad\x01id"), msg.chat_body(), "invalid_identity"),
+        (msg.request_headers(groups="ok,bad\x7fgroup"), msg.chat_body(), "invalid_identity"),
+        (msg.request_headers(), b"{not json", "not_chat_json"),
+        (msg.request_headers(), b'{"model": "m"}', "not_chat_json"),
+        (
+            msg.request_headers(),
+            json.dumps({"messages": [{"role": "system", "content": "x"}]}).encode(),
+            "no_user_message",
+        ),
+        (
+            msg.request_headers(extra={"content-encoding": "gzip"}),
+            b"\x1f\x8b\x08\x00",
+            "encoded_body",
+        ),
+    ],
+)
+async def test_passes_through_unchanged(
+    sidecar: Sidecar,
+    channel: grpc.aio.Channel,
+    headers: pb.ProcessingRequest,
+    body: bytes,
+    reason: str,
+) -> None:
+    before = sidecar.components.metrics.value(
+        "memory_sidecar_passthrough_total", {"reason": reason}
+    )
+    replies = await exchange(channel, [headers, msg.request_body(body), msg.response_headers()])
+    assert [r.WhichOneof("response") for r in replies] == [
+        "request_headers",
+        "request_body",
+        "response_headers",
+    ]
+    assert replies[1].request_body == pb.BodyResponse()
+    assert replies[2].mode_override.response_body_mode == BodySendMode.NONE
+    after = sidecar.components.metrics.value("memory_sidecar_passthrough_total", {"reason": reason})
+    assert after == before + 1
+
+
+async def test_json_response_is_remembered(sidecar: Sidecar, channel: grpc.aio.Channel) -> None:
+    user = new_user()
+    replies = await exchange(
+        channel,
+        [
+            msg.request_headers(user=user),
+            msg.request_body(msg.chat_body("I'm allergic to peanuts. What should I cook?")),
+            msg.response_headers(),
+            msg.response_body(msg.completion_json("Try a lentil curry.")),
+        ],
+    )
+    assert replies[3].HasField("response_body")
+    assert await sidecar.components.queue.wait_idle(10)
+    rows = await sidecar.components.store.query(build_filter(owner=user))
+    assert [r.content for r in rows] == ["User is allergic to peanuts."]
+
+
+async def test_streamed_response_switches_mode_and_is_remembered(
+    sidecar: Sidecar, channel: grpc.aio.Channel
+) -> None:
+    user = new_user()
+    chunks = msg.sse_chunks("Sure, I will keep that in mind for later.")
+    requests = [
+        msg.request_headers(user=user),
+        msg.request_body(msg.chat_body("My sister's name is Ana.", stream=True)),
+        msg.response_headers(content_type="text/event-stream"),
+    ]
+    requests += [msg.response_body(c, end_of_stream=False) for c in chunks]
+    requests.append(msg.response_body(b"", end_of_stream=True))
+    replies = await exchange(channel, requests)
+    headers_reply = replies[2]
+    assert headers_reply.mode_override.response_body_mode == BodySendMode.STREAMED
+    assert (
+        "content-length" in headers_reply.response_headers.response.header_mutation.remove_headers
+    )
+    assert all(r.HasField("response_body") for r in replies[3:])
+    assert all(not r.response_body.response.HasField("body_mutation") for r in replies[3:])
+    assert await sidecar.components.queue.wait_idle(10)
+    rows = await sidecar.components.store.query(build_filter(owner=user))
+    assert [r.content for r in rows] == ["User's sister's name is Ana."]
+
+
+async def test_readonly_profile_never_stores(sidecar: Sidecar, channel: grpc.aio.Channel) -> None:
+    user = new_user()
+    replies = await exchange(
+        channel,
+        [
+            msg.request_headers(user=user),
+            msg.request_body(msg.chat_body("I live in Oslo.")),
+            msg.response_headers(),
+            msg.response_body(msg.completion_json("Nice.")),
+        ],
+        profile="readonly",
+    )
+    assert replies[2].mode_override.response_body_mode == BodySendMode.NONE
+    assert await sidecar.components.queue.wait_idle(10)
+    assert await sidecar.components.store.count(build_filter(scope=Scope(user))) == 0
+
+
+async def test_unknown_profile_passes_through(sidecar: Sidecar, channel: grpc.aio.Channel) -> None:
+    replies = await exchange(
+        channel,
+        [msg.request_headers(), msg.request_body(msg.chat_body()), msg.response_headers()],
+        profile="no-such-profile",
+    )
+    assert replies[1].request_body == pb.BodyResponse()
+    assert replies[2].response_headers == pb.HeadersResponse()
+
+
+async def test_body_user_only_when_profile_allows(
+    sidecar: Sidecar, channel: grpc.aio.Channel
+) -> None:
+    user = new_user()
+    await remember(sidecar, user, "I play the cello.")
+    body = msg.chat_body("What instrument do I play?", user=user)
+    denied = await exchange(channel, [msg.request_headers(user=None), msg.request_body(body)])
+    assert denied[1].request_body == pb.BodyResponse()
+    allowed = await exchange(
+        channel, [msg.request_headers(user=None), msg.request_body(body)], profile="bodyuser"
+    )
+    assert "cello" in mutated_body(allowed[1])["messages"][0]["content"]
+
+
+async def test_internal_error_passes_through_and_counts(
+    sidecar: Sidecar, channel: grpc.aio.Channel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(sidecar.components.memory, "retrieve", broken)
+    metrics = sidecar.components.metrics
+    before = metrics.value("memory_sidecar_processor_errors_total", {"phase": "request_body"})
+    replies = await exchange(
+        channel,
+        [msg.request_headers(), msg.request_body(msg.chat_body()), msg.response_headers()],
+    )
+    assert replies[1].request_body == pb.BodyResponse()
+    assert replies[2].HasField("response_headers")
+    after = metrics.value("memory_sidecar_processor_errors_total", {"phase": "request_body"})
+    assert after == before + 1
+
+    closed = await exchange(
+        channel,
+        [msg.request_headers(), msg.request_body(msg.chat_body())],
+        profile="closed",
+    )
+    assert closed[1].HasField("immediate_response")
+    assert closed[1].immediate_response.status.code == 503
+    assert json.loads(closed[1].immediate_response.body)["error"]["type"]
+
+
+async def test_slow_retrieval_fails_open(
+    sidecar: Sidecar, channel: grpc.aio.Channel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def slow(*args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(5)
+
+    monkeypatch.setattr(sidecar.components.memory, "retrieve", slow)
+    metrics = sidecar.components.metrics
+    before = metrics.value("memory_sidecar_passthrough_total", {"reason": "retrieval_timeout"})
+    replies = await exchange(channel, [msg.request_headers(), msg.request_body(msg.chat_body())])
+    assert replies[1].request_body == pb.BodyResponse()
+    after = metrics.value("memory_sidecar_passthrough_total", {"reason": "retrieval_timeout"})
+    assert after == before + 1
