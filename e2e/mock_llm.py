@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import copy
 import dataclasses
 import itertools
@@ -677,7 +678,8 @@ class MockLLMService:
     # -- chat completions ---------------------------------------------------------
 
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
-        raw = await request.text()
+        raw_bytes = await request.read()
+        raw = raw_bytes.decode("utf-8", errors="replace")
         body: Any
         try:
             body = json.loads(raw)
@@ -688,6 +690,8 @@ class MockLLMService:
                 "path": request.path,
                 "headers": {k.lower(): v for k, v in request.headers.items()},
                 "body": body,
+                # Exactly the bytes received, for byte-identity checks.
+                "raw_body_b64": base64.b64encode(raw_bytes).decode("ascii"),
             }
         )
         self.stats["chat"] += 1

@@ -181,7 +181,7 @@ class RetrievalConfig(_Model):
     strategy: Literal["dense"] = "dense"
     top_k: int = Field(default=5, ge=1, le=100)
     #: Minimum cosine similarity (MiniLM scale) for a memory to be injected.
-    threshold: float = Field(default=0.25, ge=-1.0, le=1.0)
+    threshold: float = Field(default=0.2, ge=-1.0, le=1.0)
     #: Request-path budget for retrieval; past it the request goes on without memory.
     timeout_ms: int = Field(default=500, ge=1, le=60_000)
     #: Longest query text embedded, in characters.

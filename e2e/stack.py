@@ -1,0 +1,328 @@
+"""Start and stop the real processes: mock LLM, sidecar, Envoy.
+
+Used by the end-to-end tests, ``e2e/run_e2e.py``, the demo and the benchmarks.
+Every process listens on loopback ports chosen at start; each is stopped with
+SIGTERM (SIGKILL after a grace period) and its output kept in the work directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Self
+
+import yaml
+
+from sidecar.config import config_from_mapping
+from sidecar.envoy_config import render_yaml
+
+PYTHON = sys.executable
+BIN_DIR = Path(sys.executable).parent
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def http_get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return int(response.status), bytes(response.read())
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), exc.read()
+
+
+def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            if check():
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"{what} not ready after {timeout:.0f}s")
+
+
+@dataclass
+class ManagedProcess:
+    name: str
+    args: list[str]
+    log_path: Path
+    env: Mapping[str, str] | None = None
+    process: subprocess.Popen[bytes] | None = field(default=None, init=False)
+
+    def start(self) -> Self:
+        env = {**os.environ, **(self.env or {})}
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            self.args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT
+        )
+        log.close()
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def check_alive(self) -> None:
+        if self.process is not None and self.process.poll() is not None:
+            raise RuntimeError(
+                f"{self.name} exited with {self.process.returncode}; log:\n{self.tail()}"
+            )
+
+    def tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self, timeout: float = 15.0) -> int | None:
+        """SIGTERM, wait, then SIGKILL; returns the exit code."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+@dataclass
+class Ports:
+    mock: int = field(default_factory=free_port)
+    sidecar: int = field(default_factory=free_port)
+    sidecar_admin: int = field(default_factory=free_port)
+    envoy: int = field(default_factory=free_port)
+    envoy_admin: int = field(default_factory=free_port)
+
+
+def demo_config(workdir: Path, ports: Ports, **overrides: Any) -> dict[str, Any]:
+    """A sidecar config with the three demo routes (full, read-only, disabled)."""
+    config: dict[str, Any] = {
+        "server": {"host": "127.0.0.1", "port": ports.sidecar},
+        "admin": {"host": "127.0.0.1", "port": ports.sidecar_admin},
+        "store": {"uri": str(workdir / "memory.db")},
+        "llm": {"base_url": f"http://127.0.0.1:{ports.mock}/v1", "model": "mock-llm"},
+        "logging": {"level": "INFO"},
+        "profiles": {
+            "readonly": {
+                "paths": ["/readonly/v1/chat/completions"],
+                "extraction": {"enabled": False},
+            },
+        },
+        "envoy": {
+            "listen_host": "127.0.0.1",
+            "listen_port": ports.envoy,
+            "admin_port": ports.envoy_admin,
+            "sidecar_port": ports.sidecar,
+            "routes": [
+                {"prefix": "/readonly/v1/", "rewrite": "/v1/", "profile": "readonly"},
+                {"prefix": "/nomemory/v1/", "rewrite": "/v1/", "profile": None},
+                {"prefix": "/", "profile": "default"},
+            ],
+        },
+    }
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(config.get(key), dict):
+            config[key] = {**config[key], **value}
+        else:
+            config[key] = value
+    return config
+
+
+class Stack:
+    """Mock LLM + sidecar + Envoy on loopback, as one unit."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        config_overrides: Mapping[str, Any] | None = None,
+        mock_args: tuple[str, ...] = (),
+        with_sidecar: bool = True,
+        ports: Ports | None = None,
+    ) -> None:
+        self.workdir = workdir
+        self.ports = ports or Ports()
+        self.config = demo_config(workdir, self.ports, **dict(config_overrides or {}))
+        self.config_path = workdir / "sidecar.yaml"
+        self.envoy_path = workdir / "envoy.yaml"
+        self._mock_args = mock_args
+        self._with_sidecar = with_sidecar
+        self.mock = ManagedProcess(
+            "mock-llm",
+            [PYTHON, "-m", "e2e.mock_llm", "--port", str(self.ports.mock), *mock_args],
+            workdir / "mock.log",
+        )
+        self.sidecar = ManagedProcess(
+            "sidecar",
+            [PYTHON, "-m", "sidecar", "serve", "--config", str(self.config_path)],
+            workdir / "sidecar.log",
+            env={"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"},
+        )
+        self.envoy = ManagedProcess(
+            "envoy",
+            [
+                str(BIN_DIR / "envoy"),
+                "-c",
+                str(self.envoy_path),
+                "--disable-hot-restart",
+                "--log-level",
+                "warning",
+            ],
+            workdir / "envoy.log",
+        )
+
+    # -- addresses ------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL of the full-memory route through Envoy."""
+        return f"http://127.0.0.1:{self.ports.envoy}/v1"
+
+    def route_url(self, prefix: str) -> str:
+        return f"http://127.0.0.1:{self.ports.envoy}{prefix}"
+
+    @property
+    def mock_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.mock}"
+
+    @property
+    def sidecar_admin_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.sidecar_admin}"
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    def write_configs(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text(yaml.safe_dump(self.config, sort_keys=False))
+        validated = config_from_mapping(self.config, env={})
+        self.envoy_path.write_text(render_yaml(validated, self.mock_url))
+
+    def start(self, timeout: float = 90.0) -> Self:
+        self.write_configs()
+        self.mock.start()
+        if self._with_sidecar:
+            self.sidecar.start()
+        self.envoy.start()
+        self.wait_mock(timeout)
+        if self._with_sidecar:
+            self.wait_sidecar(timeout)
+        self.wait_envoy(timeout)
+        return self
+
+    def wait_mock(self, timeout: float) -> None:
+        def ready() -> bool:
+            self.mock.check_alive()
+            return http_get(f"{self.mock_url}/health")[0] == 200
+
+        wait_until(ready, timeout, "mock LLM")
+
+    def wait_sidecar(self, timeout: float) -> None:
+        def ready() -> bool:
+            self.sidecar.check_alive()
+            return http_get(f"{self.sidecar_admin_url}/ready")[0] == 200
+
+        wait_until(ready, timeout, "sidecar")
+
+    def wait_envoy(self, timeout: float) -> None:
+        admin = f"http://127.0.0.1:{self.ports.envoy_admin}"
+
+        def ready() -> bool:
+            self.envoy.check_alive()
+            if http_get(f"{admin}/ready")[0] != 200:
+                return False
+            if not self._with_sidecar or not self.sidecar.running:
+                return True
+            # Envoy reaches the sidecar (its health check passed).
+            status, body = http_get(f"{admin}/clusters?format=json")
+            if status != 200:
+                return False
+            clusters = json.loads(body).get("cluster_statuses", [])
+            for cluster in clusters:
+                if cluster.get("name") == "memory_sidecar":
+                    hosts = cluster.get("host_statuses", [])
+                    return bool(hosts) and all(
+                        not h.get("health_status", {}).get("failed_active_health_check")
+                        for h in hosts
+                    )
+            return False
+
+        wait_until(ready, timeout, "envoy")
+
+    def restart_sidecar(self, timeout: float = 90.0) -> None:
+        self.sidecar.stop()
+        self.sidecar.start()
+        self.wait_sidecar(timeout)
+
+    def stop(self) -> dict[str, int | None]:
+        codes = {"envoy": self.envoy.stop()}
+        codes["sidecar"] = self.sidecar.stop(timeout=60)
+        codes["mock"] = self.mock.stop()
+        return codes
+
+    def mock_requests(self) -> list[dict[str, Any]]:
+        status, body = http_get(f"{self.mock_url}/_mock/requests")
+        if status != 200:
+            raise RuntimeError(f"mock request log: HTTP {status}")
+        return list(json.loads(body))
+
+    def sidecar_metric(self, name: str, labels: Mapping[str, str] | None = None) -> float:
+        """The current value of one sidecar metric sample (0 when absent)."""
+        _, body = http_get(f"{self.sidecar_admin_url}/metrics")
+        wanted = {f'{k}="{v}"' for k, v in (labels or {}).items()}
+        for line in body.decode().splitlines():
+            if not line.startswith(name):
+                continue
+            head, _, value = line.rpartition(" ")
+            sample, _, label_text = head.partition("{")
+            if sample != name:
+                continue
+            present = set(label_text.rstrip("}").split(",")) if label_text else set()
+            if wanted <= present:
+                return float(value)
+        return 0.0
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@contextlib.contextmanager
+def running_stack(workdir: Path, **kwargs: Any) -> Iterator[Stack]:
+    stack = Stack(workdir, **kwargs)
+    try:
+        stack.start()
+        yield stack
+    except BaseException:
+        for proc in (stack.sidecar, stack.envoy, stack.mock):
+            if proc.process is not None and proc.process.poll() is not None:
+                sys.stderr.write(f"--- {proc.name} log ---\n{proc.tail()}\n")
+        raise
+    finally:
+        stack.stop()

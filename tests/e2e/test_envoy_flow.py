@@ -1,0 +1,173 @@
+"""Through the real Envoy binary: OpenAI SDK -> Envoy -> sidecar -> mock LLM.
+
+One stack (mock LLM, sidecar process, Envoy) per module. Each test uses its own
+user ids so the tests do not depend on one another's memories.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import openai
+import pytest
+
+from e2e.stack import Stack, running_stack
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    with running_stack(tmp_path_factory.mktemp("e2e")) as running:
+        yield running
+
+
+def client(stack: Stack, user: str, prefix: str = "/v1") -> openai.OpenAI:
+    return openai.OpenAI(
+        base_url=stack.route_url(prefix),
+        api_key="unused",
+        default_headers={"x-user-id": user},
+        max_retries=0,
+        timeout=30,
+    )
+
+
+def new_user(name: str) -> str:
+    return f"{name}-{uuid.uuid4().hex[:6]}"
+
+
+def wait_written(stack: Stack, at_least: float, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if stack.sidecar_metric("memory_sidecar_turns_total", {"outcome": "written"}) >= at_least:
+            return
+        time.sleep(0.1)
+    raise AssertionError("the sidecar did not write the turn in time")
+
+
+def written(stack: Stack) -> float:
+    return stack.sidecar_metric("memory_sidecar_turns_total", {"outcome": "written"})
+
+
+def say(stack: Stack, user: str, text: str, prefix: str = "/v1") -> str:
+    """One non-streaming turn; returns the echoed answer."""
+    answer = client(stack, user, prefix).chat.completions.create(
+        model="mock-llm", messages=[{"role": "user", "content": text}]
+    )
+    return answer.choices[0].message.content or ""
+
+
+def system_prompt_seen_upstream(echo: str) -> str:
+    """The system message(s) the upstream received, from the mock's echo."""
+    start = echo.find("[system] ")
+    if start < 0:
+        return ""
+    end = echo.find("\n[user] ", start)
+    return echo[start : end if end >= 0 else len(echo)]
+
+
+def test_memory_reaches_the_next_conversation_for_that_user_only(stack: Stack) -> None:
+    alice, bob = new_user("alice"), new_user("bob")
+    before = written(stack)
+    say(stack, alice, "Hi! I live in Berlin and I'm allergic to peanuts.")
+    wait_written(stack, before + 1)
+
+    raw = client(stack, alice).chat.completions.with_raw_response.create(
+        model="mock-llm", messages=[{"role": "user", "content": "Where do I live?"}]
+    )
+    echo = raw.parse().choices[0].message.content or ""
+    assert "User lives in Berlin" in system_prompt_seen_upstream(echo)
+    assert int(raw.headers["x-memory-injected"]) >= 1
+
+    other = client(stack, bob).chat.completions.with_raw_response.create(
+        model="mock-llm", messages=[{"role": "user", "content": "Where do I live?"}]
+    )
+    other_echo = other.parse().choices[0].message.content or ""
+    assert "Berlin" not in other_echo
+    assert other.headers["x-memory-injected"] == "0"
+
+
+def test_streaming_injects_and_remembers(stack: Stack) -> None:
+    carol = new_user("carol")
+    before = written(stack)
+    stream = client(stack, carol).chat.completions.create(
+        model="mock-llm",
+        messages=[{"role": "user", "content": "My sister's name is Ana."}],
+        stream=True,
+    )
+    pieces = [c.choices[0].delta.content or "" for c in stream if c.choices]
+    assert len(pieces) > 1
+    assert "My sister's name is Ana." in "".join(pieces)
+    wait_written(stack, before + 1)
+
+    with client(stack, carol).chat.completions.with_streaming_response.create(
+        model="mock-llm",
+        messages=[{"role": "user", "content": "What is my sister called?"}],
+        stream=True,
+    ) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        assert int(response.headers["x-memory-injected"]) >= 1
+        text = "".join(
+            chunk.choices[0].delta.content or "" for chunk in response.parse() if chunk.choices
+        )
+    assert "User's sister's name is Ana." in system_prompt_seen_upstream(text)
+
+
+def test_readonly_route_injects_but_never_stores(stack: Stack) -> None:
+    dave = new_user("dave")
+    before = written(stack)
+    say(stack, dave, "I work as a nurse.")
+    wait_written(stack, before + 1)
+
+    accepted = stack.sidecar_metric("memory_sidecar_turns_total", {"outcome": "accepted"})
+    echo = say(stack, dave, "I have a dog named Rex. What is my job?", prefix="/readonly/v1")
+    assert "User works as a nurse" in system_prompt_seen_upstream(echo)
+    time.sleep(0.5)
+    assert stack.sidecar_metric("memory_sidecar_turns_total", {"outcome": "accepted"}) == accepted
+
+    echo = say(stack, dave, "What is my dog's name?")
+    assert "Rex" not in system_prompt_seen_upstream(echo)
+
+
+def test_disabled_route_is_byte_identical(stack: Stack, tmp_path: Path) -> None:
+    body = b'{"model":"mock-llm",  "messages":[{"role":"user","content":"I live in Rome."}]}'
+    request = urllib.request.Request(
+        stack.route_url("/nomemory/v1/chat/completions"),
+        data=body,
+        headers={"content-type": "application/json", "x-user-id": new_user("erin")},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.status == 200
+        assert response.headers.get("x-memory-injected") is None
+        json.loads(response.read())
+    seen = stack.mock_requests()[-1]
+    assert seen["path"] == "/v1/chat/completions"
+    assert base64.b64decode(seen["raw_body_b64"]) == body
+
+
+def test_memory_route_rewrites_body_with_matching_length(stack: Stack) -> None:
+    frank = new_user("frank")
+    before = written(stack)
+    say(stack, frank, "I have two cats.")
+    wait_written(stack, before + 1)
+    say(stack, frank, "How many cats do I have?")
+    seen = stack.mock_requests()[-1]
+    raw = base64.b64decode(seen["raw_body_b64"])
+    assert int(seen["headers"]["content-length"]) == len(raw)
+    assert "User has two cats" in json.loads(raw)["messages"][0]["content"]
+
+
+def test_sidecar_down_fails_open(stack: Stack) -> None:
+    """Last in the module: stops the sidecar, then brings it back."""
+    stack.sidecar.stop()
+    try:
+        echo = say(stack, new_user("gina"), "I live in Madrid. Where do I live?")
+        assert echo.startswith("ECHO")
+    finally:
+        stack.restart_sidecar()
