@@ -310,7 +310,9 @@ class SidecarConfig(_Model):
     def _merge_profiles(cls, data: Any) -> Any:
         if not isinstance(data, Mapping):
             return data
-        raw_profiles = data.get("profiles") or {}
+        raw_profiles = data.get("profiles")
+        if raw_profiles is None:
+            raw_profiles = {}
         if not isinstance(raw_profiles, Mapping):
             return data  # let field validation report the type error
         base = data.get("defaults") or {}
@@ -404,6 +406,8 @@ def load_config(path: str | Path | None, env: Mapping[str, str] | None = None) -
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}: not UTF-8 text ({exc.reason})") from exc
         try:
             data = yaml.safe_load(text) or {}
         except yaml.YAMLError as exc:

@@ -229,7 +229,7 @@ def _per_route(config: SidecarConfig, route: RouteConfig) -> ext_proc_v3.ExtProc
     )
 
 
-def _routes(config: SidecarConfig) -> list[route_v3.Route]:
+def _routes(config: SidecarConfig, with_ext_proc: bool) -> list[route_v3.Route]:
     routes: list[route_v3.Route] = []
     earlier: list[str] = []
     for route in config.envoy.routes:
@@ -240,7 +240,7 @@ def _routes(config: SidecarConfig) -> list[route_v3.Route]:
                 "matches first (list longer prefixes first)"
             )
         earlier.append(route.prefix)
-        per_route = pb.Any.pack(_per_route(config, route))
+        per_route = {EXT_PROC_FILTER: pb.Any.pack(_per_route(config, route))}
         routes.append(
             route_v3.Route(
                 name=f"{route.profile or 'no-memory'}:{route.prefix}",
@@ -250,13 +250,13 @@ def _routes(config: SidecarConfig) -> list[route_v3.Route]:
                     timeout=timedelta(seconds=route.timeout_s),  # 0s: no limit
                     prefix_rewrite=route.rewrite or "",
                 ),
-                typed_per_filter_config={EXT_PROC_FILTER: per_route},
+                typed_per_filter_config=per_route if with_ext_proc else {},
             )
         )
     return routes
 
 
-def _listener(config: SidecarConfig) -> listener_v3.Listener:
+def _listener(config: SidecarConfig, with_ext_proc: bool) -> listener_v3.Listener:
     envoy = config.envoy
     message_timeout = timedelta(milliseconds=envoy.message_timeout_ms)
     ext_proc = ext_proc_v3.ExternalProcessor(
@@ -269,17 +269,18 @@ def _listener(config: SidecarConfig) -> listener_v3.Listener:
         allow_mode_override=True,  # the sidecar picks STREAMED (SSE) or NONE per response
         processing_mode=_processing_mode(_Body.BUFFERED),
     )
-    virtual_host = route_v3.VirtualHost(name="llm", domains=["*"], routes=_routes(config))
+    virtual_host = route_v3.VirtualHost(
+        name="llm", domains=["*"], routes=_routes(config, with_ext_proc)
+    )
+    router = hcm_v3.HttpFilter(
+        name="envoy.filters.http.router", typed_config=pb.Any.pack(router_v3.Router())
+    )
+    ext_proc_filter = hcm_v3.HttpFilter(name=EXT_PROC_FILTER, typed_config=pb.Any.pack(ext_proc))
     manager = hcm_v3.HttpConnectionManager(
         stat_prefix=LISTENER,
         codec_type=hcm_v3.HttpConnectionManagerCodecType.AUTO,
         route_config=route_v3.RouteConfiguration(name="llm", virtual_hosts=[virtual_host]),
-        http_filters=[
-            hcm_v3.HttpFilter(name=EXT_PROC_FILTER, typed_config=pb.Any.pack(ext_proc)),
-            hcm_v3.HttpFilter(
-                name="envoy.filters.http.router", typed_config=pb.Any.pack(router_v3.Router())
-            ),
-        ],
+        http_filters=[ext_proc_filter, router] if with_ext_proc else [router],
         stream_idle_timeout=timedelta(seconds=300),
         request_timeout=timedelta(0),  # disabled: LLM streams are long
     )
@@ -294,8 +295,13 @@ def _listener(config: SidecarConfig) -> listener_v3.Listener:
     )
 
 
-def build_bootstrap(config: SidecarConfig, upstream: str) -> bootstrap_v3.Bootstrap:
-    """The Envoy bootstrap for ``config`` in front of the LLM server at ``upstream``."""
+def build_bootstrap(
+    config: SidecarConfig, upstream: str, *, with_ext_proc: bool = True
+) -> bootstrap_v3.Bootstrap:
+    """The Envoy bootstrap for ``config`` in front of the LLM server at ``upstream``.
+
+    ``with_ext_proc=False`` leaves the sidecar out entirely (a benchmark baseline).
+    """
     envoy = config.envoy
     for name, host in (("listen_host", envoy.listen_host), ("admin_host", envoy.admin_host)):
         if not _is_ip(host):
@@ -304,14 +310,17 @@ def build_bootstrap(config: SidecarConfig, upstream: str) -> bootstrap_v3.Bootst
     return bootstrap_v3.Bootstrap(
         admin=bootstrap_v3.Admin(address=_address(envoy.admin_host, envoy.admin_port)),
         static_resources=bootstrap_v3.BootstrapStaticResources(
-            listeners=[_listener(config)],
-            clusters=[_sidecar_cluster(config), _upstream_cluster(config, parsed)],
+            listeners=[_listener(config, with_ext_proc)],
+            clusters=[_sidecar_cluster(config), _upstream_cluster(config, parsed)]
+            if with_ext_proc
+            else [_upstream_cluster(config, parsed)],
         ),
     )
 
 
-def render_yaml(config: SidecarConfig, upstream: str) -> str:
+def render_yaml(config: SidecarConfig, upstream: str, *, with_ext_proc: bool = True) -> str:
     """:func:`build_bootstrap` as YAML (snake_case names) under a do-not-edit header."""
-    document = build_bootstrap(config, upstream).to_dict(casing=betterproto2.Casing.SNAKE)
+    bootstrap = build_bootstrap(config, upstream, with_ext_proc=with_ext_proc)
+    document = bootstrap.to_dict(casing=betterproto2.Casing.SNAKE)
     body = yaml.safe_dump(document, sort_keys=False, default_flow_style=False, width=1000)
     return _HEADER.format(upstream=upstream) + body

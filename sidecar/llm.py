@@ -87,10 +87,42 @@ class LLMClient:
         *,
         max_tokens: int | None = None,
         temperature: float | None = None,
-        json_mode: bool = False,
         timeout_s: float | None = None,
     ) -> str:
         """The assistant text (reasoning stripped). ``task`` labels the metrics."""
+        text = await self._complete(task, messages, max_tokens, temperature, False, timeout_s)
+        self._metrics.llm_calls.labels(task=task, outcome="ok").inc()
+        return text
+
+    async def chat_json(
+        self,
+        task: str,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        timeout_s: float | None = None,
+    ) -> Any:
+        """Like :meth:`chat` but returns the parsed JSON value of the answer."""
+        text = await self._complete(task, messages, max_tokens, temperature, True, timeout_s)
+        try:
+            value = parse_json_loose(text)
+        except LLMBadOutput:
+            self._metrics.llm_calls.labels(task=task, outcome="bad_output").inc()
+            raise
+        self._metrics.llm_calls.labels(task=task, outcome="ok").inc()
+        return value
+
+    async def _complete(
+        self,
+        task: str,
+        messages: Sequence[ChatMessage],
+        max_tokens: int | None,
+        temperature: float | None,
+        json_mode: bool,
+        timeout_s: float | None,
+    ) -> str:
+        """One call; failures are counted here, successes by the caller."""
         if self._client is None:
             raise LLMUnavailable("no LLM is configured")
         kwargs: dict[str, Any] = {}
@@ -125,22 +157,7 @@ class LLMClient:
         if not isinstance(content, str) or not content.strip():
             self._metrics.llm_calls.labels(task=task, outcome="empty").inc()
             raise LLMBadOutput(f"{task}: empty answer")
-        self._metrics.llm_calls.labels(task=task, outcome="ok").inc()
         return strip_reasoning(content)
-
-    async def chat_json(
-        self,
-        task: str,
-        messages: Sequence[ChatMessage],
-        **kwargs: Any,
-    ) -> Any:
-        """Like :meth:`chat` but returns the parsed JSON value of the answer."""
-        text = await self.chat(task, messages, json_mode=True, **kwargs)
-        try:
-            return parse_json_loose(text)
-        except LLMBadOutput:
-            self._metrics.llm_calls.labels(task=task, outcome="bad_output").inc()
-            raise
 
     async def close(self) -> None:
         if self._client is not None:

@@ -7,6 +7,7 @@ know survives the round trip (``tools``, ``response_format``, vendor extensions.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -30,6 +31,17 @@ def content_text(content: object) -> str:
     return ""
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError("number out of range")
+    return value
+
+
 @dataclass(slots=True)
 class ChatRequest:
     """A parsed ``/v1/chat/completions`` body."""
@@ -40,7 +52,7 @@ class ChatRequest:
     def parse(cls, raw: bytes) -> ChatRequest | None:
         """``None`` unless ``raw`` is a JSON object with a ``messages`` list."""
         try:
-            body = json.loads(raw)
+            body = json.loads(raw, parse_constant=_reject_constant, parse_float=_finite_float)
         except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError
             return None
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
@@ -66,13 +78,20 @@ class ChatRequest:
 
     def history(self, limit: int) -> list[tuple[str, str]]:
         """The last ``limit`` messages before the latest user message, as (role, text)."""
+        messages = self.messages
+        last_user = max(
+            (
+                i
+                for i, m in enumerate(messages)
+                if isinstance(m, Mapping) and m.get("role") == "user"
+            ),
+            default=len(messages),
+        )
         turns = [
             (str(m.get("role")), content_text(m.get("content")))
-            for m in self.messages
+            for m in messages[:last_user]
             if isinstance(m, Mapping) and m.get("role") in ("user", "assistant")
         ]
-        if turns and turns[-1][0] == "user":
-            turns = turns[:-1]
         return turns[-limit:] if limit > 0 else []
 
     def body_user_id(self) -> str | None:
@@ -109,8 +128,8 @@ class ChatRequest:
         messages.insert(0, {"role": "system", "content": block})
 
     def encode(self) -> bytes:
-        text = json.dumps(self.body, ensure_ascii=False, separators=(",", ":"))
+        text = json.dumps(self.body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         try:
             return text.encode("utf-8")
         except UnicodeEncodeError:  # lone surrogates from \ud800-style escapes
-            return json.dumps(self.body, separators=(",", ":")).encode("ascii")
+            return json.dumps(self.body, separators=(",", ":"), allow_nan=False).encode("ascii")

@@ -25,15 +25,30 @@ class Identity:
         return Scope(self.user_id, self.group_ids)
 
 
-def header_dict(header_map: base_pb2.HeaderMap) -> dict[str, str]:
-    """Lower-cased header names to values (``raw_value`` bytes decoded as UTF-8;
-    repeated headers joined with ``,``)."""
-    headers: dict[str, str] = {}
+class Headers(dict[str, str]):
+    """Lower-cased header names to values; repeated headers are joined with ``,``
+    and their names kept in :attr:`repeated`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.repeated: set[str] = set()
+
+
+def header_dict(header_map: base_pb2.HeaderMap) -> Headers:
+    """The headers of an ext_proc message. ``raw_value`` bytes that are not UTF-8
+    keep their bad bytes as lone surrogates (``surrogateescape``), so two different
+    invalid ids can never decode to the same string: identifiers with them are
+    rejected by :func:`validate_identifier`."""
+    headers = Headers()
     for header in header_map.headers:
         raw = header.raw_value
-        value = raw.decode("utf-8", errors="replace") if raw else header.value
+        value = raw.decode("utf-8", errors="surrogateescape") if raw else header.value
         key = header.key.lower()
-        headers[key] = f"{headers[key]},{value}" if key in headers else value
+        if key in headers:
+            headers.repeated.add(key)
+            headers[key] = f"{headers[key]},{value}"
+        else:
+            headers[key] = value
     return headers
 
 
@@ -56,6 +71,10 @@ def identity_from_headers(headers: Mapping[str, str], config: IdentityConfig) ->
     user = headers.get(config.user_header, "").strip()
     if not user:
         return None
+    repeated = headers.repeated if isinstance(headers, Headers) else set()
+    for name in (config.user_header, config.session_header):
+        if name in repeated:
+            raise InvalidIdentifier(f"header {name} is repeated")
     return Identity(
         user_id=validate_identifier(user, "user id"),
         group_ids=parse_groups(headers.get(config.groups_header, ""), config.max_groups),

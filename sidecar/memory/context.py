@@ -16,6 +16,7 @@ until the character budget is spent; the order is deterministic.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -40,8 +41,12 @@ class MemoryContext:
         return len(self.hits)
 
 
+_TAG = re.compile(r"<\s*/?\s*memory\b[^>]*>", re.IGNORECASE)
+
+
 def _line(hit: Hit) -> str:
-    content = " ".join(hit.record.content.split())
+    # A memory (possibly shared by someone else) must not close the block early.
+    content = _TAG.sub("[memory]", " ".join(hit.record.content.split()))
     if hit.record.created_at > 0:
         day = datetime.fromtimestamp(hit.record.created_at / 1000, tz=UTC).date().isoformat()
         return f"- {content} ({day})"

@@ -9,6 +9,7 @@ skipped — and the outcome is counted.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -78,7 +79,11 @@ def parse_facts(value: Any, *, max_facts: int) -> list[Fact]:
         except ValueError:
             kind = MemoryType.SEMANTIC
         importance = item.get("importance", 0.5)
-        if not isinstance(importance, int | float) or isinstance(importance, bool):
+        if (
+            not isinstance(importance, int | float)
+            or isinstance(importance, bool)
+            or math.isnan(importance)
+        ):
             importance = 0.5
         key = text.casefold()
         if key in seen:

@@ -53,6 +53,15 @@ _IRREGULAR = {
     "'ll": "will",
 }
 _NEGATIONS = {"don't": "does not", "do not": "does not", "can't": "cannot", "won't": "will not"}
+#: Adverbs between "I" and its verb: "I usually go" -> "User usually goes".
+_ADVERBS = frozenset(
+    {
+        "usually", "always", "often", "sometimes", "never", "really", "also", "just",
+        "still", "typically", "normally", "generally", "mostly", "rarely", "actually",
+        "recently",
+    }
+)  # fmt: skip
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
 
 
 def _third_person(verb: str) -> str:
@@ -68,21 +77,40 @@ def _third_person(verb: str) -> str:
     return verb + "s"
 
 
-def rewrite_first_person(sentence: str) -> str:
-    """``I live in Berlin`` -> ``User lives in Berlin.`` (best effort)."""
-    text = sentence.strip().rstrip(".!")
+def _conjugate_after_i(match: re.Match[str]) -> str:
+    words = match.group(1).split()
+    out: list[str] = []
+    for i, word in enumerate(words):
+        if word.lower() in _ADVERBS and i < len(words) - 1:
+            out.append(word)
+            continue
+        out.append(_third_person(word))
+        out.extend(words[i + 1 :])
+        break
+    return "User " + " ".join(out)
+
+
+def _first_person_body(sentence: str) -> str:
+    """The pronoun rewrites without capitalisation or a final full stop."""
+    text = sentence.translate(_APOSTROPHES).strip().rstrip(".!")
     for neg, repl in _NEGATIONS.items():
         text = re.sub(rf"\bI {neg}\b", f"User {repl}", text, flags=re.I)
     text = re.sub(r"\bI'm\b|\bI am\b", "User is", text, flags=re.I)
     text = re.sub(r"\bI've\b", "User has", text, flags=re.I)
     text = re.sub(r"\bI'd\b", "User would", text, flags=re.I)
     text = re.sub(r"\bI'll\b", "User will", text, flags=re.I)
-    text = re.sub(r"\bI (\w+)", lambda m: f"User {_third_person(m.group(1))}", text)
+    adverbs = "|".join(sorted(_ADVERBS))
+    text = re.sub(rf"\bI ((?:(?:{adverbs}) )*[\w']+)", _conjugate_after_i, text, flags=re.I)
     text = re.sub(r"\b(my|mine)\b", "User's", text, flags=re.I)
     text = re.sub(r"\bmyself\b", "themselves", text, flags=re.I)
     text = re.sub(r"\bme\b", "User", text, flags=re.I)
     text = re.sub(r"\bwe\b", "User and others", text, flags=re.I)
-    text = re.sub(r"\bour\b", "User's", text, flags=re.I)
+    return re.sub(r"\bour\b", "User's", text, flags=re.I)
+
+
+def rewrite_first_person(sentence: str) -> str:
+    """``I live in Berlin`` -> ``User lives in Berlin.`` (best effort)."""
+    text = _first_person_body(sentence)
     return text[:1].upper() + text[1:] + "."
 
 
@@ -90,13 +118,14 @@ def extract_heuristic(user_text: str, *, max_facts: int) -> list[Fact]:
     """Facts from the user's own words, in order, without duplicates."""
     facts: list[Fact] = []
     seen: set[str] = set()
-    for raw in _SENTENCE.split(user_text):
+    for raw in _SENTENCE.split(user_text.translate(_APOSTROPHES)):
         sentence = _GREETING.sub("", raw.strip()).strip()
         if len(sentence) < 6 or sentence.endswith("?"):
             continue
         if _CONSTRAINT.search(sentence):
             body = re.sub(r"^(please\s+)", "", sentence.rstrip(".!"), flags=re.I)
-            body = re.sub(r"^i (want|need|'d like) you to\s+", "", body, flags=re.I)
+            body = re.sub(r"^i(?: want| need|'d like) you to\s+", "", body, flags=re.I)
+            body = _first_person_body(body)
             text = f"User wants the assistant to {body[:1].lower()}{body[1:]}."
             fact = Fact(text, MemoryType.CONSTRAINT, 0.8, HEURISTIC_CONFIDENCE, "heuristic")
         elif _FIRST_PERSON.search(sentence) and not _REQUEST_START.match(sentence):

@@ -13,6 +13,7 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
@@ -61,6 +62,11 @@ def say(stack: Stack, user: str, text: str, prefix: str = "/v1") -> str:
         model="mock-llm", messages=[{"role": "user", "content": text}]
     )
     return answer.choices[0].message.content or ""
+
+
+def upstream_requests(stack: Stack) -> list[dict[str, Any]]:
+    """Requests that came through Envoy (not the sidecar's own tagged LLM calls)."""
+    return [r for r in stack.mock_requests() if "x-user-id" in r["headers"]]
 
 
 def system_prompt_seen_upstream(echo: str) -> str:
@@ -146,7 +152,7 @@ def test_disabled_route_is_byte_identical(stack: Stack, tmp_path: Path) -> None:
         assert response.status == 200
         assert response.headers.get("x-memory-injected") is None
         json.loads(response.read())
-    seen = stack.mock_requests()[-1]
+    seen = upstream_requests(stack)[-1]
     assert seen["path"] == "/v1/chat/completions"
     assert base64.b64decode(seen["raw_body_b64"]) == body
 
@@ -157,7 +163,7 @@ def test_memory_route_rewrites_body_with_matching_length(stack: Stack) -> None:
     say(stack, frank, "I have two cats.")
     wait_written(stack, before + 1)
     say(stack, frank, "How many cats do I have?")
-    seen = stack.mock_requests()[-1]
+    seen = upstream_requests(stack)[-1]
     raw = base64.b64decode(seen["raw_body_b64"])
     assert int(seen["headers"]["content-length"]) == len(raw)
     assert "User has two cats" in json.loads(raw)["messages"][0]["content"]

@@ -1,0 +1,329 @@
+#!/usr/bin/env python
+"""Request latency through the real Envoy, side by side with baselines, in one run.
+
+Targets (all on loopback, same machine, same mock LLM with zero model latency):
+
+* ``direct``        the mock LLM itself
+* ``envoy``         Envoy without any ext_proc filter
+* ``envoy+noop``    Envoy + a do-nothing Python ext_proc (same gRPC loop, pass-through)
+* ``envoy+sidecar`` Envoy + this sidecar: identity, embedding, retrieval over the
+                    seeded store, injection, response capture and extraction queue
+
+Prints p50/p99 latency and req/s per target and concurrency (plus time to first
+byte for streaming) and writes JSON. Example::
+
+    .venv/bin/python scripts/bench_latency.py --requests 400 --concurrency 1,16 \\
+        --users 10 --per-user 1000 --json out/bench_latency.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from e2e.seed import user_name  # noqa: E402
+from e2e.stack import PYTHON, ManagedProcess, Ports, Stack, free_port, http_get  # noqa: E402
+from sidecar.config import config_from_mapping  # noqa: E402
+from sidecar.envoy_config import render_yaml  # noqa: E402
+
+QUESTIONS = [
+    "What is my favourite food?",
+    "Which city do I live in?",
+    "What do I do for work?",
+    "What's my dog's name?",
+    "Which editor do I prefer?",
+    "What do I usually order at the coffee shop?",
+    "Any plans for the weekend?",
+    "What programming language do I like?",
+]
+
+
+@dataclass
+class Result:
+    target: str
+    concurrency: int
+    stream: bool
+    requests: int
+    errors: int
+    p50_ms: float
+    p99_ms: float
+    mean_ms: float
+    rps: float
+    ttfb_p50_ms: float | None = None
+    ttfb_p99_ms: float | None = None
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+async def one_request(
+    session: aiohttp.ClientSession, url: str, user: str, question: str, stream: bool
+) -> tuple[float, float | None]:
+    body = {
+        "model": "mock-llm",
+        "messages": [
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": question},
+        ],
+        "stream": stream,
+    }
+    started = time.perf_counter()
+    first: float | None = None
+    async with session.post(url, json=body, headers={"x-user-id": user}) as response:
+        if response.status != 200:
+            raise RuntimeError(f"HTTP {response.status}")
+        async for _chunk in response.content.iter_any():
+            if first is None:
+                first = time.perf_counter() - started
+    return time.perf_counter() - started, first
+
+
+async def run_load(
+    url: str, *, requests: int, concurrency: int, stream: bool, users: int, warmup: int, seed: int
+) -> tuple[list[float], list[float], int, float]:
+    rng = random.Random(seed)
+    plan = [(user_name(rng.randrange(users)), rng.choice(QUESTIONS)) for _ in range(requests)]
+    latencies: list[float] = []
+    ttfbs: list[float] = []
+    errors = 0
+    connector = aiohttp.TCPConnector(limit=concurrency, force_close=False)
+    timeout = aiohttp.ClientTimeout(total=60)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        for i in range(warmup):
+            user, question = plan[i % len(plan)]
+            await one_request(session, url, user, question, stream)
+        queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        for item in plan:
+            queue.put_nowait(item)
+
+        async def worker() -> None:
+            nonlocal errors
+            while True:
+                try:
+                    user, question = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                try:
+                    total, first = await one_request(session, url, user, question, stream)
+                except (aiohttp.ClientError, RuntimeError, TimeoutError):
+                    errors += 1
+                    continue
+                latencies.append(total)
+                if first is not None:
+                    ttfbs.append(first)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        wall = time.perf_counter() - started
+    return latencies, ttfbs, errors, wall
+
+
+def summarize(
+    target: str, concurrency: int, stream: bool, data: tuple[list[float], list[float], int, float]
+) -> Result:
+    latencies, ttfbs, errors, wall = data
+    ms = [x * 1000 for x in latencies]
+    result = Result(
+        target=target,
+        concurrency=concurrency,
+        stream=stream,
+        requests=len(latencies),
+        errors=errors,
+        p50_ms=round(percentile(ms, 50), 2),
+        p99_ms=round(percentile(ms, 99), 2),
+        mean_ms=round(statistics.fmean(ms), 2) if ms else float("nan"),
+        rps=round(len(latencies) / wall, 1) if wall > 0 else 0.0,
+    )
+    if stream and ttfbs:
+        first_ms = [x * 1000 for x in ttfbs]
+        result.ttfb_p50_ms = round(percentile(first_ms, 50), 2)
+        result.ttfb_p99_ms = round(percentile(first_ms, 99), 2)
+    return result
+
+
+def start_envoy(
+    stack: Stack, name: str, sidecar_port: int | None, workdir: Path
+) -> tuple[ManagedProcess, int]:
+    """An extra Envoy: without ext_proc (None) or in front of another ext_proc port."""
+    port, admin = free_port(), free_port()
+    document = dict(stack.config)
+    document["envoy"] = {
+        **stack.config["envoy"],
+        "listen_port": port,
+        "admin_port": admin,
+        "sidecar_port": sidecar_port or stack.ports.sidecar,
+    }
+    config = config_from_mapping(document, env={})
+    path = workdir / f"envoy-{name}.yaml"
+    path.write_text(render_yaml(config, stack.mock_url, with_ext_proc=sidecar_port is not None))
+    process = ManagedProcess(
+        f"envoy-{name}",
+        [
+            str(Path(PYTHON).parent / "envoy"),
+            "-c",
+            str(path),
+            "--disable-hot-restart",
+            "--log-level",
+            "error",
+        ],
+        workdir / f"envoy-{name}.log",
+    ).start()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if http_get(f"http://127.0.0.1:{admin}/ready")[0] == 200:
+                return process, port
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise TimeoutError(f"envoy-{name} not ready:\n{process.tail()}")
+
+
+def print_table(results: list[Result]) -> None:
+    header = f"{'target':<15} {'mode':<7} {'conc':>4} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8}"
+    header += f" {'ttfb p50':>9} {'errors':>6}"
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        ttfb = f"{r.ttfb_p50_ms:.2f}" if r.ttfb_p50_ms is not None else "-"
+        mode = "stream" if r.stream else "json"
+        print(
+            f"{r.target:<15} {mode:<7} {r.concurrency:>4} {r.p50_ms:>8.2f} {r.p99_ms:>8.2f} "
+            f"{r.rps:>8.1f} {ttfb:>9} {r.errors:>6}"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--requests", type=int, default=400, help="per target and concurrency")
+    parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument("--concurrency", default="1,16")
+    parser.add_argument("--users", type=int, default=10)
+    parser.add_argument("--per-user", type=int, default=1000)
+    parser.add_argument("--no-stream", action="store_true", help="skip the streaming runs")
+    parser.add_argument("--workdir", type=Path)
+    parser.add_argument("--json", type=Path, help="write the results here")
+    args = parser.parse_args(argv)
+    levels = [int(x) for x in args.concurrency.split(",")]
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-latency-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+
+    ports = Ports()
+    stack = Stack(workdir, ports=ports)
+    print(f"seeding {args.users * args.per_user} memories ...", flush=True)
+    subprocess.run(
+        [
+            PYTHON,
+            "-m",
+            "e2e.seed",
+            "--uri",
+            str(workdir / "memory.db"),
+            "--users",
+            str(args.users),
+            "--per-user",
+            str(args.per_user),
+        ],
+        check=True,
+        cwd=REPO,
+    )
+    noop_port = free_port()
+    noop = ManagedProcess(
+        "noop-extproc",
+        [PYTHON, "-m", "e2e.noop_extproc", "--port", str(noop_port)],
+        workdir / "noop.log",
+    )
+    extra: list[ManagedProcess] = []
+    results: list[Result] = []
+    try:
+        stack.start()
+        noop.start()
+        bare, bare_port = start_envoy(stack, "bare", None, workdir)
+        noop_envoy, noop_envoy_port = start_envoy(stack, "noop", noop_port, workdir)
+        extra += [bare, noop_envoy]
+        targets = {
+            "direct": f"{stack.mock_url}/v1/chat/completions",
+            "envoy": f"http://127.0.0.1:{bare_port}/v1/chat/completions",
+            "envoy+noop": f"http://127.0.0.1:{noop_envoy_port}/v1/chat/completions",
+            "envoy+sidecar": f"{stack.base_url}/chat/completions",
+        }
+        modes = [False] if args.no_stream else [False, True]
+        for stream in modes:
+            for concurrency in levels:
+                for name, url in targets.items():
+                    data = asyncio.run(
+                        run_load(
+                            url,
+                            requests=args.requests,
+                            concurrency=concurrency,
+                            stream=stream,
+                            users=args.users,
+                            warmup=args.warmup,
+                            seed=concurrency,
+                        )
+                    )
+                    results.append(summarize(name, concurrency, stream, data))
+                    r = results[-1]
+                    print(
+                        f"  {name:<15} stream={stream!s:<5} c={concurrency:<3} "
+                        f"p50={r.p50_ms:.2f}ms p99={r.p99_ms:.2f}ms {r.rps:.0f} req/s",
+                        flush=True,
+                    )
+        injected = stack.sidecar_metric("memory_sidecar_injected_memories_sum")
+        count = stack.sidecar_metric("memory_sidecar_injected_memories_count")
+    finally:
+        for process in extra:
+            process.stop()
+        noop.stop()
+        stack.stop()
+
+    print()
+    print_table(results)
+    mean_injected = injected / count if count else 0.0
+    print(
+        f"\nmemories in store: {args.users * args.per_user} ({args.per_user}/user); "
+        f"mean injected per request: {mean_injected:.2f}"
+    )
+    report: dict[str, Any] = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+        "store_memories": args.users * args.per_user,
+        "per_user": args.per_user,
+        "mean_injected": round(mean_injected, 2),
+        "results": [asdict(r) for r in results],
+    }
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2))
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,265 @@
+"""Tests for the LLM wrapper (sidecar.llm) against the project's mock LLM server."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+
+import pytest
+
+from e2e.mock_llm import MockLLM, format_task_tag, start_mock
+from sidecar.config import LLMConfig
+from sidecar.errors import LLMBadOutput, LLMError, LLMTimeout, LLMUnavailable
+from sidecar.llm import ChatMessage, LLMClient, parse_json_loose, strip_reasoning, task_tag
+from sidecar.metrics import Metrics
+
+CALLS = "memory_sidecar_llm_calls_total"
+
+
+# -- pure helpers -------------------------------------------------------------------------
+
+
+def test_task_tag_matches_the_mock_protocol() -> None:
+    assert task_tag("extract", 1) == "[memory-sidecar:extract v1]"
+    assert task_tag("rewrite", 12) == format_task_tag("rewrite", 12)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("<think>plan</think>answer", "answer"),
+        ("<think>\nmulti\nline\n</think>\n  answer  ", "answer"),
+        ("<THINK>x</THINK>answer", "answer"),
+        ("<thinking>x</thinking>answer", "answer"),
+        ("before <think>x</think> after", "before  after"),
+        ("<think>a</think>one<think>b</think>two", "onetwo"),
+        ('<think>never closed {"a": 1}', ""),
+        ("answer <think>trailing, unterminated", "answer"),
+        ("no tags", "no tags"),
+    ],
+)
+def test_strip_reasoning(text: str, expected: str) -> None:
+    assert strip_reasoning(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"facts": []}', {"facts": []}),
+        ('  {"a": 1}  ', {"a": 1}),
+        ("[1, 2, 3]", [1, 2, 3]),
+        ('[{"text": "x"}]', [{"text": "x"}]),
+        ('<think>{"draft": true}</think>{"a": 1}', {"a": 1}),
+        ('<think>\nhmm { not json\n</think>\n{"a": 2}', {"a": 2}),
+        ('```json\n{"a": 3}\n```', {"a": 3}),
+        ('```JSON\n{"a": 3}\n```', {"a": 3}),
+        ('```\n{"a": 4}\n```', {"a": 4}),
+        ('Here you go:\n```json\n{"a": 5}\n```\nHope that helps!', {"a": 5}),
+        ('<think>x</think>\n```json\n{"a": 6}\n```', {"a": 6}),
+        ('Sure! {"a": 7} Let me know.', {"a": 7}),
+        ('Sure: {oops} then {"a": 8}', {"a": 8}),
+        ('{"a": {"b": [1, {"c": "}"}]}} trailing', {"a": {"b": [1, {"c": "}"}]}}),
+        ('{"first": 1} {"second": 2}', {"first": 1}),
+        ('```json\n{"broken": \n```\n{"a": 9}', {"a": 9}),
+        ('{"text": "Grüße 😀"}', {"text": "Grüße 😀"}),
+    ],
+)
+def test_parse_json_loose(text: str, expected: object) -> None:
+    assert parse_json_loose(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "   ",
+        "no json here",
+        "42",
+        '"just a string"',
+        "{not: json}",
+        "[unclosed",
+        '<think>{"a": 1}</think>',
+        '<think>{"a": 1}',  # unterminated think hides everything after it
+        "```json\n{oops\n```",
+        "Sure! Here are the results you asked for: {facts: [oops, this is not JSON",
+    ],
+)
+def test_parse_json_loose_without_json_raises_bad_output(text: str) -> None:
+    with pytest.raises(LLMBadOutput):
+        parse_json_loose(text)
+
+
+def test_llm_bad_output_is_an_llm_error() -> None:
+    assert issubclass(LLMBadOutput, LLMError)
+    assert issubclass(LLMTimeout, LLMError)
+    assert issubclass(LLMUnavailable, LLMError)
+
+
+# -- the client -------------------------------------------------------------------------------
+
+SYSTEM: ChatMessage = {"role": "system", "content": task_tag("extract", 1) + " Extract facts."}
+USER: ChatMessage = {
+    "role": "user",
+    "content": "Turn time: 2026-11-22T10:00:00Z\nUser: I live in Berlin.\nAssistant: Nice.",
+}
+TASK_MESSAGES: list[ChatMessage] = [SYSTEM, USER]
+
+
+@pytest.fixture(scope="module")
+async def mock() -> AsyncIterator[MockLLM]:
+    server = await start_mock()
+    try:
+        yield server
+    finally:
+        await server.close()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_mock(mock: MockLLM) -> None:
+    mock.reset()
+
+
+@pytest.fixture
+def metrics() -> Metrics:
+    return Metrics()
+
+
+@pytest.fixture
+async def llm(mock: MockLLM, metrics: Metrics) -> AsyncIterator[LLMClient]:
+    client = LLMClient(
+        LLMConfig(base_url=mock.base_url, api_key="sk-test", model="m1", timeout_s=5), metrics
+    )
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_unconfigured_client_raises_unavailable_without_calling(metrics: Metrics) -> None:
+    client = LLMClient(LLMConfig(), metrics)
+    assert client.configured is False
+    with pytest.raises(LLMUnavailable, match="no LLM is configured"):
+        await client.chat("extract", TASK_MESSAGES)
+    with pytest.raises(LLMUnavailable):
+        await client.chat_json("extract", TASK_MESSAGES)
+    assert metrics.value(CALLS, {"task": "extract", "outcome": "ok"}) == 0
+    await client.close()  # a no-op
+
+
+async def test_chat_returns_the_answer_and_counts_it(
+    llm: LLMClient, mock: MockLLM, metrics: Metrics
+) -> None:
+    assert llm.configured
+    answer = await llm.chat("echo", [{"role": "user", "content": "hello"}])
+    assert answer == "ECHO\n[user] hello"
+    assert metrics.value(CALLS, {"task": "echo", "outcome": "ok"}) == 1
+    assert metrics.value("memory_sidecar_llm_seconds_count", {"task": "echo"}) == 1
+
+
+async def test_chat_sends_the_configured_model_key_and_limits(
+    llm: LLMClient, mock: MockLLM
+) -> None:
+    await llm.chat("echo", [{"role": "user", "content": "hi"}], max_tokens=77, temperature=0.7)
+    (recorded,) = mock.requests()
+    assert recorded["headers"]["authorization"] == "Bearer sk-test"
+    body = recorded["body"]
+    assert body["model"] == "m1"
+    assert body["max_tokens"] == 77
+    assert body["temperature"] == 0.7
+    assert "response_format" not in body
+    assert body["messages"] == [{"role": "user", "content": "hi"}]
+
+
+async def test_chat_uses_config_defaults_for_limits(llm: LLMClient, mock: MockLLM) -> None:
+    await llm.chat("echo", [{"role": "user", "content": "hi"}])
+    body = mock.requests()[0]["body"]
+    assert body["max_tokens"] == 512
+    assert body["temperature"] == 0.0
+
+
+async def test_chat_json_asks_for_json_and_parses(
+    llm: LLMClient, mock: MockLLM, metrics: Metrics
+) -> None:
+    value = await llm.chat_json("extract", TASK_MESSAGES)
+    assert value == {
+        "facts": [{"text": "User lives in Berlin.", "type": "semantic", "importance": 0.5}]
+    }
+    assert mock.requests()[0]["body"]["response_format"] == {"type": "json_object"}
+    assert metrics.value(CALLS, {"task": "extract", "outcome": "ok"}) == 1
+
+
+@pytest.mark.parametrize(
+    "knobs",
+    [{"think_tags": True}, {"json_fences": True}, {"think_tags": True, "json_fences": True}],
+)
+async def test_chat_json_tolerates_think_tags_and_fences(
+    llm: LLMClient, mock: MockLLM, knobs: dict[str, bool]
+) -> None:
+    mock.configure(**knobs)
+    value = await llm.chat_json("extract", TASK_MESSAGES)
+    assert value["facts"][0]["text"] == "User lives in Berlin."
+
+
+async def test_chat_strips_think_tags(llm: LLMClient, mock: MockLLM) -> None:
+    mock.configure(think_tags=True)
+    answer = await llm.chat("extract", TASK_MESSAGES)
+    assert "<think>" not in answer
+    assert answer.startswith("{")
+
+
+@pytest.mark.parametrize("status", [500, 503, 429, 400])
+async def test_http_errors_raise_unavailable(
+    llm: LLMClient, mock: MockLLM, metrics: Metrics, status: int
+) -> None:
+    mock.configure(fail_tasks=True, error_status=status)
+    with pytest.raises(LLMUnavailable, match=f"HTTP {status}"):
+        await llm.chat_json("extract", TASK_MESSAGES)
+    assert metrics.value(CALLS, {"task": "extract", "outcome": "http_error"}) == 1
+    assert metrics.value(CALLS, {"task": "extract", "outcome": "ok"}) == 0
+    assert len(mock.requests()) == 1  # max_retries=0: no hidden retries
+
+
+async def test_garbage_answer_raises_bad_output(
+    llm: LLMClient, mock: MockLLM, metrics: Metrics
+) -> None:
+    mock.configure(garbage_tasks=True)
+    with pytest.raises(LLMBadOutput):
+        await llm.chat_json("extract", TASK_MESSAGES)
+    assert metrics.value(CALLS, {"task": "extract", "outcome": "bad_output"}) == 1
+
+
+async def test_slow_answer_raises_timeout(mock: MockLLM, metrics: Metrics) -> None:
+    mock.configure(task_latency_ms=600)
+    client = LLMClient(LLMConfig(base_url=mock.base_url, timeout_s=0.1), metrics)
+    try:
+        with pytest.raises(LLMTimeout, match=r"no answer within 0\.1s"):
+            await client.chat_json("extract", TASK_MESSAGES)
+    finally:
+        await client.close()
+    assert metrics.value(CALLS, {"task": "extract", "outcome": "timeout"}) == 1
+    assert metrics.value(CALLS, {"task": "extract", "outcome": "ok"}) == 0
+
+
+async def test_per_call_timeout_overrides_the_config(
+    llm: LLMClient, mock: MockLLM, metrics: Metrics
+) -> None:
+    mock.configure(task_latency_ms=600)
+    with pytest.raises(LLMTimeout):
+        await llm.chat("extract", TASK_MESSAGES, timeout_s=0.1)
+    assert metrics.value(CALLS, {"task": "extract", "outcome": "timeout"}) == 1
+
+
+async def test_connection_refused_raises_unavailable(metrics: Metrics) -> None:
+    client = LLMClient(LLMConfig(base_url=f"http://127.0.0.1:{free_port()}/v1"), metrics)
+    try:
+        with pytest.raises(LLMUnavailable):
+            await client.chat("extract", TASK_MESSAGES)
+    finally:
+        await client.close()
+    assert metrics.value(CALLS, {"task": "extract", "outcome": "unavailable"}) == 1
