@@ -15,7 +15,7 @@ import sys
 import time
 
 from sidecar.config import EmbeddingConfig, StoreConfig
-from sidecar.memory.embedder import SentenceTransformerEmbedder
+from sidecar.memory.embedder import build_embedder
 from sidecar.memory.records import MemoryRecord, content_hash, memory_id
 from sidecar.memory.store import MemoryStore
 from sidecar.metrics import Metrics
@@ -91,7 +91,7 @@ def user_name(index: int) -> str:
 
 
 async def seed(uri: str, users: int, per_user: int, batch: int = 512) -> float:
-    embedder = SentenceTransformerEmbedder.load(EmbeddingConfig())
+    embedder = build_embedder(EmbeddingConfig())
     store = await MemoryStore.open(StoreConfig(uri=uri), embedder.dim, Metrics())
     started = time.perf_counter()
     try:

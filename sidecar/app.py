@@ -19,7 +19,7 @@ from sidecar.errors import SidecarError
 from sidecar.extproc.chat import ChatDeps
 from sidecar.extproc.service import ExternalProcessorService, ProfileRouter
 from sidecar.llm import LLMClient
-from sidecar.memory.embedder import Embedder, SentenceTransformerEmbedder
+from sidecar.memory.embedder import Embedder, build_embedder
 from sidecar.memory.extraction import FactExtractor
 from sidecar.memory.filters import build_filter
 from sidecar.memory.queue import WriteQueue
@@ -47,6 +47,8 @@ class Components:
     memory: MemoryService
     writer: MemoryWriter
     queue: WriteQueue
+    #: False when the embedder was handed in: its owner closes it.
+    owns_embedder: bool = True
 
     @classmethod
     async def build(
@@ -57,11 +59,10 @@ class Components:
         embedder: Embedder | None = None,
     ) -> Components:
         metrics = metrics or Metrics()
+        owns_embedder = embedder is None
         if embedder is None:
             loop = asyncio.get_running_loop()
-            embedder = await loop.run_in_executor(
-                None, SentenceTransformerEmbedder.load, config.embedding
-            )
+            embedder = await loop.run_in_executor(None, build_embedder, config.embedding)
         store = await MemoryStore.open(config.store, embedder.dim, metrics)
         llm = LLMClient(config.llm, metrics)
         memory = MemoryService(store, embedder, {"dense": DenseRetriever(store)}, metrics)
@@ -79,7 +80,7 @@ class Components:
             max_content_chars=config.store.max_content_chars,
         )
         queue = WriteQueue(writer, config.write_queue, metrics)
-        return cls(config, metrics, embedder, store, llm, memory, writer, queue)
+        return cls(config, metrics, embedder, store, llm, memory, writer, queue, owns_embedder)
 
     async def readiness(self) -> dict[str, bool]:
         checks = {"store": True, "embedder": True}
@@ -97,7 +98,8 @@ class Components:
         await self.queue.close()
         await self.llm.close()
         await self.store.close()
-        await self.embedder.close()
+        if self.owns_embedder:
+            await self.embedder.close()
 
 
 class Sidecar:

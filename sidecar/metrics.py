@@ -100,6 +100,13 @@ class Metrics:
             registry=reg,
         )
 
+        self.cache_lookups = Counter(
+            p + "corpus_cache_lookups", "Corpus cache unit lookups", ["outcome"], registry=reg
+        )
+        self.cache_rows = Gauge(
+            p + "corpus_cache_rows", "Memory rows held by the corpus cache", registry=reg
+        )
+
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""
         return generate_latest(self.registry)

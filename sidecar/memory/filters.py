@@ -104,6 +104,7 @@ def build_filter(
     node_type: NodeType | None = NodeType.MEMORY,
     status: Status | None = Status.ACTIVE,
     equals: Mapping[str, str] | None = None,
+    visibilities: Iterable[Visibility] | None = None,
 ) -> Filter:
     """AND of the given conditions; every value validated and quoted.
 
@@ -124,6 +125,8 @@ def build_filter(
         clauses.append(_eq("status", status))
     for name, value in sorted((equals or {}).items()):
         clauses.append(_eq(name, value))
+    if visibilities is not None:
+        clauses.append(_in("visibility", [str(v) for v in visibilities]))
     if not clauses:
         raise InvalidIdentifier("refusing to build an empty filter")
     return Filter(" and ".join(clauses))

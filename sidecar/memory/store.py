@@ -423,6 +423,35 @@ class MemoryStore:
         records.sort(key=lambda r: (r.created_at, r.id))
         return records
 
+    async def scan(
+        self, where: Filter, *, with_vectors: bool = False, batch_size: int = 1000
+    ) -> list[MemoryRecord]:
+        """Every row matching ``where`` (paged with a query iterator; no 16k cap)."""
+        fields = [*SCALAR_FIELDS, "embedding"] if with_vectors else list(SCALAR_FIELDS)
+
+        def call() -> list[dict[str, Any]]:
+            iterator = self._client.query_iterator(
+                self._collection,
+                batch_size=batch_size,
+                filter=where,
+                output_fields=fields,
+                timeout=self._config.timeout_s,
+            )
+            rows: list[dict[str, Any]] = []
+            try:
+                while True:
+                    page = iterator.next()
+                    if not page:
+                        return rows
+                    rows.extend(dict(row) for row in page)
+            finally:
+                iterator.close()
+
+        rows = await self._run("scan", call)
+        records = [row_to_record(row) for row in rows]
+        records.sort(key=lambda r: (r.created_at, r.id))
+        return records
+
     async def count(self, where: Filter) -> int:
         def call() -> Any:
             return self._client.query(

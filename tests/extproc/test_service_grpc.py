@@ -19,7 +19,7 @@ from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2_grpc
 from sidecar.app import Components, Sidecar
 from sidecar.config import SidecarConfig, config_from_mapping
 from sidecar.extproc.responses import BodySendMode
-from sidecar.memory.embedder import SentenceTransformerEmbedder
+from sidecar.memory.embedder import Embedder
 from sidecar.memory.filters import build_filter
 from sidecar.memory.records import Scope
 from sidecar.memory.turns import Turn
@@ -45,7 +45,7 @@ def make_config(tmp: Path) -> SidecarConfig:
 
 @pytest.fixture(scope="module")
 async def sidecar(
-    tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerEmbedder
+    tmp_path_factory: pytest.TempPathFactory, embedder: Embedder
 ) -> AsyncIterator[Sidecar]:
     config = make_config(tmp_path_factory.mktemp("grpc"))
     components = await Components.build(config, embedder=embedder)

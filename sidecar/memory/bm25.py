@@ -1,0 +1,62 @@
+"""Okapi BM25 over one scope's visible memories.
+
+The index is built once per corpus snapshot in O(total tokens) (postings per term);
+a query costs O(sum of the query terms' posting lengths) — it grows with the
+user's visible corpus, never with other users' data, and never quadratically.
+IDF is computed over exactly the documents the scope may see.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+
+class BM25Index:
+    def __init__(self, documents: Sequence[Sequence[str]], *, k1: float = 1.2, b: float = 0.75):
+        self.k1 = k1
+        self.b = b
+        self.size = len(documents)
+        lengths = np.array([len(doc) for doc in documents], dtype=np.float32)
+        self._lengths = lengths
+        average = float(lengths.mean()) if self.size else 0.0
+        self._norm = (
+            k1 * (1 - b + b * lengths / average)
+            if average > 0
+            else np.full(self.size, k1, dtype=np.float32)
+        )
+        postings: dict[str, tuple[list[int], list[int]]] = {}
+        for index, doc in enumerate(documents):
+            for term, count in Counter(doc).items():
+                docs, counts = postings.setdefault(term, ([], []))
+                docs.append(index)
+                counts.append(count)
+        self._postings = {
+            term: (np.asarray(docs, dtype=np.int32), np.asarray(counts, dtype=np.float32))
+            for term, (docs, counts) in postings.items()
+        }
+
+    def idf(self, term: str) -> float:
+        posting = self._postings.get(term)
+        df = 0 if posting is None else len(posting[0])
+        return math.log(1 + (self.size - df + 0.5) / (df + 0.5))
+
+    def scores(self, query: Sequence[str]) -> npt.NDArray[np.float32]:
+        """BM25 score of every document for the query tokens (0 for no match)."""
+        out = np.zeros(self.size, dtype=np.float32)
+        for term, qtf in Counter(query).items():
+            posting = self._postings.get(term)
+            if posting is None:
+                continue
+            docs, tf = posting
+            weight = self.idf(term) * qtf
+            out[docs] += weight * tf * (self.k1 + 1) / (tf + self._norm[docs])
+        return out
+
+    def max_score(self, query: Sequence[str]) -> float:
+        """An upper bound of any document's score for ``query`` (for normalisation)."""
+        return sum(self.idf(t) * (self.k1 + 1) for t in set(query) if t in self._postings)

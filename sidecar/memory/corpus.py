@@ -1,0 +1,229 @@
+"""A scope's visible memories, held in memory for retrieval.
+
+A :class:`Corpus` is an immutable snapshot of everything one scope (user + groups)
+may read: the records, their embedding matrix, a BM25 index over the scope's own
+documents, resolved links and session order. Every retrieval strategy scores a
+corpus; none of them needs the rest of the store, so a user's latency depends on
+the size of what that user can see, not on other users' data.
+
+The :class:`CorpusCache` builds corpora from cache *units* — one user's own rows,
+one group's shared rows, all public rows — each loaded from the store with a filter
+from :func:`sidecar.memory.filters.build_filter`, so the visibility rule is applied
+by the same single function as everywhere else. Units expire after ``ttl_s`` (other
+replicas' writes become visible) and are invalidated at once by this process's
+writes. Loads are single-flight per unit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from sidecar.config import CacheConfig
+from sidecar.memory.bm25 import BM25Index
+from sidecar.memory.filters import Filter, build_filter
+from sidecar.memory.records import MemoryRecord, NodeType, Scope, Status, Visibility
+from sidecar.memory.store import MemoryStore
+from sidecar.memory.text import char_ngrams, tokens
+from sidecar.metrics import Metrics
+
+Matrix = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True, slots=True)
+class Corpus:
+    """Immutable retrieval view of one scope. Index ``i`` is the same row everywhere."""
+
+    records: tuple[MemoryRecord, ...]
+    vectors: Matrix
+    bm25: BM25Index
+    index_of: dict[str, int]
+    #: Persisted links (``related_ids``) resolved to indices, both directions.
+    links: tuple[tuple[int, ...], ...]
+    #: Previous/next memory of the same session (by time), -1 when none.
+    session_prev: npt.NDArray[np.int32]
+    session_next: npt.NDArray[np.int32]
+    categories: tuple[MemoryRecord, ...] = ()
+    category_vectors: Matrix = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    _ngrams: dict[int, frozenset[str]] = field(default_factory=dict, repr=False)
+
+    @property
+    def size(self) -> int:
+        return len(self.records)
+
+    def ngrams(self, index: int) -> frozenset[str]:
+        found = self._ngrams.get(index)
+        if found is None:
+            found = char_ngrams(self.records[index].content)
+            self._ngrams[index] = found
+        return found
+
+    @classmethod
+    def build(cls, rows: Sequence[MemoryRecord], dim: int) -> Corpus:
+        """A corpus from rows (any order, duplicates by id dropped): active memories
+        become documents, active category nodes the hierarchy."""
+        unique: dict[str, MemoryRecord] = {}
+        for row in rows:
+            unique.setdefault(row.id, row)
+        active = [r for r in unique.values() if r.status == Status.ACTIVE]
+        memories = sorted(
+            (r for r in active if r.node_type == NodeType.MEMORY),
+            key=lambda r: (r.created_at, r.id),
+        )
+        categories = sorted(
+            (r for r in active if r.node_type == NodeType.CATEGORY), key=lambda r: r.id
+        )
+        index_of = {r.id: i for i, r in enumerate(memories)}
+        links: list[set[int]] = [set() for _ in memories]
+        for i, record in enumerate(memories):
+            for other in record.related_ids:
+                j = index_of.get(other)
+                if j is not None and j != i:
+                    links[i].add(j)
+                    links[j].add(i)
+        prev = np.full(len(memories), -1, dtype=np.int32)
+        nxt = np.full(len(memories), -1, dtype=np.int32)
+        last_in_session: dict[str, int] = {}
+        for i, record in enumerate(memories):
+            if not record.session_id:
+                continue
+            j = last_in_session.get(record.session_id)
+            if j is not None:
+                prev[i], nxt[j] = j, i
+            last_in_session[record.session_id] = i
+        return cls(
+            records=tuple(memories),
+            vectors=_matrix(memories, dim),
+            bm25=BM25Index([tokens(r.content) for r in memories]),
+            index_of=index_of,
+            links=tuple(tuple(sorted(s)) for s in links),
+            session_prev=prev,
+            session_next=nxt,
+            categories=tuple(categories),
+            category_vectors=_matrix(categories, dim),
+        )
+
+
+def _matrix(records: Sequence[MemoryRecord], dim: int) -> Matrix:
+    matrix = np.zeros((len(records), dim), dtype=np.float32)
+    for i, record in enumerate(records):
+        if record.embedding is not None:
+            matrix[i] = record.embedding
+    return matrix
+
+
+@dataclass(slots=True)
+class _Unit:
+    rows: tuple[MemoryRecord, ...]
+    loaded_at: float
+    seq: int  # unique per load: corpora built from it are keyed by it
+
+
+def unit_keys(scope: Scope) -> list[str]:
+    """The cache units whose union is exactly what ``scope`` may read."""
+    keys = [f"user:{scope.user_id}", "public"]
+    keys.extend(f"group:{g}" for g in scope.group_ids)
+    return keys
+
+
+def unit_filter(key: str) -> Filter:
+    kind, _, value = key.partition(":")
+    if kind == "user":
+        return build_filter(owner=value, node_type=None)
+    if kind == "group":
+        return build_filter(
+            equals={"group_id": value},
+            node_type=None,
+            visibilities=(Visibility.GROUP, Visibility.PUBLIC),
+        )
+    return build_filter(equals={"visibility": Visibility.PUBLIC}, node_type=None)
+
+
+class CorpusCache:
+    def __init__(self, store: MemoryStore, config: CacheConfig, metrics: Metrics) -> None:
+        self._store = store
+        self._config = config
+        self._metrics = metrics
+        self._units: OrderedDict[str, _Unit] = OrderedDict()
+        self._invalidations: dict[str, int] = {}
+        self._seq = 0
+        self._loading: dict[str, asyncio.Future[_Unit]] = {}
+        self._corpora: OrderedDict[tuple[str, ...], tuple[tuple[int, ...], Corpus]] = OrderedDict()
+
+    async def corpus(self, scope: Scope) -> Corpus:
+        keys = unit_keys(scope)
+        units = [await self._unit(key) for key in keys]
+        versions = tuple(u.seq for u in units)
+        cache_key = tuple(keys)
+        cached = self._corpora.get(cache_key)
+        if cached is not None and cached[0] == versions:
+            self._corpora.move_to_end(cache_key)
+            return cached[1]
+        rows = [row for unit in units for row in unit.rows]
+        corpus = Corpus.build(rows, self._store.dim)
+        self._corpora[cache_key] = (versions, corpus)
+        while len(self._corpora) > self._config.max_scopes:
+            self._corpora.popitem(last=False)
+        return corpus
+
+    def invalidate(self, record: MemoryRecord) -> None:
+        """Drop every unit ``record`` belongs to (call after writing it)."""
+        self._bump(f"user:{record.user_id}")
+        if record.group_id:
+            self._bump(f"group:{record.group_id}")
+        if record.visibility == Visibility.PUBLIC:
+            self._bump("public")
+
+    def invalidate_user(self, user_id: str) -> None:
+        self._bump(f"user:{user_id}")
+
+    def clear(self) -> None:
+        for key in list(self._units):
+            self._bump(key)
+
+    def _bump(self, key: str) -> None:
+        self._invalidations[key] = self._invalidations.get(key, 0) + 1
+        self._units.pop(key, None)
+
+    async def _unit(self, key: str) -> _Unit:
+        unit = self._units.get(key)
+        if unit is not None and time.monotonic() - unit.loaded_at < self._config.ttl_s:
+            self._units.move_to_end(key)
+            self._metrics.cache_lookups.labels(outcome="hit").inc()
+            return unit
+        pending = self._loading.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        self._metrics.cache_lookups.labels(outcome="miss").inc()
+        future: asyncio.Future[_Unit] = asyncio.get_running_loop().create_future()
+        self._loading[key] = future
+        try:
+            invalidations = self._invalidations.get(key, 0)
+            rows = await self._store.scan(unit_filter(key), with_vectors=True)
+            self._seq += 1
+            unit = _Unit(tuple(rows), time.monotonic(), self._seq)
+            # A write during the load invalidated it: use this snapshot once, don't keep it.
+            if self._invalidations.get(key, 0) == invalidations:
+                self._units[key] = unit
+                self._evict()
+            future.set_result(unit)
+            return unit
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # mark retrieved for waiters that never come
+            raise
+        finally:
+            self._loading.pop(key, None)
+
+    def _evict(self) -> None:
+        total = sum(len(u.rows) for u in self._units.values())
+        while total > self._config.max_rows and len(self._units) > 1:
+            _, unit = self._units.popitem(last=False)
+            total -= len(unit.rows)
+        self._metrics.cache_rows.set(total)
