@@ -169,6 +169,33 @@ def test_memory_route_rewrites_body_with_matching_length(stack: Stack) -> None:
     assert "User has two cats" in json.loads(raw)["messages"][0]["content"]
 
 
+def set_mock(stack: Stack, **config: Any) -> None:
+    request = urllib.request.Request(
+        f"{stack.mock_url}/_mock/config",
+        data=json.dumps(config).encode(),
+        headers={"content-type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 200
+
+
+def test_sigterm_drains_queued_turns(stack: Stack) -> None:
+    """Turns still being extracted when SIGTERM arrives are written before exit."""
+    user = new_user("hana")
+    set_mock(stack, task_latency_ms=700)
+    try:
+        for fact in ("I play the violin.", "I grow tomatoes.", "I speak Basque."):
+            say(stack, user, fact)
+        assert stack.sidecar.stop(timeout=60) == 0
+    finally:
+        set_mock(stack, task_latency_ms=0)
+        stack.restart_sidecar()
+    echo = say(stack, user, "What do I play, grow and speak?")
+    block = system_prompt_seen_upstream(echo)
+    for fact in ("violin", "tomatoes", "Basque"):
+        assert fact in block
+
+
 def test_sidecar_down_fails_open(stack: Stack) -> None:
     """Last in the module: stops the sidecar, then brings it back."""
     stack.sidecar.stop()

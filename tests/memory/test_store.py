@@ -1,0 +1,62 @@
+"""The store adapter against a real milvus-lite file: schema creation and checks,
+upsert/replace, scan paging."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sidecar.config import StoreConfig
+from sidecar.errors import SchemaMismatch
+from sidecar.memory.filters import build_filter
+from sidecar.memory.records import MemoryRecord
+from sidecar.memory.store import MemoryStore
+from sidecar.metrics import Metrics
+
+
+def record(i: int, user: str = "u1", dim: int = 8) -> MemoryRecord:
+    vector = tuple(1.0 if j == i % dim else 0.0 for j in range(dim))
+    return MemoryRecord(
+        id=f"m{i}", user_id=user, content=f"fact {i}", embedding=vector, created_at=i
+    )
+
+
+async def test_reopening_checks_the_schema(tmp_path: Path) -> None:
+    config = StoreConfig(uri=str(tmp_path / "s.db"), collection="mem")
+    store = await MemoryStore.open(config, 8, Metrics())
+    await store.upsert([record(1)])
+    await store.close()
+
+    again = await MemoryStore.open(config, 8, Metrics())
+    assert [r.id for r in await again.query(build_filter(owner="u1"))] == ["m1"]
+    await again.close()
+
+    with pytest.raises(SchemaMismatch, match="dim 8"):
+        await MemoryStore.open(config, 16, Metrics())
+
+
+async def test_foreign_collection_is_a_clear_error(tmp_path: Path) -> None:
+    from pymilvus import MilvusClient
+
+    path = str(tmp_path / "f.db")
+    client = MilvusClient(path)
+    client.create_collection("mem", dimension=8)
+    client.close()
+    with pytest.raises(SchemaMismatch, match="schema tag"):
+        await MemoryStore.open(StoreConfig(uri=path, collection="mem"), 8, Metrics())
+
+
+async def test_upsert_replaces_and_scan_pages(tmp_path: Path) -> None:
+    store = await MemoryStore.open(StoreConfig(uri=str(tmp_path / "p.db")), 8, Metrics())
+    try:
+        await store.upsert([record(i) for i in range(2500)])
+        await store.upsert([record(7).with_changes(content="changed")])
+        rows = await store.scan(build_filter(owner="u1"), with_vectors=True, batch_size=300)
+        assert len(rows) == 2500
+        assert {r.id for r in rows} == {f"m{i}" for i in range(2500)}
+        assert next(r for r in rows if r.id == "m7").content == "changed"
+        assert all(r.embedding is not None and len(r.embedding) == 8 for r in rows)
+        assert await store.count(build_filter(owner="u1")) == 2500
+    finally:
+        await store.close()
