@@ -19,12 +19,14 @@ from sidecar.errors import SidecarError
 from sidecar.extproc.chat import ChatDeps
 from sidecar.extproc.service import ExternalProcessorService, ProfileRouter
 from sidecar.llm import LLMClient
+from sidecar.memory.corpus import CorpusCache
 from sidecar.memory.embedder import Embedder, build_embedder
+from sidecar.memory.enrich import Enricher
 from sidecar.memory.extraction import FactExtractor
 from sidecar.memory.filters import build_filter
 from sidecar.memory.queue import WriteQueue
 from sidecar.memory.records import Scope
-from sidecar.memory.retrieval.dense import DenseRetriever
+from sidecar.memory.retrieval.registry import build_retrievers
 from sidecar.memory.service import MemoryService
 from sidecar.memory.store import MemoryStore
 from sidecar.memory.writer import MemoryWriter
@@ -65,7 +67,13 @@ class Components:
             embedder = await loop.run_in_executor(None, build_embedder, config.embedding)
         store = await MemoryStore.open(config.store, embedder.dim, metrics)
         llm = LLMClient(config.llm, metrics)
-        memory = MemoryService(store, embedder, {"dense": DenseRetriever(store)}, metrics)
+        cache = CorpusCache(store, config.cache, metrics)
+        memory = MemoryService(store, embedder, cache, build_retrievers(), metrics)
+        for name in config.profile_names():
+            profile = config.profile(name)
+            if profile is not None:
+                memory.retriever(profile.retrieval.strategy)  # unknown -> ConfigError now
+        enricher = Enricher(cache, config.enrichment)
 
         def extraction_config(profile: str) -> ExtractionConfig:
             found = config.profile(profile)
@@ -75,6 +83,8 @@ class Components:
             store,
             embedder,
             FactExtractor(llm, metrics),
+            enricher,
+            cache,
             metrics,
             extraction_config=extraction_config,
             max_content_chars=config.store.max_content_chars,

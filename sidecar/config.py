@@ -154,6 +154,20 @@ class EmbeddingConfig(_Model):
         return self
 
 
+class EnrichmentConfig(_Model):
+    """What the write path (and ``sidecar eval``'s ingestion) adds to every memory."""
+
+    #: Persist a link to existing memories of the same owner at least this similar
+    #: (cosine), in both directions. Measured: lower thresholds link near-topic
+    #: memories that crowd out better hits (see README, evaluation).
+    link_threshold: float = Field(default=0.8, ge=0, le=1)
+    max_links: int = Field(default=8, ge=0, le=32)
+    #: L0 abstract length (characters).
+    abstract_chars: int = Field(default=120, ge=20, le=1000)
+    #: L1 overview length (characters).
+    overview_chars: int = Field(default=600, ge=50, le=4000)
+
+
 class CacheConfig(_Model):
     """The in-process cache of each scope's visible memories (the retrieval corpus).
 
@@ -220,16 +234,140 @@ class IdentityConfig(_Model):
     _check_headers = field_validator("user_header", "groups_header", "session_header")(_header_name)
 
 
+#: Retrieval strategies by name (see sidecar/memory/retrieval/registry.py).
+StrategyName = Literal[
+    "dense",
+    "dense-milvus",
+    "bm25",
+    "bm25-milvus",
+    "ngram",
+    "hybrid",
+    "hybrid-rrf",
+    "linked",
+    "default",
+    "associative",
+    "hierarchical",
+    "tiered",
+]
+
+
+class HybridConfig(_Model):
+    """Fusion of vector cosine, BM25 and character n-gram similarity."""
+
+    fusion: Literal["weighted", "rrf"] = "weighted"
+    #: ``weighted``: each signal is min-max normalised over the scope's corpus, then
+    #: summed with these weights (they need not sum to 1; they are renormalised).
+    #: Defaults measured with ``sidecar eval`` (README): BM25 earns more weight than
+    #: the 0.7/0.2/0.1 often quoted, because stems and names carry much of the signal.
+    dense_weight: float = Field(default=0.55, ge=0)
+    bm25_weight: float = Field(default=0.45, ge=0)
+    ngram_weight: float = Field(default=0.0, ge=0)
+    #: ``rrf``: score = sum over signals of 1 / (rrf_k + rank).
+    rrf_k: int = Field(default=60, ge=1)
+    #: n-gram Jaccard is computed for this many best candidates only (it is O(text)).
+    ngram_pool: int = Field(default=64, ge=1, le=10_000)
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> HybridConfig:
+        if self.dense_weight + self.bm25_weight + self.ngram_weight <= 0:
+            raise ValueError("at least one hybrid weight must be positive")
+        return self
+
+
+class LinkConfig(_Model):
+    """Expansion along persisted links (``related_ids``: write-time similarity links and
+    the previous/next memory of the same session)."""
+
+    enabled: bool = True
+    max_link_depth: int = Field(default=1, ge=0, le=4)
+    #: A linked memory scores ``blend * referrer + (1 - blend) * own``, times
+    #: ``hop_decay ** (hop - 1)``; final = max(direct, linked).
+    blend: float = Field(default=0.5, ge=0, le=1)
+    hop_decay: float = Field(default=0.8, gt=0, le=1)
+    #: At most this share of the top-k may be memories that rank there only
+    #: through a link: direct hits are never all pushed out.
+    max_share: float = Field(default=0.5, ge=0, le=1)
+    #: Count the previous/next memory of the same session as a link.
+    session_neighbors: bool = True
+
+
+class AssociativeConfig(_Model):
+    """Multi-hop expansion through embedding neighbours (off by default)."""
+
+    enabled: bool = False
+    hop_limit: int = Field(default=3, ge=1, le=6)
+    beam_width: int = Field(default=2, ge=1, le=16)
+    min_cosine: float = Field(default=0.72, ge=-1, le=1)
+    hop_decay: float = Field(default=0.8, gt=0, le=1)
+    #: Seeds taken from the direct results.
+    seeds: int = Field(default=5, ge=1, le=100)
+    #: Hard bound on memories visited per query.
+    max_visits: int = Field(default=64, ge=1, le=10_000)
+    #: Prefer neighbours in the seed's own scope (its owner) over shared ones.
+    same_scope_bonus: float = Field(default=0.02, ge=0, le=1)
+
+
+class HierarchyConfig(_Model):
+    """Two-phase retrieval: categories and leaves, then best-first drill-down."""
+
+    #: Score propagation: ``alpha * child + (1 - alpha) * parent``.
+    alpha: float = Field(default=0.8, ge=0, le=1)
+    #: Phase 1 keeps categories at least this similar (relaxed threshold).
+    broad_threshold: float = Field(default=0.1, ge=-1, le=1)
+    #: Categories opened in phase 1.
+    broad_categories: int = Field(default=6, ge=1, le=100)
+    #: Stop when the top-k set has not changed for this many expansions.
+    convergence_rounds: int = Field(default=3, ge=1, le=100)
+    max_rounds: int = Field(default=50, ge=1, le=10_000)
+
+
+class TieredConfig(_Model):
+    """Progressive search abstract -> overview -> content, stopping early."""
+
+    min_results: int = Field(default=3, ge=1, le=100)
+    #: Stop when the kept results' mean score reaches this (fused 0..1 scale).
+    min_avg_score: float = Field(default=0.6, ge=0, le=1)
+
+
+class RerankConfig(_Model):
+    """Composite final score: similarity, salience and confidence."""
+
+    enabled: bool = True
+    similarity_weight: float = Field(default=0.5, ge=0)
+    salience_weight: float = Field(default=0.3, ge=0)
+    confidence_weight: float = Field(default=0.2, ge=0)
+    #: Salience = importance, access frequency and recency, weighted so.
+    importance_weight: float = Field(default=0.4, ge=0)
+    access_weight: float = Field(default=0.2, ge=0)
+    recency_weight: float = Field(default=0.4, ge=0)
+    recency_half_life_days: float = Field(default=30.0, gt=0)
+    #: Only the best candidates (by similarity) are re-ranked: salience reorders
+    #: relevant memories, it never lifts irrelevant ones.
+    pool: int = Field(default=20, ge=1, le=1000)
+
+
 class RetrievalConfig(_Model):
     enabled: bool = True
-    strategy: Literal["dense"] = "dense"
+    strategy: StrategyName = "default"
     top_k: int = Field(default=5, ge=1, le=100)
-    #: Minimum cosine similarity (MiniLM scale) for a memory to be injected.
+    #: Evidence gate, meaningful in every mode: a memory is returned only if its
+    #: cosine similarity reaches ``threshold`` or its BM25 score reaches
+    #: ``lexical_threshold`` of the query's best possible score. (Fused scores are
+    #: relative to the corpus, so they are never thresholded directly.)
     threshold: float = Field(default=0.2, ge=-1.0, le=1.0)
+    lexical_threshold: float = Field(default=0.15, ge=0.0, le=1.0)
     #: Request-path budget for retrieval; past it the request goes on without memory.
     timeout_ms: int = Field(default=500, ge=1, le=60_000)
     #: Longest query text embedded, in characters.
     max_query_chars: int = Field(default=2000, ge=16)
+    #: Candidates scored in depth (links, rerank) before the top-k is cut.
+    candidate_pool: int = Field(default=50, ge=1, le=10_000)
+    hybrid: HybridConfig = HybridConfig()
+    links: LinkConfig = LinkConfig()
+    associative: AssociativeConfig = AssociativeConfig()
+    hierarchy: HierarchyConfig = HierarchyConfig()
+    tiered: TieredConfig = TieredConfig()
+    rerank: RerankConfig = RerankConfig()
 
 
 class InjectionConfig(_Model):
@@ -340,6 +478,7 @@ class SidecarConfig(_Model):
     store: StoreConfig = StoreConfig()
     embedding: EmbeddingConfig = EmbeddingConfig()
     cache: CacheConfig = CacheConfig()
+    enrichment: EnrichmentConfig = EnrichmentConfig()
     llm: LLMConfig = LLMConfig()
     write_queue: WriteQueueConfig = WriteQueueConfig()
     logging: LoggingConfig = LoggingConfig()

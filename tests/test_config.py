@@ -265,7 +265,7 @@ def test_every_problem_is_reported_one_per_line() -> None:
         ({"defaults": {"retrieval": {"top_k": 101}}}, "defaults.retrieval.top_k"),
         ({"defaults": {"retrieval": {"top_k": "five"}}}, "defaults.retrieval.top_k"),
         ({"defaults": {"retrieval": {"threshold": 1.5}}}, "defaults.retrieval.threshold"),
-        ({"defaults": {"retrieval": {"strategy": "bm25"}}}, "defaults.retrieval.strategy"),
+        ({"defaults": {"retrieval": {"strategy": "no-such-strategy"}}}, "defaults.retrieval.strategy"),
         ({"defaults": {"injection": {"mode": "replace"}}}, "defaults.injection.mode"),
         ({"defaults": {"injection": {"max_chars": 99}}}, "defaults.injection.max_chars"),
         (

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import time
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -103,7 +104,14 @@ class MemoryRecord:
 
 @dataclass(frozen=True, slots=True)
 class Hit:
-    """A retrieved memory and its score (higher is better; cosine for ``dense``)."""
+    """A retrieved memory and its score (higher is better; cosine for ``dense``).
+
+    ``signals`` holds the per-signal evidence (``cosine``, ``bm25``, ``lexical`` —
+    BM25 as a share of the query's best possible score — ``ngram``, ``fused``...);
+    ``via`` says how it was found: ``direct``, ``link``, ``associative``.
+    """
 
     record: MemoryRecord
     score: float
+    signals: Mapping[str, float] = field(default_factory=dict)
+    via: str = "direct"

@@ -9,9 +9,10 @@ from collections.abc import Mapping
 
 from sidecar.config import RetrievalConfig
 from sidecar.errors import ConfigError
+from sidecar.memory.corpus import CorpusCache
 from sidecar.memory.embedder import Embedder
 from sidecar.memory.records import Hit, Scope
-from sidecar.memory.retrieval.base import Query, Retriever
+from sidecar.memory.retrieval.base import Query, Retriever, SearchContext
 from sidecar.memory.store import MemoryStore
 from sidecar.metrics import Metrics
 
@@ -21,13 +22,19 @@ class MemoryService:
         self,
         store: MemoryStore,
         embedder: Embedder,
+        cache: CorpusCache,
         retrievers: Mapping[str, Retriever],
         metrics: Metrics,
     ) -> None:
         self.store = store
         self.embedder = embedder
+        self.cache = cache
         self._retrievers = dict(retrievers)
         self._metrics = metrics
+
+    @property
+    def strategies(self) -> list[str]:
+        return sorted(self._retrievers)
 
     def retriever(self, name: str) -> Retriever:
         try:
@@ -43,14 +50,21 @@ class MemoryService:
         self._metrics.embed_seconds.observe(time.perf_counter() - started)
         return Query(clipped, vector)
 
-    async def retrieve(self, text: str, scope: Scope, config: RetrievalConfig) -> list[Hit]:
-        """The memories to inject for ``text``: the strategy's top-k above threshold."""
+    async def search(
+        self, query: Query, scope: Scope, config: RetrievalConfig, *, top_k: int | None = None
+    ) -> list[Hit]:
+        """Run the configured strategy for an already embedded query."""
         started = time.perf_counter()
         retriever = self.retriever(config.strategy)
-        query = await self.embed_query(text, config)
-        hits = await retriever.retrieve(query, scope=scope, top_k=config.top_k)
-        kept = [h for h in hits if h.score >= config.threshold]
+        corpus = await self.cache.corpus(scope)
+        context = SearchContext(scope, corpus, self.store, config)
+        hits = await retriever.retrieve(query, context, top_k or config.top_k)
         self._metrics.retrieval_seconds.labels(strategy=retriever.name).observe(
             time.perf_counter() - started
         )
-        return kept
+        return hits
+
+    async def retrieve(self, text: str, scope: Scope, config: RetrievalConfig) -> list[Hit]:
+        """The memories to inject for ``text``: the strategy's top-k with evidence."""
+        query = await self.embed_query(text, config)
+        return await self.search(query, scope, config)

@@ -9,7 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sidecar.config import ExtractionConfig
+from sidecar.memory.corpus import CorpusCache
 from sidecar.memory.embedder import Embedder
+from sidecar.memory.enrich import Enricher
 from sidecar.memory.extraction import FactExtractor
 from sidecar.memory.filters import build_filter
 from sidecar.memory.records import MemoryRecord, content_hash, memory_id, normalize_text
@@ -51,6 +53,8 @@ class MemoryWriter:
         store: MemoryStore,
         embedder: Embedder,
         extractor: FactExtractor,
+        enricher: Enricher,
+        cache: CorpusCache,
         metrics: Metrics,
         *,
         extraction_config: Callable[[str], ExtractionConfig],
@@ -59,6 +63,8 @@ class MemoryWriter:
         self._store = store
         self._embedder = embedder
         self._extractor = extractor
+        self._enricher = enricher
+        self._cache = cache
         self._metrics = metrics
         self._extraction_config = extraction_config
         self._max_chars = max_content_chars
@@ -109,6 +115,9 @@ class MemoryWriter:
                 )
             )
         if fresh:
-            await self._store.upsert(fresh)
+            rows = await self._enricher.enrich(turn.user_id, fresh)
+            await self._store.upsert(rows)
+            for row in rows:
+                self._cache.invalidate(row)
             self._metrics.facts.labels(decision="stored").inc(len(fresh))
         return WriteResult(stored=len(fresh), duplicates=duplicates)

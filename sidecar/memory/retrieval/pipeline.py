@@ -1,0 +1,133 @@
+"""Corpus-scored strategies: one pipeline, configured per strategy name.
+
+    signals -> base score (cosine | bm25 | ngram | fused)
+            -> link expansion (optional)
+            -> associative expansion (optional; ``config`` = per profile)
+            -> evidence gate -> candidate pool -> link share limit
+            -> composite re-rank (optional) -> top-k
+
+All of it runs on the scope's in-memory corpus, so no strategy can see a memory
+outside the scope, and results are deterministic for the same corpus and query.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+import numpy as np
+
+from sidecar.config import HybridConfig, RetrievalConfig
+from sidecar.memory.corpus import Corpus
+from sidecar.memory.records import Hit, now_ms
+from sidecar.memory.retrieval.associative import expand_associative
+from sidecar.memory.retrieval.base import Query, SearchContext
+from sidecar.memory.retrieval.links import expand_links, limit_link_share
+from sidecar.memory.retrieval.rerank import composite
+from sidecar.memory.retrieval.signals import (
+    Scores,
+    Signals,
+    compute_signals,
+    evidence_mask,
+    fuse,
+    make_hits,
+    ngram_scores,
+    top_indices,
+)
+
+BaseSignal = Literal["cosine", "bm25", "ngram", "fused"]
+Toggle = Literal["on", "off", "config"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Ranking:
+    """The outcome of scoring a corpus: ranked indices and what produced them."""
+
+    order: list[int]
+    scores: Scores
+    signals: Signals
+    via: dict[int, str]
+
+    def hits(self, corpus: Corpus, top_k: int) -> list[Hit]:
+        return make_hits(corpus, self.order[:top_k], self.scores, self.signals, self.via)
+
+
+class PipelineRetriever:
+    def __init__(
+        self,
+        name: str,
+        *,
+        base: BaseSignal,
+        fusion: Literal["weighted", "rrf"] | None = None,
+        links: bool = False,
+        associative: Toggle = "off",
+        rerank: bool = False,
+    ) -> None:
+        self.name = name
+        self._base = base
+        self._fusion = fusion
+        self._links = links
+        self._associative = associative
+        self._rerank = rerank
+
+    def _hybrid(self, config: RetrievalConfig) -> HybridConfig:
+        hybrid = config.hybrid
+        if self._fusion is not None and self._fusion != hybrid.fusion:
+            hybrid = hybrid.model_copy(update={"fusion": self._fusion})
+        return hybrid
+
+    def rank(self, query: Query, corpus: Corpus, config: RetrievalConfig, top_k: int) -> Ranking:
+        hybrid = self._hybrid(config)
+        signals = compute_signals(query, corpus, hybrid if self._base == "fused" else _NO_NGRAM)
+        if self._base == "cosine":
+            base, gate = signals.cosine, signals.cosine >= config.threshold
+        elif self._base == "bm25":
+            base, gate = signals.lexical, signals.lexical >= config.lexical_threshold
+        elif self._base == "ngram":
+            every = np.arange(corpus.size, dtype=np.int64)
+            signals = dataclasses.replace(signals, ngram=ngram_scores(query, corpus, every))
+            base, gate = signals.ngram, evidence_mask(signals, config)
+        else:
+            base, gate = fuse(signals, hybrid), evidence_mask(signals, config)
+        scores: Scores = base
+        via: dict[int, str] = {}
+        if self._links:
+            scores, via = expand_links(corpus, base, config.links, config.candidate_pool)
+        if self._associative == "on" or (
+            self._associative == "config" and config.associative.enabled
+        ):
+            assoc = config.associative.model_copy(update={"enabled": True})
+            scores, via = expand_associative(corpus, scores, via, assoc)
+        # A memory reached through a link or association carries its referrer's
+        # evidence; the gate applies to what was found directly.
+        gate = gate | np.isin(np.arange(corpus.size), list(via))
+        order = top_indices(scores, max(config.candidate_pool, top_k), gate)
+        if self._rerank and config.rerank.enabled:
+            order, scores = _rerank(order, scores, corpus, config)
+        if via:
+            order = limit_link_share(order, base, via, top_k, config.links.max_share)
+        return Ranking(order, scores, signals, via)
+
+    async def retrieve(self, query: Query, ctx: SearchContext, top_k: int) -> list[Hit]:
+        return self.rank(query, ctx.corpus, ctx.config, top_k).hits(ctx.corpus, top_k)
+
+
+_NO_NGRAM = HybridConfig(ngram_weight=0.0)
+
+
+def _rerank(
+    order: list[int], scores: Scores, corpus: Corpus, config: RetrievalConfig
+) -> tuple[list[int], Scores]:
+    pool = order[: config.rerank.pool]
+    if not pool:
+        return order, scores
+    now = now_ms()
+    top = float(max(scores[i] for i in pool)) or 1.0
+    reranked = scores.copy()
+    for index in pool:
+        similarity = float(scores[index]) / top
+        reranked[index] = np.float32(
+            composite(similarity, corpus.records[index], config.rerank, now)
+        )
+    head = sorted(pool, key=lambda i: (-float(reranked[i]), i))
+    return head + order[len(pool) :], reranked

@@ -1,0 +1,40 @@
+"""Strategies that search the store itself instead of the scope's corpus.
+
+``dense-milvus`` (FLAT cosine with the scope filter) and ``bm25-milvus`` (Milvus'
+full-text BM25 function) exist to be measured against the corpus strategies:
+Milvus computes BM25 statistics over the whole collection — every user's text —
+where ``bm25`` uses only what the scope can see.
+"""
+
+from __future__ import annotations
+
+from sidecar.memory.filters import build_filter
+from sidecar.memory.records import Hit
+from sidecar.memory.retrieval.base import Query, SearchContext
+
+
+class MilvusDenseRetriever:
+    name = "dense-milvus"
+
+    async def retrieve(self, query: Query, ctx: SearchContext, top_k: int) -> list[Hit]:
+        hits = await ctx.store.search(
+            query.vector, where=build_filter(scope=ctx.scope), limit=top_k
+        )
+        return [
+            Hit(h.record, h.score, {"cosine": h.score})
+            for h in hits
+            if h.score >= ctx.config.threshold
+        ]
+
+
+class MilvusBM25Retriever:
+    name = "bm25-milvus"
+
+    async def retrieve(self, query: Query, ctx: SearchContext, top_k: int) -> list[Hit]:
+        if not query.tokens:
+            return []
+        hits = await ctx.store.search_text(
+            query.text, where=build_filter(scope=ctx.scope), limit=top_k
+        )
+        # Milvus' BM25 is unbounded and collection-relative: no absolute gate here.
+        return [Hit(h.record, h.score, {"bm25": h.score}) for h in hits]
