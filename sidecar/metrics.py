@@ -103,6 +103,11 @@ class Metrics:
         self.cache_lookups = Counter(
             p + "corpus_cache_lookups", "Corpus cache unit lookups", ["outcome"], registry=reg
         )
+        self.cold_fallbacks = Counter(
+            p + "cold_corpus_fallbacks",
+            "Requests answered by store-side search while the scope's corpus loaded",
+            registry=reg,
+        )
         self.cache_rows = Gauge(
             p + "corpus_cache_rows", "Memory rows held by the corpus cache", registry=reg
         )

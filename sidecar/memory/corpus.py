@@ -17,6 +17,7 @@ writes. Loads are single-flight per unit.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -26,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.config import CacheConfig
+from sidecar.errors import SidecarError
 from sidecar.memory.bm25 import BM25Index
 from sidecar.memory.filters import Filter, build_filter
 from sidecar.memory.records import MemoryRecord, NodeType, Scope, Status, Visibility
@@ -132,6 +134,16 @@ def unit_keys(scope: Scope) -> list[str]:
     return keys
 
 
+def units_of(record: MemoryRecord) -> list[str]:
+    """The cache units a stored row belongs to (mirrors :func:`unit_filter`)."""
+    keys = [f"user:{record.user_id}"]
+    if record.group_id and record.visibility in (Visibility.GROUP, Visibility.PUBLIC):
+        keys.append(f"group:{record.group_id}")
+    if record.visibility == Visibility.PUBLIC:
+        keys.append("public")
+    return keys
+
+
 def unit_filter(key: str) -> Filter:
     kind, _, value = key.partition(":")
     if kind == "user":
@@ -154,11 +166,37 @@ class CorpusCache:
         self._invalidations: dict[str, int] = {}
         self._seq = 0
         self._loading: dict[str, asyncio.Future[_Unit]] = {}
+        self._tasks: set[asyncio.Task[_Unit]] = set()
         self._corpora: OrderedDict[tuple[str, ...], tuple[tuple[int, ...], Corpus]] = OrderedDict()
 
     async def corpus(self, scope: Scope) -> Corpus:
+        """The scope's corpus, loading (and waiting for) whatever is missing or stale."""
         keys = unit_keys(scope)
         units = [await self._unit(key) for key in keys]
+        return self._merge(keys, units)
+
+    def corpus_nowait(self, scope: Scope) -> Corpus | None:
+        """The cached corpus without waiting: stale units are served while they are
+        refreshed in the background; ``None`` (and a background load) when a unit
+        was never loaded or was invalidated. For the request path."""
+        keys = unit_keys(scope)
+        units = []
+        missing = False
+        for key in keys:
+            unit = self._units.get(key)
+            if unit is None or time.monotonic() - unit.loaded_at >= self._config.ttl_s:
+                self._background(key)
+            if unit is None:
+                missing = True
+            else:
+                units.append(unit)
+        if missing:
+            self._metrics.cache_lookups.labels(outcome="cold").inc()
+            return None
+        self._metrics.cache_lookups.labels(outcome="hit").inc()
+        return self._merge(keys, units)
+
+    def _merge(self, keys: list[str], units: list[_Unit]) -> Corpus:
         versions = tuple(u.seq for u in units)
         cache_key = tuple(keys)
         cached = self._corpora.get(cache_key)
@@ -172,13 +210,47 @@ class CorpusCache:
             self._corpora.popitem(last=False)
         return corpus
 
+    def _background(self, key: str) -> None:
+        if key in self._loading:
+            return
+        task = asyncio.get_running_loop().create_task(self._load(key))
+        self._tasks.add(task)
+        task.add_done_callback(self._loaded)
+
+    def _loaded(self, task: asyncio.Task[_Unit]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self._metrics.cache_lookups.labels(outcome="load_error").inc()
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, SidecarError):
+                await task
+
+    def apply(self, records: Sequence[MemoryRecord]) -> None:
+        """Write-through after this process stored ``records``: every cached unit a
+        record belongs to gets the new version (by id), so the next request sees it.
+        Loads in flight are not kept (they may predate the write)."""
+        changed: dict[str, dict[str, MemoryRecord]] = {}
+        for record in records:
+            for key in units_of(record):
+                changed.setdefault(key, {})[record.id] = record
+        for key, updates in changed.items():
+            self._invalidations[key] = self._invalidations.get(key, 0) + 1
+            unit = self._units.get(key)
+            if unit is None:
+                continue
+            kept = [r for r in unit.rows if r.id not in updates]
+            self._seq += 1
+            unit.rows = (*kept, *sorted(updates.values(), key=lambda r: r.id))
+            unit.seq = self._seq
+
     def invalidate(self, record: MemoryRecord) -> None:
-        """Drop every unit ``record`` belongs to (call after writing it)."""
-        self._bump(f"user:{record.user_id}")
-        if record.group_id:
-            self._bump(f"group:{record.group_id}")
-        if record.visibility == Visibility.PUBLIC:
-            self._bump("public")
+        """Mark every unit ``record`` belongs to stale (e.g. after a delete)."""
+        for key in units_of(record):
+            self._bump(key)
 
     def invalidate_user(self, user_id: str) -> None:
         self._bump(f"user:{user_id}")
@@ -188,19 +260,26 @@ class CorpusCache:
             self._bump(key)
 
     def _bump(self, key: str) -> None:
+        """Mark a unit stale: waiting readers reload it, the request path keeps
+        serving the old snapshot while it reloads in the background."""
         self._invalidations[key] = self._invalidations.get(key, 0) + 1
-        self._units.pop(key, None)
+        unit = self._units.get(key)
+        if unit is not None:
+            unit.loaded_at = float("-inf")
 
     async def _unit(self, key: str) -> _Unit:
         unit = self._units.get(key)
         if unit is not None and time.monotonic() - unit.loaded_at < self._config.ttl_s:
             self._units.move_to_end(key)
-            self._metrics.cache_lookups.labels(outcome="hit").inc()
             return unit
+        return await self._load(key)
+
+    async def _load(self, key: str) -> _Unit:
+        """Load one unit; concurrent loads of the same unit share one store query."""
         pending = self._loading.get(key)
         if pending is not None:
             return await asyncio.shield(pending)
-        self._metrics.cache_lookups.labels(outcome="miss").inc()
+        self._metrics.cache_lookups.labels(outcome="load").inc()
         future: asyncio.Future[_Unit] = asyncio.get_running_loop().create_future()
         self._loading[key] = future
         try:
@@ -211,12 +290,13 @@ class CorpusCache:
             # A write during the load invalidated it: use this snapshot once, don't keep it.
             if self._invalidations.get(key, 0) == invalidations:
                 self._units[key] = unit
+                self._units.move_to_end(key)
                 self._evict()
             future.set_result(unit)
             return unit
         except BaseException as exc:
             future.set_exception(exc)
-            future.exception()  # mark retrieved for waiters that never come
+            future.exception()  # waiters may be gone: never "exception was never retrieved"
             raise
         finally:
             self._loading.pop(key, None)

@@ -9,12 +9,15 @@ from collections.abc import Mapping
 
 from sidecar.config import RetrievalConfig
 from sidecar.errors import ConfigError
-from sidecar.memory.corpus import CorpusCache
+from sidecar.memory.corpus import Corpus, CorpusCache
 from sidecar.memory.embedder import Embedder
 from sidecar.memory.records import Hit, Scope
 from sidecar.memory.retrieval.base import Query, Retriever, SearchContext
 from sidecar.memory.store import MemoryStore
 from sidecar.metrics import Metrics
+
+#: What answers a scope whose corpus is not loaded yet (store-side, no waiting).
+COLD_FALLBACK = "dense-milvus"
 
 
 class MemoryService:
@@ -51,12 +54,31 @@ class MemoryService:
         return Query(clipped, vector)
 
     async def search(
-        self, query: Query, scope: Scope, config: RetrievalConfig, *, top_k: int | None = None
+        self,
+        query: Query,
+        scope: Scope,
+        config: RetrievalConfig,
+        *,
+        top_k: int | None = None,
+        wait: bool = True,
     ) -> list[Hit]:
-        """Run the configured strategy for an already embedded query."""
+        """Run the configured strategy for an already embedded query.
+
+        ``wait=False`` (the request path) never waits for a scope's corpus to load:
+        a scope seen for the first time is answered by a cosine search in the store
+        while its corpus loads in the background.
+        """
         started = time.perf_counter()
         retriever = self.retriever(config.strategy)
-        corpus = await self.cache.corpus(scope)
+        if wait:
+            corpus = await self.cache.corpus(scope)
+        else:
+            cached = self.cache.corpus_nowait(scope)
+            if cached is None:
+                retriever = self.retriever(COLD_FALLBACK)
+                cached = Corpus.build((), self.store.dim)  # store-side: reads no corpus
+                self._metrics.cold_fallbacks.inc()
+            corpus = cached
         context = SearchContext(scope, corpus, self.store, config)
         hits = await retriever.retrieve(query, context, top_k or config.top_k)
         self._metrics.retrieval_seconds.labels(strategy=retriever.name).observe(
@@ -67,4 +89,4 @@ class MemoryService:
     async def retrieve(self, text: str, scope: Scope, config: RetrievalConfig) -> list[Hit]:
         """The memories to inject for ``text``: the strategy's top-k with evidence."""
         query = await self.embed_query(text, config)
-        return await self.search(query, scope, config)
+        return await self.search(query, scope, config, wait=False)

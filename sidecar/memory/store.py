@@ -48,6 +48,8 @@ CONTENT_BYTES = 16_384
 ABSTRACT_BYTES = 1_024
 OVERVIEW_BYTES = 4_096
 MAX_RELATED = 32
+#: Milvus returns at most this many rows per query (offset + limit).
+QUERY_WINDOW = 16_384
 
 T = TypeVar("T")
 
@@ -426,10 +428,20 @@ class MemoryStore:
     async def scan(
         self, where: Filter, *, with_vectors: bool = False, batch_size: int = 1000
     ) -> list[MemoryRecord]:
-        """Every row matching ``where`` (paged with a query iterator; no 16k cap)."""
+        """Every row matching ``where``: one query when it fits Milvus' 16,384-row
+        window, a paged query iterator beyond it."""
         fields = [*SCALAR_FIELDS, "embedding"] if with_vectors else list(SCALAR_FIELDS)
 
         def call() -> list[dict[str, Any]]:
+            rows = self._client.query(
+                self._collection,
+                filter=where,
+                output_fields=fields,
+                limit=QUERY_WINDOW,
+                timeout=self._config.timeout_s,
+            )
+            if len(rows) < QUERY_WINDOW:
+                return [dict(row) for row in rows]
             iterator = self._client.query_iterator(
                 self._collection,
                 batch_size=batch_size,
@@ -437,13 +449,13 @@ class MemoryStore:
                 output_fields=fields,
                 timeout=self._config.timeout_s,
             )
-            rows: list[dict[str, Any]] = []
+            paged: list[dict[str, Any]] = []
             try:
                 while True:
                     page = iterator.next()
                     if not page:
-                        return rows
-                    rows.extend(dict(row) for row in page)
+                        return paged
+                    paged.extend(dict(row) for row in page)
             finally:
                 iterator.close()
 

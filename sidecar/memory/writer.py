@@ -117,7 +117,6 @@ class MemoryWriter:
         if fresh:
             rows = await self._enricher.enrich(turn.user_id, fresh)
             await self._store.upsert(rows)
-            for row in rows:
-                self._cache.invalidate(row)
+            self._cache.apply(rows)
             self._metrics.facts.labels(decision="stored").inc(len(fresh))
         return WriteResult(stored=len(fresh), duplicates=duplicates)

@@ -47,7 +47,10 @@ async def test_foreign_collection_is_a_clear_error(tmp_path: Path) -> None:
         await MemoryStore.open(StoreConfig(uri=path, collection="mem"), 8, Metrics())
 
 
-async def test_upsert_replaces_and_scan_pages(tmp_path: Path) -> None:
+async def test_upsert_replaces_and_scan_pages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sidecar.memory.store.QUERY_WINDOW", 1000)  # force the iterator
     store = await MemoryStore.open(StoreConfig(uri=str(tmp_path / "p.db")), 8, Metrics())
     try:
         await store.upsert([record(i) for i in range(2500)])

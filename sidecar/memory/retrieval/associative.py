@@ -13,6 +13,7 @@ is deterministic: ties break by corpus index.
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from sidecar.config import AssociativeConfig
 from sidecar.memory.corpus import Corpus
@@ -20,13 +21,18 @@ from sidecar.memory.retrieval.signals import Scores, top_indices
 
 
 def expand_associative(
-    corpus: Corpus, scores: Scores, via: dict[int, str], config: AssociativeConfig
+    corpus: Corpus,
+    scores: Scores,
+    via: dict[int, str],
+    config: AssociativeConfig,
+    evidence: npt.NDArray[np.bool_] | None = None,
 ) -> tuple[Scores, dict[int, str]]:
+    """(final scores, via); seeds are the best results with evidence (or links)."""
     if not config.enabled or corpus.size == 0:
         return scores, via
     final = scores.copy()
     via = dict(via)
-    seeds = top_indices(scores, config.seeds)
+    seeds = top_indices(scores, config.seeds, evidence)
     visited: set[int] = set(seeds)
     frontier = [(seed, float(scores[seed]), corpus.records[seed].user_id) for seed in seeds]
     visits = len(seeds)
@@ -51,9 +57,8 @@ def expand_associative(
                 visits += 1
                 reached = node_score * float(similar[other]) * config.hop_decay
                 following.append((other, reached, owner))
-                if reached > final[other]:
-                    final[other] = np.float32(reached)
-                    via[other] = "associative"
+                final[other] = max(final[other], np.float32(reached))
+                via.setdefault(other, "associative")
         frontier = following
         if not frontier:
             break

@@ -14,6 +14,7 @@ that rank only through a link from taking more than ``max_share`` of the top-k.
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from sidecar.config import LinkConfig
 from sidecar.memory.corpus import Corpus
@@ -30,14 +31,20 @@ def neighbours(corpus: Corpus, index: int, config: LinkConfig) -> list[int]:
 
 
 def expand_links(
-    corpus: Corpus, direct: Scores, config: LinkConfig, pool: int
+    corpus: Corpus,
+    direct: Scores,
+    config: LinkConfig,
+    pool: int,
+    evidence: npt.NDArray[np.bool_] | None = None,
 ) -> tuple[Scores, dict[int, str]]:
-    """(final scores, via) — via marks memories whose score came from a link."""
+    """(final scores, via) — via marks every memory reached through a link (it is
+    admitted on its referrer's evidence). Referrers are the best ``pool`` memories
+    with evidence of their own."""
     if not config.enabled or config.max_link_depth == 0 or corpus.size == 0:
         return direct, {}
     final = direct.copy()
     via: dict[int, str] = {}
-    for referrer in top_indices(direct, pool):
+    for referrer in top_indices(direct, pool, evidence):
         reach = float(direct[referrer])
         frontier = [referrer]
         seen = {referrer}
@@ -51,9 +58,8 @@ def expand_links(
                     seen.add(other)
                     following.append(other)
                     linked = decay * (config.blend * reach + (1 - config.blend) * direct[other])
-                    if linked > final[other]:
-                        final[other] = np.float32(linked)
-                        via[other] = "link"
+                    final[other] = max(final[other], np.float32(linked))
+                    via.setdefault(other, "link")
             frontier = following
     return final, via
 

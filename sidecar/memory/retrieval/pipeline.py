@@ -92,14 +92,16 @@ class PipelineRetriever:
         scores: Scores = base
         via: dict[int, str] = {}
         if self._links:
-            scores, via = expand_links(corpus, base, config.links, config.candidate_pool)
+            scores, via = expand_links(corpus, base, config.links, config.candidate_pool, gate)
         if self._associative == "on" or (
             self._associative == "config" and config.associative.enabled
         ):
             assoc = config.associative.model_copy(update={"enabled": True})
-            scores, via = expand_associative(corpus, scores, via, assoc)
-        # A memory reached through a link or association carries its referrer's
-        # evidence; the gate applies to what was found directly.
+            reached = gate | np.isin(np.arange(corpus.size), list(via))
+            scores, via = expand_associative(corpus, scores, via, assoc, reached)
+        # A memory reached through a link or association is admitted on its
+        # referrer's evidence; one with evidence of its own counts as direct.
+        via = {i: label for i, label in via.items() if not gate[i]}
         gate = gate | np.isin(np.arange(corpus.size), list(via))
         order = top_indices(scores, max(config.candidate_pool, top_k), gate)
         if self._rerank and config.rerank.enabled:

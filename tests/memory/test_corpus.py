@@ -1,0 +1,109 @@
+"""The corpus cache against a real store: visibility units, write-through, the
+request path's no-wait lookups, and stale snapshots refreshed in the background."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from sidecar.config import CacheConfig, StoreConfig
+from sidecar.memory.corpus import CorpusCache
+from sidecar.memory.records import MemoryRecord, Scope, Visibility
+from sidecar.memory.store import MemoryStore
+from sidecar.metrics import Metrics
+
+DIM = 4
+
+
+def rec(rid: str, user: str, **extra: object) -> MemoryRecord:
+    return MemoryRecord(
+        id=rid,
+        user_id=user,
+        content=f"text {rid}",
+        embedding=(1.0, 0.0, 0.0, 0.0),
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[MemoryStore]:
+    opened = await MemoryStore.open(StoreConfig(uri=str(tmp_path / "c.db")), DIM, Metrics())
+    await opened.upsert(
+        [
+            rec("own", "alice"),
+            rec("bob-private", "bob"),
+            rec("team-shared", "bob", group_id="team", visibility=Visibility.GROUP),
+            rec("team-private", "bob", group_id="team", visibility=Visibility.USER),
+            rec("everyone", "carol", visibility=Visibility.PUBLIC),
+        ]
+    )
+    yield opened
+    await opened.close()
+
+
+async def test_corpus_is_exactly_what_the_scope_may_read(store: MemoryStore) -> None:
+    cache = CorpusCache(store, CacheConfig(), Metrics())
+    alone = await cache.corpus(Scope("alice"))
+    assert {r.id for r in alone.records} == {"own", "everyone"}
+    member = await cache.corpus(Scope("alice", ("team",)))
+    assert {r.id for r in member.records} == {"own", "everyone", "team-shared"}
+    owner = await cache.corpus(Scope("bob"))
+    assert {r.id for r in owner.records} == {
+        "bob-private",
+        "team-shared",
+        "team-private",
+        "everyone",
+    }
+
+
+async def test_writes_are_visible_at_once_and_only_to_their_readers(store: MemoryStore) -> None:
+    cache = CorpusCache(store, CacheConfig(), Metrics())
+    await cache.corpus(Scope("alice"))
+    await cache.corpus(Scope("dave", ("team",)))
+    fresh = rec("new-shared", "alice", group_id="team", visibility=Visibility.GROUP)
+    await store.upsert([fresh])
+    cache.apply([fresh])
+    assert "new-shared" in (await cache.corpus(Scope("alice"))).index_of
+    assert "new-shared" in (await cache.corpus(Scope("dave", ("team",)))).index_of
+    assert "new-shared" not in (await cache.corpus(Scope("dave"))).index_of
+    nowait = cache.corpus_nowait(Scope("alice"))
+    assert nowait is not None
+    assert "new-shared" in nowait.index_of
+
+
+async def test_nowait_loads_in_the_background(store: MemoryStore) -> None:
+    metrics = Metrics()
+    cache = CorpusCache(store, CacheConfig(), metrics)
+    assert cache.corpus_nowait(Scope("alice")) is None
+    for _ in range(100):
+        await asyncio.sleep(0.02)
+        found = cache.corpus_nowait(Scope("alice"))
+        if found is not None:
+            break
+    assert found is not None
+    assert {r.id for r in found.records} == {"own", "everyone"}
+    await cache.close()
+
+
+async def test_stale_snapshot_is_served_while_it_refreshes(store: MemoryStore) -> None:
+    cache = CorpusCache(store, CacheConfig(ttl_s=0.05), Metrics())
+    await cache.corpus(Scope("alice"))
+    await store.upsert([rec("from-another-replica", "alice")])
+    await asyncio.sleep(0.06)
+    stale = cache.corpus_nowait(Scope("alice"))
+    assert stale is not None
+    assert "from-another-replica" not in stale.index_of
+    fresh = await cache.corpus(Scope("alice"))
+    assert "from-another-replica" in fresh.index_of
+    await cache.close()
+
+
+async def test_concurrent_loads_share_one_store_query(store: MemoryStore) -> None:
+    metrics = Metrics()
+    cache = CorpusCache(store, CacheConfig(), metrics)
+    await asyncio.gather(*(cache.corpus(Scope("alice")) for _ in range(10)))
+    loads = metrics.value("memory_sidecar_corpus_cache_lookups_total", {"outcome": "load"})
+    assert loads == 2  # "user:alice" and "public", once each
