@@ -168,6 +168,51 @@ class EnrichmentConfig(_Model):
     overview_chars: int = Field(default=600, ge=50, le=4000)
 
 
+class HierarchyBuildConfig(_Model):
+    """The per-user category tree the write path builds (``sidecar.memory.hierarchy``).
+
+    New memories are filed under the owner's nearest leaf category (or a "general"
+    one); ``evolve`` splits big categories into named subcategories, merges
+    near-identical ones and refreshes every category's summary and embedding.
+    """
+
+    enabled: bool = True
+    #: A new memory joins the owner's nearest leaf category when its cosine to that
+    #: category's centroid is at least this, else the owner's "general" category.
+    #: all-MiniLM-L6-v2: members sit at about 0.55-0.75 to their own topic's
+    #: centroid and 0.35-0.55 to the nearest other one (clusters30, gosource117).
+    assign_threshold: float = Field(default=0.5, ge=-1, le=1)
+    #: A leaf category with at least this many memories is split by ``evolve``.
+    split_min: int = Field(default=12, ge=4, le=10_000)
+    #: Clusters smaller than this are merged into their nearest sibling.
+    min_size: int = Field(default=3, ge=1, le=1_000)
+    #: Most subcategories one split creates (KMeans k is chosen in 2..this by
+    #: silhouette).
+    max_children: int = Field(default=8, ge=2, le=64)
+    #: Sibling leaf categories (and clusters of one split) whose centroids are at
+    #: least this similar are merged.
+    merge_threshold: float = Field(default=0.9, ge=0, le=1)
+    #: A category's vector: ``centroid`` (normalised mean of its memories'
+    #: embeddings) or ``summary`` (the embedding of its summary text).
+    embedding: Literal["centroid", "summary"] = "centroid"
+    #: Seconds between scheduled ``evolve`` passes over owners with new memories
+    #: (0 = no schedule; ``evolve`` then runs only on demand).
+    schedule_s: float = Field(default=300.0, ge=0)
+    #: Owners evolved per scheduled pass at most (the rest wait for the next one).
+    max_owners_per_tick: int = Field(default=16, ge=1, le=10_000)
+    #: Keywords in a category's name, and in its summary's "Covers:" list.
+    name_keywords: int = Field(default=3, ge=1, le=10)
+    summary_keywords: int = Field(default=8, ge=1, le=50)
+    #: Central members quoted in a category's summary.
+    examples: int = Field(default=3, ge=0, le=10)
+
+    @model_validator(mode="after")
+    def _check_sizes(self) -> HierarchyBuildConfig:
+        if self.split_min < 2 * self.min_size:
+            raise ValueError("split_min must be at least 2 * min_size (a split needs two)")
+        return self
+
+
 class CacheConfig(_Model):
     """The in-process cache of each scope's visible memories (the retrieval corpus).
 
@@ -374,8 +419,10 @@ class InjectionConfig(_Model):
     #: ``append``: add the memory block to the first system message (or prepend a
     #: system message when there is none); ``prepend``: always a new first message.
     mode: Literal["append", "prepend"] = "append"
-    #: Most characters of memory text injected per request.
-    max_chars: int = Field(default=4000, ge=100)
+    #: Token budget of the injected block (estimated at 4 characters per token).
+    max_tokens: int = Field(default=1000, ge=25, le=100_000)
+    #: Label each memory with its category name ("- [Pets] User has a dog ...").
+    category_labels: bool = True
     #: Response header telling the client how many memories were injected ('' = none).
     response_header: str = "x-memory-injected"
 
@@ -479,6 +526,7 @@ class SidecarConfig(_Model):
     embedding: EmbeddingConfig = EmbeddingConfig()
     cache: CacheConfig = CacheConfig()
     enrichment: EnrichmentConfig = EnrichmentConfig()
+    hierarchy: HierarchyBuildConfig = HierarchyBuildConfig()
     llm: LLMConfig = LLMConfig()
     write_queue: WriteQueueConfig = WriteQueueConfig()
     logging: LoggingConfig = LoggingConfig()

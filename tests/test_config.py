@@ -265,9 +265,12 @@ def test_every_problem_is_reported_one_per_line() -> None:
         ({"defaults": {"retrieval": {"top_k": 101}}}, "defaults.retrieval.top_k"),
         ({"defaults": {"retrieval": {"top_k": "five"}}}, "defaults.retrieval.top_k"),
         ({"defaults": {"retrieval": {"threshold": 1.5}}}, "defaults.retrieval.threshold"),
-        ({"defaults": {"retrieval": {"strategy": "no-such-strategy"}}}, "defaults.retrieval.strategy"),
+        (
+            {"defaults": {"retrieval": {"strategy": "no-such-strategy"}}},
+            "defaults.retrieval.strategy",
+        ),
         ({"defaults": {"injection": {"mode": "replace"}}}, "defaults.injection.mode"),
-        ({"defaults": {"injection": {"max_chars": 99}}}, "defaults.injection.max_chars"),
+        ({"defaults": {"injection": {"max_tokens": 24}}}, "defaults.injection.max_tokens"),
         (
             {"defaults": {"extraction": {"duplicate_threshold": 0.4}}},
             "defaults.extraction.duplicate_threshold",

@@ -34,7 +34,7 @@ from sidecar.extproc.responses import (
     passthrough,
     replace_body,
 )
-from sidecar.memory.context import assemble_context
+from sidecar.memory.context import CHARS_PER_TOKEN, assemble_context
 from sidecar.memory.queue import WriteQueue
 from sidecar.memory.records import now_ms
 from sidecar.memory.service import MemoryService
@@ -160,7 +160,15 @@ class ChatMemoryProcessor(Processor):
             self._metrics.passthrough.labels(reason="retrieval_error").inc()
             log.warning("retrieval failed: %s request_id=%s", type(exc).__name__, self._request_id)
             return self._memory_unavailable("retrieval_error")
-        context = assemble_context(hits, max_chars=self._profile.injection.max_chars)
+        injection = self._profile.injection
+        names = (
+            self._deps.memory.category_names(identity.scope, hits)
+            if injection.category_labels
+            else None
+        )
+        context = assemble_context(
+            hits, max_chars=injection.max_tokens * CHARS_PER_TOKEN, categories=names
+        )
         self._injected = context.count
         self._metrics.injected.observe(context.count)
         self._metrics.requests.labels(profile=self._profile_name, outcome="retrieved").inc()

@@ -17,7 +17,7 @@ until the character budget is spent; the order is deterministic.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -44,17 +44,36 @@ class MemoryContext:
 _TAG = re.compile(r"<\s*/?\s*memory\b[^>]*>", re.IGNORECASE)
 
 
-def _line(hit: Hit) -> str:
+#: Characters per token for budgeting (English text with MiniLM/LLM tokenizers
+#: averages about four); budgets are estimates, never exceeded in characters.
+CHARS_PER_TOKEN = 4
+
+
+def _clean(text: str) -> str:
     # A memory (possibly shared by someone else) must not close the block early.
-    content = _TAG.sub("[memory]", " ".join(hit.record.content.split()))
+    return _TAG.sub("[memory]", " ".join(text.split()))
+
+
+def _line(hit: Hit, text: str, category: str | None) -> str:
+    label = f"[{_clean(category)}] " if category else ""
     if hit.record.created_at > 0:
         day = datetime.fromtimestamp(hit.record.created_at / 1000, tz=UTC).date().isoformat()
-        return f"- {content} ({day})"
-    return f"- {content}"
+        return f"- {label}{text} ({day})"
+    return f"- {label}{text}"
 
 
-def assemble_context(hits: Sequence[Hit], *, max_chars: int) -> MemoryContext:
-    """The memory block for ``hits`` (already ranked), within ``max_chars``."""
+def assemble_context(
+    hits: Sequence[Hit],
+    *,
+    max_chars: int,
+    categories: Mapping[str, str] | None = None,
+) -> MemoryContext:
+    """The memory block for ``hits`` (already ranked), within ``max_chars``.
+
+    Duplicates (normalised text) are dropped; a memory whose full text does not fit
+    the remaining budget is given by its one-line abstract (L0) instead; when
+    ``categories`` names a memory's category, the line is labelled with it.
+    """
     seen: set[str] = set()
     lines: list[str] = []
     kept: list[Hit] = []
@@ -63,7 +82,10 @@ def assemble_context(hits: Sequence[Hit], *, max_chars: int) -> MemoryContext:
         key = normalize_text(hit.record.content)
         if not key or key in seen:
             continue
-        line = _line(hit)
+        category = (categories or {}).get(hit.record.category_id)
+        line = _line(hit, _clean(hit.record.content), category)
+        if len(line) + 1 > budget and hit.record.abstract.strip():
+            line = _line(hit, _clean(hit.record.abstract), category)
         if len(line) + 1 > budget:
             continue
         seen.add(key)

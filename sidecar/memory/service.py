@@ -86,6 +86,15 @@ class MemoryService:
         )
         return hits
 
+    def category_names(self, scope: Scope, hits: list[Hit]) -> dict[str, str]:
+        """Names (L0 abstracts) of the categories ``hits`` are filed under, from the
+        scope's cached corpus (empty when it is not cached)."""
+        wanted = {h.record.category_id for h in hits if h.record.category_id}
+        corpus = self.cache.corpus_nowait(scope) if wanted else None
+        if corpus is None:
+            return {}
+        return {c.id: c.abstract for c in corpus.categories if c.id in wanted and c.abstract}
+
     async def retrieve(self, text: str, scope: Scope, config: RetrievalConfig) -> list[Hit]:
         """The memories to inject for ``text``: the strategy's top-k with evidence."""
         query = await self.embed_query(text, config)
