@@ -56,6 +56,8 @@ from typing import Any, Final, Self
 
 from aiohttp import web
 
+from e2e.mock_judge import handle_dedup
+
 __all__ = [
     "DEFAULT_TASK_HANDLERS",
     "PORT_LINE_PREFIX",
@@ -475,6 +477,7 @@ def handle_extract(body: Mapping[str, Any]) -> str:
 DEFAULT_TASK_HANDLERS: Final[Mapping[str, TaskHandler]] = MappingProxyType(
     {
         "extract": handle_extract,
+        "dedup": handle_dedup,
     }
 )
 """Task name -> handler.  Add new sidecar tasks (rewrite, dedup, rank) here."""

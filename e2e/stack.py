@@ -125,6 +125,7 @@ def demo_config(workdir: Path, ports: Ports, **overrides: Any) -> dict[str, Any]
         "server": {"host": "127.0.0.1", "port": ports.sidecar},
         "admin": {"host": "127.0.0.1", "port": ports.sidecar_admin},
         "store": {"uri": str(workdir / "memory.db")},
+        "write_queue": {"journal_path": str(workdir / "journal.sqlite3")},
         "llm": {"base_url": f"http://127.0.0.1:{ports.mock}/v1", "model": "mock-llm"},
         "logging": {"level": "INFO"},
         "profiles": {

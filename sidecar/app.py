@@ -20,10 +20,12 @@ from sidecar.extproc.chat import ChatDeps
 from sidecar.extproc.service import ExternalProcessorService, ProfileRouter
 from sidecar.llm import LLMClient
 from sidecar.memory.corpus import CorpusCache
+from sidecar.memory.dedup import DedupJudge
 from sidecar.memory.embedder import Embedder, build_embedder
 from sidecar.memory.enrich import Enricher
 from sidecar.memory.extraction import FactExtractor
 from sidecar.memory.filters import build_filter
+from sidecar.memory.hierarchy import Hierarchy
 from sidecar.memory.queue import WriteQueue
 from sidecar.memory.records import Scope
 from sidecar.memory.retrieval.registry import build_retrievers
@@ -51,6 +53,10 @@ class Components:
     queue: WriteQueue
     #: False when the embedder was handed in: its owner closes it.
     owns_embedder: bool = True
+    #: The write path's enricher (with the categorizer wired in, when enabled).
+    enricher: Enricher | None = None
+    #: The category tree builder; None when ``hierarchy.enabled`` is off.
+    hierarchy: Hierarchy | None = None
 
     @classmethod
     async def build(
@@ -73,7 +79,12 @@ class Components:
             profile = config.profile(name)
             if profile is not None:
                 memory.retriever(profile.retrieval.strategy)  # unknown -> ConfigError now
-        enricher = Enricher(cache, config.enrichment)
+        hierarchy = (
+            Hierarchy(store, cache, embedder, config.hierarchy)
+            if config.hierarchy.enabled
+            else None
+        )
+        enricher = Enricher(cache, config.enrichment, hierarchy)
 
         def extraction_config(profile: str) -> ExtractionConfig:
             found = config.profile(profile)
@@ -83,6 +94,7 @@ class Components:
             store,
             embedder,
             FactExtractor(llm, metrics),
+            DedupJudge(llm, metrics),
             enricher,
             cache,
             metrics,
@@ -90,7 +102,19 @@ class Components:
             max_content_chars=config.store.max_content_chars,
         )
         queue = WriteQueue(writer, config.write_queue, metrics)
-        return cls(config, metrics, embedder, store, llm, memory, writer, queue, owns_embedder)
+        return cls(
+            config,
+            metrics,
+            embedder,
+            store,
+            llm,
+            memory,
+            writer,
+            queue,
+            owns_embedder,
+            enricher,
+            hierarchy,
+        )
 
     async def readiness(self) -> dict[str, bool]:
         checks = {"store": True, "embedder": True}
@@ -105,6 +129,8 @@ class Components:
         return checks
 
     async def close(self) -> None:
+        if self.hierarchy is not None:
+            await self.hierarchy.stop()
         await self.queue.close()
         await self.llm.close()
         await self.store.close()
@@ -155,7 +181,9 @@ class Sidecar:
         self.port = self._server.add_insecure_port(address)
         if self.port == 0:
             raise SidecarError(f"cannot listen on {address}")
-        self.components.queue.start()
+        await self.components.queue.start()  # opens the journal; resumes its turns
+        if self.components.hierarchy is not None:
+            self.components.hierarchy.start()
         await self._server.start()
         for service in ("", EXT_PROC_SERVICE):
             await self._health.set(service, health_pb2.HealthCheckResponse.SERVING)
@@ -176,6 +204,8 @@ class Sidecar:
         await self._health.enter_graceful_shutdown()
         if self._server is not None:
             await self._server.stop(self._config.server.shutdown_grace_s)
+        if self.components.hierarchy is not None:
+            await self.components.hierarchy.stop()  # a half-done evolve is repaired next time
         drained = await self.components.queue.drain()
         log.info("write queue %s", "drained" if drained else "not drained before the deadline")
         if self._admin is not None:

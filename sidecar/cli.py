@@ -43,6 +43,54 @@ def _cmd_envoy_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _comma_list(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def _cutoffs(value: str) -> list[int]:
+    try:
+        return [int(item) for item in _comma_list(value)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a comma-separated list of integers: {value!r}"
+        ) from None
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    import warnings
+
+    from sidecar.evaluation.dataset import load_dataset
+    from sidecar.evaluation.report import format_text, write_json
+    from sidecar.evaluation.runner import EvalOptions, run_eval
+    from sidecar.logs import configure_logging
+
+    config = load_config(args.config)
+    configure_logging(config.logging.model_copy(update={"level": "WARNING"}))
+    # milvus-lite 2.5.1 imports pkg_resources (pinned setuptools<81): keep stderr clean.
+    warnings.filterwarnings("ignore", "pkg_resources is deprecated", UserWarning)
+    dataset = load_dataset(args.dataset)
+    options = EvalOptions(
+        strategies=tuple(_comma_list(args.strategies)) if args.strategies else None,
+        ks=tuple(args.k),
+        no_threshold=args.no_threshold,
+        limit_queries=args.limit_queries,
+        store_uri=args.store_uri,
+        progress=not args.quiet,
+    )
+    result = asyncio.run(run_eval(dataset, config, options, config_source=args.config))
+    print(format_text(result), flush=True)
+    if args.json is not None:
+        write_json(result, args.json)
+        print(f"wrote {args.json}")
+    if result.violations:
+        print(
+            f"error: {result.violations} returned memories were outside their query's scope",
+            file=sys.stderr,
+        )
+        return 3
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sidecar", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -64,6 +112,40 @@ def build_parser() -> argparse.ArgumentParser:
     )
     envoy.add_argument("--out", help="write to this file instead of stdout")
     envoy.set_defaults(func=_cmd_envoy_config)
+
+    evaluate = commands.add_parser(
+        "eval",
+        help="measure retrieval quality of the strategies on a labelled dataset",
+        description="Load a dataset into a fresh store (write-path enrichment), answer "
+        "every query with each strategy through the request path's retrieval code, and "
+        "report recall/hit/precision/nDCG@k, MRR and latency.",
+    )
+    evaluate.add_argument("--dataset", required=True, help="dataset JSON file")
+    evaluate.add_argument("--config", help="YAML config file (default: all defaults)")
+    evaluate.add_argument(
+        "--strategies",
+        help="comma-separated strategy names (default: all; dense and bm25 always run)",
+    )
+    evaluate.add_argument(
+        "--k",
+        type=_cutoffs,
+        default=[1, 5, 10, 20],
+        help="comma-separated cut-offs (default: 1,5,10,20)",
+    )
+    evaluate.add_argument("--json", help="also write every number to this JSON file")
+    evaluate.add_argument(
+        "--store-uri",
+        help="evaluate in a new, afterwards dropped collection at this store URI ('config': "
+        "the config's store.uri) instead of a temporary milvus-lite file",
+    )
+    evaluate.add_argument(
+        "--no-threshold",
+        action="store_true",
+        help="turn the evidence gate off (threshold -1, lexical_threshold 0): pure ranking",
+    )
+    evaluate.add_argument("--limit-queries", type=int, help="evaluate only the first N queries")
+    evaluate.add_argument("--quiet", action="store_true", help="no progress bars")
+    evaluate.set_defaults(func=_cmd_eval)
     return parser
 
 

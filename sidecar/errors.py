@@ -9,6 +9,8 @@
     ├── StoreError           the memory store failed (pymilvus errors, translated)
     │   └── SchemaMismatch     the collection exists with another schema
     ├── EmbeddingError       the embedding model failed to load or run
+    ├── JournalError         the durable write journal (SQLite) failed
+    │   └── JournalFull        the journal holds ``max_pending`` unwritten turns
     └── LLMError             an LLM call failed
         ├── LLMUnavailable     connection refused, 5xx, not configured
         ├── LLMTimeout         no answer within the budget
@@ -47,6 +49,14 @@ class SchemaMismatch(StoreError):
 
 class EmbeddingError(SidecarError):
     """The embedding model failed."""
+
+
+class JournalError(SidecarError):
+    """The durable write journal failed (SQLite error, locked by another process)."""
+
+
+class JournalFull(JournalError):
+    """The journal holds its maximum of unwritten turns; a new one is refused."""
 
 
 class LLMError(SidecarError):

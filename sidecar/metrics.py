@@ -67,8 +67,29 @@ class Metrics:
             registry=reg,
         )
         self.queue_depth = Gauge(
-            p + "write_queue_depth", "Turns waiting to be written", registry=reg
+            p + "write_queue_depth",
+            "Turns accepted and not yet written (pending + in progress, in the journal)",
+            registry=reg,
         )
+        self.queue_oldest = Gauge(
+            p + "write_queue_oldest_seconds",
+            "Age of the oldest turn not yet written (0 when none)",
+            registry=reg,
+        )
+        self.dead_letters = Gauge(
+            p + "write_queue_dead_letters",
+            "Turns given up on, kept in the journal for an operator",
+            registry=reg,
+        )
+        self.journal_seconds = Histogram(
+            p + "journal_seconds",
+            "Write-journal (SQLite) operation latency, queueing on its thread included",
+            ["operation"],
+            buckets=_FAST_BUCKETS,
+            registry=reg,
+        )
+        #: outcome: accepted, shed, rejected_shutdown, journal_error (not accepted);
+        #: written, retried, dead_letter, requeued (after a crash), skipped_*.
         self.turns = Counter(
             p + "turns", "Completed turns by write outcome", ["outcome"], registry=reg
         )

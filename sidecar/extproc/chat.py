@@ -3,7 +3,7 @@
 request headers  -> decide whether this request is ours (path, method, identity)
 request body     -> retrieve memories for the latest user message, inject, re-encode
 response headers -> report the injected count; SSE switches the body to STREAMED
-response body    -> reassemble the answer; at the end hand the turn to the queue
+response body    -> reassemble the answer; at the end store the turn in the write journal
 
 Every "not ours" decision is a pass-through with a counted reason; nothing here
 logs message content unless ``debug_content`` is on.
@@ -223,7 +223,7 @@ class ChatMemoryProcessor(Processor):
             self._buffer_chunk(message.body)
         if message.end_of_stream and self._collect:
             self._collect = False
-            self._finish_turn()
+            await self._finish_turn()
         return passthrough("response_body")
 
     def _buffer_chunk(self, chunk: bytes) -> None:
@@ -235,7 +235,10 @@ class ChatMemoryProcessor(Processor):
         if self._sse is not None:
             self._sse.feed_bytes(chunk)
 
-    def _finish_turn(self) -> None:
+    async def _finish_turn(self) -> None:
+        """Hand the finished turn to the write queue. The last body phase awaits the
+        durable append (one SQLite insert, on the journal's thread): once Envoy has
+        this phase's reply, the turn survives a crash of the sidecar."""
         if self._overflow or self._identity is None or self._user_text is None:
             return
         if self._sse is not None:
@@ -257,7 +260,7 @@ class ChatMemoryProcessor(Processor):
             profile=self._profile_name,
             session_id=self._identity.session_id,
         )
-        self._deps.queue.submit(turn)
+        await self._deps.queue.submit(turn)
 
     def on_error(self, phase: str) -> pb.ProcessingResponse:
         if phase == "request_body" and self._active and not self._profile.fail_open:

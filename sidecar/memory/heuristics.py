@@ -58,7 +58,7 @@ _ADVERBS = frozenset(
     {
         "usually", "always", "often", "sometimes", "never", "really", "also", "just",
         "still", "typically", "normally", "generally", "mostly", "rarely", "actually",
-        "recently",
+        "recently", "currently", "now", "already", "finally", "even", "only", "mainly",
     }
 )  # fmt: skip
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})

@@ -1,9 +1,23 @@
-"""The bounded background queue between the response path and the write pipeline.
+"""The durable write queue between the response path and the write pipeline.
 
-``submit`` never waits: the response path hands a turn over and returns. When the
-queue is full the turn is shed and counted (``memory_sidecar_turns{outcome="shed"}``).
-Workers write turns concurrently (the writer serialises per user). ``drain`` waits
-for queued turns on shutdown, up to a deadline.
+``submit`` stores the turn in the :class:`~sidecar.memory.journal.TurnJournal`
+(one SQLite insert on the journal's thread, committed before it returns) and wakes
+the workers; the response path awaits only that. When ``max_pending`` turns are
+unwritten the turn is shed and counted (``memory_sidecar_turns{outcome="shed"}``).
+
+``workers`` tasks claim turns from the journal — each user's oldest unwritten
+turn only, so a user's turns are written one at a time in acceptance order while
+different users' turns are written in parallel — and hand each to
+``writer.write_turn``. A failure is retried with exponential backoff (with
+jitter) up to ``max_attempts``; then the turn goes to the dead letters
+(``outcome="dead_letter"``). Any exception counts — a :class:`SidecarError` is an
+expected failure, anything else a bug, logged with its type and code location only.
+
+At start-up the turns a crash left in progress are queued again (at-least-once;
+the writer's deterministic memory ids make a second pass idempotent). ``drain``
+stops accepting and waits for the journal to empty, up to a deadline: what is left
+stays in the journal for the next start. ``close`` stops the workers (turns they
+were writing go back to pending) and closes the journal.
 """
 
 from __future__ import annotations
@@ -11,97 +25,344 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
+import time
+import traceback
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from sidecar.config import WriteQueueConfig
-from sidecar.errors import SidecarError
+from sidecar.errors import JournalError, JournalFull, SidecarError
+from sidecar.memory.journal import ClaimedTurn, TurnJournal
 from sidecar.memory.turns import Turn
 from sidecar.memory.writer import WriteResult
 from sidecar.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
+#: Seconds between refreshes of the journal gauges (depth, oldest age, dead letters).
+GAUGE_INTERVAL_S = 1.0
+#: Seconds between prunings of finished rows.
+PRUNE_INTERVAL_S = 60.0
+
 
 class TurnWriter(Protocol):
     async def write_turn(self, turn: Turn) -> WriteResult: ...
 
 
+def backoff_delay(
+    attempt: int, *, base_s: float, max_s: float, jitter: float, rng: random.Random
+) -> float:
+    """Seconds to wait after failed attempt number ``attempt`` (1 = the first):
+    ``base_s * 2**(attempt - 1)`` capped at ``max_s``, shortened by a random
+    fraction of at most ``jitter`` (so many failing turns spread out, and a delay
+    never exceeds the cap)."""
+    exponent = min(max(attempt, 1) - 1, 62)
+    delay = min(max_s, base_s * float(2**exponent))
+    return delay * (1.0 - jitter * rng.random())
+
+
+async def _wait(event: asyncio.Event, timeout_s: float) -> None:
+    """Until ``event`` is set or ``timeout_s`` passes. (Not ``asyncio.wait_for``: on
+    Python 3.11 it swallows a cancellation that arrives as the event is set, and a
+    worker that misses its cancellation never stops.)"""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_s):
+            await event.wait()
+
+
+def _origin(exc: BaseException) -> str:
+    """``file.py:123`` of the innermost frame: where a bug raised, without its message
+    (which could quote content)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "?"
+    last = frames[-1]
+    return f"{last.filename.rsplit('/', 1)[-1]}:{last.lineno}"
+
+
 class WriteQueue:
-    def __init__(self, writer: TurnWriter, config: WriteQueueConfig, metrics: Metrics) -> None:
+    """See the module docstring. ``journal`` defaults to one at
+    ``config.journal_path``; ``rng`` draws the retry jitter (seed it for a
+    deterministic schedule). Nothing touches the disk before :meth:`start`."""
+
+    def __init__(
+        self,
+        writer: TurnWriter,
+        config: WriteQueueConfig,
+        metrics: Metrics,
+        *,
+        journal: TurnJournal | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
         self._writer = writer
         self._config = config
         self._metrics = metrics
-        self._queue: asyncio.Queue[Turn] = asyncio.Queue(maxsize=config.max_pending)
+        self._journal = journal or TurnJournal(
+            config.journal_path, max_pending=config.max_pending, sync=config.journal_sync
+        )
+        self._rng = rng or random.Random()
         self._workers: list[asyncio.Task[None]] = []
+        self._maintenance: asyncio.Task[None] | None = None
         self._accepting = False
+        # Set by submit and by settled turns: idle workers look for work.
+        self._wake = asyncio.Event()
+        # Set whenever a turn is settled: wait_idle re-checks the depth.
+        self._progress = asyncio.Event()
+        # Journal id -> user id of the turns this process is writing now.
+        self._in_flight: dict[int, str] = {}
+        # Appends on their way to the journal (not idle while any is).
+        self._appending = 0
 
-    def start(self) -> None:
+    @property
+    def journal(self) -> TurnJournal:
+        return self._journal
+
+    @property
+    def depth(self) -> int:
+        """Turns accepted and not yet written (pending + in progress)."""
+        return self._journal.open_count if self._journal.is_open else 0
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Open the journal, queue again what a crash left in progress, start the
+        workers; then accept turns."""
+        if self._workers:
+            return
+        await self._journal.open()
+        try:
+            requeued, dead = await self._journal.requeue_in_progress(self._config.max_attempts)
+            counts = await self._journal.counts()
+        except BaseException:
+            await self._journal.close()
+            raise
+        if requeued:
+            self._metrics.turns.labels(outcome="requeued").inc(requeued)
+        if dead:
+            self._metrics.turns.labels(outcome="dead_letter").inc(dead)
+        self._set_gauges(counts.open, counts.oldest_open_ms, counts.dead)
+        log.info(
+            "write journal open: %d turns to write (%d were in progress when the last run "
+            "ended, %d of them given up after %d attempts), %d dead letters",
+            counts.open,
+            requeued + dead,
+            dead,
+            self._config.max_attempts,
+            counts.dead,
+        )
         self._accepting = True
         self._workers = [
             asyncio.create_task(self._work(), name=f"write-worker-{i}")
             for i in range(self._config.workers)
         ]
+        self._maintenance = asyncio.create_task(self._maintain(), name="write-journal-upkeep")
+        self._wake.set()
 
-    @property
-    def depth(self) -> int:
-        return self._queue.qsize()
-
-    def submit(self, turn: Turn) -> bool:
-        """Queue ``turn`` for writing; False (and counted) when shed."""
+    async def submit(self, turn: Turn) -> bool:
+        """Store ``turn`` durably for writing; True once it is in the journal. False
+        (and counted) when shed, shutting down, or the journal failed. The append
+        finishes even if the caller is cancelled meanwhile."""
         if not self._accepting:
             self._metrics.turns.labels(outcome="rejected_shutdown").inc()
             return False
-        try:
-            self._queue.put_nowait(turn)
-        except asyncio.QueueFull:
-            self._metrics.turns.labels(outcome="shed").inc()
-            log.warning("write queue full (%d); turn shed", self._config.max_pending)
-            return False
-        self._metrics.turns.labels(outcome="accepted").inc()
-        self._metrics.queue_depth.set(self._queue.qsize())
-        return True
+        return await asyncio.shield(self._append(turn))
 
-    async def _work(self) -> None:
-        while True:
-            turn = await self._queue.get()
-            try:
-                await self._writer.write_turn(turn)
-            except SidecarError as exc:
-                self._metrics.turns.labels(outcome="failed").inc()
-                log.error(
-                    "writing turn failed: %s request_id=%s", type(exc).__name__, turn.request_id
-                )
-            except Exception:  # a worker must survive any bug in one turn
-                self._metrics.turns.labels(outcome="failed").inc()
-                log.exception("writing turn crashed request_id=%s", turn.request_id)
-            else:
-                self._metrics.turns.labels(outcome="written").inc()
-            finally:
-                self._queue.task_done()
-                self._metrics.queue_depth.set(self._queue.qsize())
+    async def _append(self, turn: Turn) -> bool:
+        started = time.perf_counter()
+        self._appending += 1
+        try:
+            await self._journal.append(turn)
+        except JournalFull:
+            self._metrics.turns.labels(outcome="shed").inc()
+            log.warning(
+                "write journal full (%d unwritten turns); turn shed request_id=%s",
+                self._journal.max_pending,
+                turn.request_id,
+            )
+            return False
+        except JournalError as exc:
+            self._metrics.turns.labels(outcome="journal_error").inc()
+            log.error("write journal append failed: %s request_id=%s", exc, turn.request_id)
+            return False
+        finally:
+            self._appending -= 1
+            self._progress.set()
+            self._metrics.journal_seconds.labels(operation="append").observe(
+                time.perf_counter() - started
+            )
+        self._metrics.turns.labels(outcome="accepted").inc()
+        self._metrics.queue_depth.set(self.depth)
+        self._wake.set()
+        return True
 
     async def wait_idle(self, timeout_s: float) -> bool:
-        """Wait until every queued turn is processed (True) or the timeout passes."""
-        try:
-            await asyncio.wait_for(self._queue.join(), timeout=timeout_s)
-        except TimeoutError:
-            return False
-        return True
+        """Wait until every accepted turn is written or given up (True), or the
+        timeout passes (False)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            self._progress.clear()
+            if self.depth == 0 and self._appending == 0:
+                return True
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            # Woken by every settled turn; the cap re-checks after anything missed.
+            await _wait(self._progress, min(remaining, 0.25))
 
     async def drain(self, timeout_s: float | None = None) -> bool:
-        """Stop accepting, wait for queued turns (True if all were written in time)."""
+        """Stop accepting; wait for the journal to empty (True) or the deadline —
+        then what is left stays in the journal for the next start (False)."""
         self._accepting = False
         deadline = self._config.drain_timeout_s if timeout_s is None else timeout_s
         if await self.wait_idle(deadline):
             return True
-        log.warning("drain deadline passed with %d turns queued", self._queue.qsize())
+        log.warning(
+            "drain deadline passed: %d turns stay in the write journal for the next start",
+            self.depth,
+        )
         return False
 
     async def close(self) -> None:
+        """Stop the workers (the turns they were writing go back to pending) and
+        close the journal."""
         self._accepting = False
-        for task in self._workers:
+        interrupted = list(self._in_flight)
+        tasks = [*self._workers, *([self._maintenance] if self._maintenance else [])]
+        for task in tasks:
             task.cancel()
-        for task in self._workers:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await asyncio.gather(*tasks, return_exceptions=True)
         self._workers = []
+        self._maintenance = None
+        if not self._journal.is_open:
+            return
+        if interrupted:
+            try:
+                released = await self._journal.release(interrupted)
+            except JournalError as exc:  # they are requeued at the next start anyway
+                log.warning("releasing interrupted turns failed: %s", type(exc).__name__)
+            else:
+                log.info("%d turns being written were put back for the next start", released)
+        await self._journal.close()
+
+    # -- workers --------------------------------------------------------------------
+
+    async def _work(self) -> None:
+        failures = 0
+        while True:
+            self._wake.clear()  # before claiming: a submit after this wakes us again
+            try:
+                claimed = await self._journal.claim(1, self._in_flight.values())
+            except JournalError as exc:
+                failures += 1
+                log.error("write journal claim failed: %s", exc)
+                await asyncio.sleep(self._retry_delay(failures))
+                continue
+            failures = 0
+            if not claimed:
+                await _wait(self._wake, self._config.poll_interval_s)
+                continue
+            for item in claimed:
+                await self._process(item)
+
+    async def _process(self, item: ClaimedTurn) -> None:
+        self._in_flight[item.id] = item.turn.user_id
+        try:
+            try:
+                await self._writer.write_turn(item.turn)
+            except Exception as exc:  # every failure is retried, then dead-lettered
+                await self._failed(item, exc)
+            else:
+                await self._settle("complete", lambda: self._journal.complete(item.id))
+                self._metrics.turns.labels(outcome="written").inc()
+        finally:
+            self._in_flight.pop(item.id, None)
+            self._metrics.queue_depth.set(self.depth)
+            self._progress.set()
+            self._wake.set()  # the user's next turn may be claimable now
+
+    async def _failed(self, item: ClaimedTurn, exc: Exception) -> None:
+        kind = type(exc).__name__
+        # A SidecarError is an expected failure (store down, LLM timeout); anything
+        # else is a bug: say where, never what (a message could quote content).
+        where = "" if isinstance(exc, SidecarError) else f" (bug at {_origin(exc)})"
+        attempts = self._config.max_attempts
+        if item.attempt >= attempts:
+            await self._settle("dead", lambda: self._journal.dead(item.id, kind))
+            self._metrics.turns.labels(outcome="dead_letter").inc()
+            self._metrics.dead_letters.inc()
+            log.error(
+                "writing turn failed %d times, last: %s%s; moved to dead letters "
+                "journal_id=%d request_id=%s",
+                item.attempt,
+                kind,
+                where,
+                item.id,
+                item.turn.request_id,
+            )
+            return
+        delay = self._retry_delay(item.attempt)
+        retry_at = self._journal.now_ms() + int(delay * 1000)
+        await self._settle("fail", lambda: self._journal.fail(item.id, kind, retry_at))
+        self._metrics.turns.labels(outcome="retried").inc()
+        log.warning(
+            "writing turn failed (attempt %d of %d): %s%s; retry in %.2fs "
+            "journal_id=%d request_id=%s",
+            item.attempt,
+            attempts,
+            kind,
+            where,
+            delay,
+            item.id,
+            item.turn.request_id,
+        )
+
+    def _retry_delay(self, attempt: int) -> float:
+        return backoff_delay(
+            attempt,
+            base_s=self._config.retry_base_s,
+            max_s=self._config.retry_max_s,
+            jitter=self._config.retry_jitter,
+            rng=self._rng,
+        )
+
+    async def _settle(self, operation: str, call: Callable[[], Awaitable[bool]]) -> None:
+        """Record a turn's outcome, retrying while the journal fails: until it is
+        recorded the turn stays in progress (and its user's next turns wait)."""
+        failures = 0
+        while True:
+            started = time.perf_counter()
+            try:
+                await call()
+            except JournalError as exc:
+                failures += 1
+                log.error("write journal %s failed: %s; retrying", operation, exc)
+                await asyncio.sleep(self._retry_delay(failures))
+                continue
+            finally:
+                self._metrics.journal_seconds.labels(operation=operation).observe(
+                    time.perf_counter() - started
+                )
+            return
+
+    # -- upkeep ---------------------------------------------------------------------
+
+    async def _maintain(self) -> None:
+        last_prune = float("-inf")  # prune soon after start, then every interval
+        while True:
+            await asyncio.sleep(GAUGE_INTERVAL_S)
+            try:
+                counts = await self._journal.counts()
+                self._set_gauges(counts.open, counts.oldest_open_ms, counts.dead)
+                if time.monotonic() - last_prune >= PRUNE_INTERVAL_S:
+                    last_prune = time.monotonic()
+                    await self._journal.prune(self._config.keep_done)
+            except JournalError as exc:
+                log.warning("write journal upkeep failed: %s", exc)
+
+    def _set_gauges(self, depth: int, oldest_ms: int | None, dead: int) -> None:
+        self._metrics.queue_depth.set(depth)
+        age = 0.0 if oldest_ms is None else max(0.0, (self._journal.now_ms() - oldest_ms) / 1000)
+        self._metrics.queue_oldest.set(age)
+        self._metrics.dead_letters.set(dead)

@@ -1,4 +1,6 @@
-"""The write pipeline for one turn: extract facts, drop duplicates, embed, store."""
+"""The write pipeline for one turn: extract facts, judge each against what the user
+has (add / update / supersede / no-op), enrich, store — and keep the corpus cache
+current (write-through)."""
 
 from __future__ import annotations
 
@@ -6,15 +8,19 @@ import asyncio
 import logging
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+import numpy as np
+import numpy.typing as npt
 
 from sidecar.config import ExtractionConfig
-from sidecar.memory.corpus import CorpusCache
+from sidecar.memory.corpus import Corpus, CorpusCache
+from sidecar.memory.dedup import Candidate, Decision, DedupJudge, Judgement
 from sidecar.memory.embedder import Embedder
 from sidecar.memory.enrich import Enricher
 from sidecar.memory.extraction import FactExtractor
-from sidecar.memory.filters import build_filter
-from sidecar.memory.records import MemoryRecord, content_hash, memory_id, normalize_text
+from sidecar.memory.records import MemoryRecord, Scope, Status, content_hash, memory_id
+from sidecar.memory.retrieval.signals import top_indices
 from sidecar.memory.store import MemoryStore
 from sidecar.memory.turns import Fact, Turn
 from sidecar.metrics import Metrics
@@ -24,8 +30,21 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class WriteResult:
-    stored: int = 0
-    duplicates: int = 0
+    """What a turn's facts became."""
+
+    stored: int = 0  # added
+    duplicates: int = 0  # no-op
+    updated: int = 0
+    superseded: int = 0
+
+    def counted(self, decision: Decision) -> WriteResult:
+        field = {
+            Decision.ADD: "stored",
+            Decision.NOOP: "duplicates",
+            Decision.UPDATE: "updated",
+            Decision.SUPERSEDE: "superseded",
+        }[decision]
+        return replace(self, **{field: getattr(self, field) + 1})
 
 
 class KeyedLocks:
@@ -53,6 +72,7 @@ class MemoryWriter:
         store: MemoryStore,
         embedder: Embedder,
         extractor: FactExtractor,
+        judge: DedupJudge,
         enricher: Enricher,
         cache: CorpusCache,
         metrics: Metrics,
@@ -63,6 +83,7 @@ class MemoryWriter:
         self._store = store
         self._embedder = embedder
         self._extractor = extractor
+        self._judge = judge
         self._enricher = enricher
         self._cache = cache
         self._metrics = metrics
@@ -78,45 +99,90 @@ class MemoryWriter:
         async with self._locks.get(turn.user_id):
             return await self._store_facts(turn, facts, config)
 
+    async def _candidates(
+        self, owner: str, vector: npt.NDArray[np.float32], config: ExtractionConfig
+    ) -> tuple[list[Candidate], Corpus]:
+        """The owner's own active memories most similar to ``vector`` (best first).
+        The corpus is current: this process writes through it, other replicas'
+        writes arrive within the cache TTL."""
+        corpus = await self._cache.corpus(Scope(owner))
+        if corpus.size == 0:
+            return [], corpus
+        similarity = corpus.vectors @ vector
+        mine = np.asarray([r.user_id == owner for r in corpus.records], dtype=bool)
+        order = top_indices(similarity, config.dedup_candidates, mine)
+        return [
+            Candidate(corpus.records[i].id, corpus.records[i].content, float(similarity[i]))
+            for i in order
+        ], corpus
+
     async def _store_facts(
         self, turn: Turn, facts: list[Fact], config: ExtractionConfig
     ) -> WriteResult:
         texts = [f.text[: self._max_chars] for f in facts]
         vectors = await self._embedder.embed(texts)
-        owner = build_filter(owner=turn.user_id)
-        fresh: list[MemoryRecord] = []
-        duplicates = 0
-        seen: set[str] = set()
+        result = WriteResult()
         for fact, text, vector in zip(facts, texts, vectors, strict=True):
-            key = normalize_text(text)
-            if key in seen:
-                duplicates += 1
-                continue
-            seen.add(key)
-            nearest = await self._store.search(vector, where=owner, limit=1, strong=True)
-            if nearest and nearest[0].score >= config.duplicate_threshold:
-                duplicates += 1
-                self._metrics.facts.labels(decision="duplicate").inc()
-                continue
-            fresh.append(
-                MemoryRecord(
-                    id=memory_id(turn.user_id, text),
-                    user_id=turn.user_id,
-                    content=text,
-                    embedding=tuple(float(x) for x in vector),
-                    memory_type=fact.memory_type,
-                    source=fact.source,
-                    session_id=turn.session_id,
-                    importance=fact.importance,
-                    confidence=fact.confidence,
-                    created_at=turn.created_at,
+            candidates, corpus = await self._candidates(turn.user_id, vector, config)
+            judgement = await self._judge.judge(text, candidates, config)
+            rows = await self._apply(turn, fact, text, vector, judgement, corpus)
+            if rows:
+                enriched = await self._enricher.enrich(turn.user_id, rows)
+                await self._store.upsert(enriched)
+                self._cache.apply(enriched)
+            result = result.counted(judgement.decision)
+        return result
+
+    async def _apply(
+        self,
+        turn: Turn,
+        fact: Fact,
+        text: str,
+        vector: npt.NDArray[np.float32],
+        judgement: Judgement,
+        corpus: Corpus,
+    ) -> list[MemoryRecord]:
+        """The rows ``judgement`` writes (the new one first)."""
+        target = (
+            corpus.records[corpus.index_of[judgement.target]]
+            if judgement.target in corpus.index_of
+            else None
+        )
+        if judgement.decision == Decision.NOOP:
+            return []
+        if judgement.decision == Decision.UPDATE and target is not None:
+            merged = (judgement.text or text)[: self._max_chars]
+            embedding = vector if merged == text else (await self._embedder.embed([merged]))[0]
+            return [
+                target.with_changes(
+                    content=merged,
+                    embedding=tuple(float(x) for x in embedding),
+                    abstract="",
+                    overview="",
+                    content_hash=content_hash(merged),
                     updated_at=turn.created_at,
-                    content_hash=content_hash(text),
+                    confidence=max(target.confidence, fact.confidence),
+                    importance=max(target.importance, fact.importance),
                 )
+            ]
+        record = MemoryRecord(
+            id=memory_id(turn.user_id, text),
+            user_id=turn.user_id,
+            content=text,
+            embedding=tuple(float(x) for x in vector),
+            memory_type=fact.memory_type,
+            source=fact.source,
+            session_id=turn.session_id,
+            importance=fact.importance,
+            confidence=fact.confidence,
+            created_at=turn.created_at,
+            updated_at=turn.created_at,
+            content_hash=content_hash(text),
+        )
+        if judgement.decision == Decision.SUPERSEDE and target is not None:
+            # Never a blind delete: the old memory stays, marked, out of retrieval.
+            old = target.with_changes(
+                status=Status.SUPERSEDED, superseded_by=record.id, updated_at=turn.created_at
             )
-        if fresh:
-            rows = await self._enricher.enrich(turn.user_id, fresh)
-            await self._store.upsert(rows)
-            self._cache.apply(rows)
-            self._metrics.facts.labels(decision="stored").inc(len(fresh))
-        return WriteResult(stored=len(fresh), duplicates=duplicates)
+            return [record.with_changes(related_ids=(target.id,)), old]
+        return [record]

@@ -32,7 +32,7 @@ def make_config(tmp: Path) -> SidecarConfig:
             "server": {"port": 0},
             "admin": {"enabled": False},
             "store": {"uri": str(tmp / "memory.db")},
-            "write_queue": {"workers": 2},
+            "write_queue": {"workers": 2, "journal_path": str(tmp / "journal.sqlite3")},
             "profiles": {
                 "readonly": {"extraction": {"enabled": False}},
                 "closed": {"fail_open": False},

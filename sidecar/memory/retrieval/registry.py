@@ -23,8 +23,10 @@ from typing import get_args
 
 from sidecar.config import StrategyName
 from sidecar.memory.retrieval.base import Retriever
+from sidecar.memory.retrieval.hierarchical import HierarchicalRetriever
 from sidecar.memory.retrieval.pipeline import PipelineRetriever
 from sidecar.memory.retrieval.store_side import MilvusBM25Retriever, MilvusDenseRetriever
+from sidecar.memory.retrieval.tiered import TieredRetriever
 
 STRATEGY_NAMES: tuple[str, ...] = get_args(StrategyName)
 
@@ -41,5 +43,7 @@ def build_retrievers() -> dict[str, Retriever]:
         PipelineRetriever("linked", base="fused", links=True),
         PipelineRetriever("default", base="fused", links=True, rerank=True, associative="config"),
         PipelineRetriever("associative", base="fused", links=True, rerank=True, associative="on"),
+        HierarchicalRetriever(),
+        TieredRetriever(),
     ]
     return {r.name: r for r in retrievers}

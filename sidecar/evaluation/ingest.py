@@ -1,0 +1,283 @@
+"""Loading a dataset into a fresh store, the way the write path stores memories.
+
+The store is fresh for every run: by default a milvus-lite file in a temporary
+directory (removed afterwards); with ``--store-uri`` a new collection ``eval_<random>``
+at that URI (dropped afterwards). Memories keep their dataset ids, owners, groups,
+visibility, sessions, times and links; they are embedded in batches with the
+configured embedder and enriched per owner by the write path's
+:class:`~sidecar.memory.enrich.Enricher` (abstract, overview, similarity links,
+categories), and the rows it returns are upserted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import shutil
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+from urllib.parse import urlsplit
+
+import numpy as np
+import numpy.typing as npt
+
+from sidecar.app import Components
+from sidecar.config import SidecarConfig, StoreConfig
+from sidecar.errors import StoreError
+from sidecar.evaluation.dataset import Dataset, visible
+from sidecar.evaluation.progress import progress_bar
+from sidecar.memory.embedder import Embedder
+from sidecar.memory.enrich import Enricher
+from sidecar.memory.records import MemoryRecord, Scope, content_hash
+from sidecar.memory.store import MemoryStore
+
+log = logging.getLogger(__name__)
+
+EVAL_COLLECTION_PREFIX = "eval_"
+#: Texts per ``embed()`` call while ingesting (the embedder batches within it).
+EMBED_CHUNK = 256
+#: Rows per store upsert.
+UPSERT_CHUNK = 500
+#: Seconds to wait for a server store to show every ingested row.
+VISIBLE_TIMEOUT_S = 60.0
+#: The eval's private store sees no other writer: keep corpora for the whole run.
+EVAL_CACHE_TTL_S = 1e9
+
+T = TypeVar("T")
+
+
+def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+@dataclass(frozen=True, slots=True)
+class StorePlan:
+    """Where this run's fresh store lives."""
+
+    config: StoreConfig
+    #: A temporary directory holding a milvus-lite file, removed afterwards.
+    temp_dir: Path | None
+    #: For the report (no credentials).
+    description: str
+
+    @property
+    def drop_collection(self) -> bool:
+        return self.temp_dir is None
+
+
+def plan_store(base: StoreConfig, store_uri: str | None) -> StorePlan:
+    """A temporary milvus-lite file, or ``store_uri`` (``config``: the config's own
+    ``store.uri``) with a new ``eval_<random>`` collection."""
+    collection = EVAL_COLLECTION_PREFIX + secrets.token_hex(6)
+    if store_uri is None:
+        temp_dir = Path(tempfile.mkdtemp(prefix="sidecar-eval-"))
+        config = base.model_copy(
+            update={
+                "uri": str(temp_dir / "eval.db"),
+                "collection": collection,
+                "token": None,
+                "db_name": "",
+            }
+        )
+        return StorePlan(config, temp_dir, "temporary milvus-lite file (removed afterwards)")
+    uri = base.uri if store_uri == "config" else store_uri
+    config = base.model_copy(update={"uri": uri, "collection": collection})
+    if "://" in uri:
+        parts = urlsplit(uri)
+        shown = f"{parts.scheme}://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}"
+    else:
+        shown = uri
+    return StorePlan(config, None, f"{shown}, collection {collection} (dropped afterwards)")
+
+
+def write_path_enricher(components: Components) -> Enricher:
+    """The write path's enricher (with whatever categorizer is wired into it); one
+    built as :meth:`Components.build` builds it when the components hold none."""
+    if components.enricher is not None:
+        return components.enricher
+    return Enricher(components.memory.cache, components.config.enrichment)
+
+
+@dataclass(slots=True)
+class EvalEnvironment:
+    components: Components
+    enricher: Enricher
+    store: StorePlan
+
+
+@asynccontextmanager
+async def eval_environment(
+    config: SidecarConfig, embedder: Embedder, *, store_uri: str | None = None
+) -> AsyncIterator[EvalEnvironment]:
+    """Components on a fresh store; afterwards the store is closed and dropped or
+    removed. ``embedder`` stays open (its owner closes it)."""
+    plan = plan_store(config.store, store_uri)
+    try:
+        eval_config = config.model_copy(
+            update={
+                "store": plan.config,
+                "cache": config.cache.model_copy(update={"ttl_s": EVAL_CACHE_TTL_S}),
+            }
+        )
+        components = await Components.build(eval_config, embedder=embedder)
+        try:
+            yield EvalEnvironment(components, write_path_enricher(components), plan)
+        finally:
+            try:
+                if plan.drop_collection:
+                    await _drop_collection(components.store, plan.config.collection)
+            finally:
+                await components.close()
+                if plan.temp_dir is not None:
+                    await _release_local_server(plan.config.uri)
+    finally:
+        if plan.temp_dir is not None:
+            shutil.rmtree(plan.temp_dir, ignore_errors=True)
+
+
+async def _release_local_server(path: str) -> None:
+    """Stop the milvus-lite server process of this run's private file.
+
+    milvus-lite keeps one server process per file until the Python process exits,
+    even after every client closed it; a process that evaluates many times (tests,
+    tuning loops) would otherwise keep one per run.
+    """
+    try:
+        from milvus_lite.server_manager import server_manager_instance
+    except ImportError:
+        return
+    loop = asyncio.get_running_loop()
+    try:
+        await loop.run_in_executor(None, server_manager_instance.release_server, path)
+    except Exception as exc:  # best effort: the process ends with ours anyway
+        log.warning("could not stop the eval's milvus-lite server: %s", type(exc).__name__)
+
+
+async def _drop_collection(store: MemoryStore, collection: str) -> None:
+    if not collection.startswith(EVAL_COLLECTION_PREFIX):  # never anything but our own
+        raise StoreError(f"refusing to drop collection {collection!r}")
+    # MemoryStore has no drop (the service never drops a collection); this run
+    # created this one, so it removes it with the store's own client.
+    client = store._client
+    loop = asyncio.get_running_loop()
+    try:
+        await loop.run_in_executor(None, lambda: client.drop_collection(collection))
+    except Exception as exc:  # best effort; pymilvus raises many types
+        log.warning("could not drop eval collection %s: %s", collection, type(exc).__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class IngestStats:
+    memories: int
+    #: Rows written: the memories, plus category nodes a categorizer added.
+    rows: int
+    owners: int
+    seconds: float
+    embed_seconds: float
+    enrich_seconds: float
+    store_seconds: float
+
+
+async def ingest(dataset: Dataset, env: EvalEnvironment, *, progress: bool = False) -> IngestStats:
+    """Embed, enrich and store every memory of ``dataset``; then wait until the store
+    shows each query scope exactly its visible memories."""
+    components = env.components
+    started = time.perf_counter()
+    max_chars = components.config.store.max_content_chars
+    texts = [m.content[:max_chars] for m in dataset.memories]
+
+    bar = progress_bar(len(texts), "embedding memories", enabled=progress, unit="mem")
+    vectors: list[npt.NDArray[np.float32]] = []
+    try:
+        for batch in _chunks(texts, EMBED_CHUNK):
+            vectors.extend(await components.embedder.embed(list(batch)))
+            bar.update(len(batch))
+    finally:
+        bar.close()
+    embedded = time.perf_counter()
+
+    by_owner: dict[str, list[MemoryRecord]] = {}
+    for memory, text, vector in zip(dataset.memories, texts, vectors, strict=True):
+        record = MemoryRecord(
+            id=memory.id,
+            user_id=memory.user_id,
+            content=text,
+            embedding=tuple(float(x) for x in vector),
+            group_id=memory.group_id,
+            visibility=memory.visibility,
+            related_ids=memory.related_ids,
+            source="eval",
+            session_id=memory.session_id,
+            created_at=memory.created_at,
+            updated_at=memory.created_at,
+            content_hash=content_hash(text),
+        )
+        by_owner.setdefault(memory.user_id, []).append(record)
+
+    enrich_seconds = store_seconds = 0.0
+    rows = 0
+    cache = components.memory.cache
+    for owner in sorted(by_owner):
+        step = time.perf_counter()
+        enriched = await env.enricher.enrich(owner, by_owner[owner])
+        enrich_seconds += time.perf_counter() - step
+        step = time.perf_counter()
+        for chunk in _chunks(enriched, UPSERT_CHUNK):
+            await components.store.upsert(chunk)
+        for row in enriched:
+            cache.invalidate(row)
+        store_seconds += time.perf_counter() - step
+        rows += len(enriched)
+    step = time.perf_counter()
+    cache.clear()
+    await _wait_visible(dataset, components)
+    store_seconds += time.perf_counter() - step
+    log.info(
+        "ingested %d memories (%d rows) in %.1fs", len(texts), rows, time.perf_counter() - started
+    )
+    return IngestStats(
+        memories=len(texts),
+        rows=rows,
+        owners=len(by_owner),
+        seconds=time.perf_counter() - started,
+        embed_seconds=embedded - started,
+        enrich_seconds=enrich_seconds,
+        store_seconds=store_seconds,
+    )
+
+
+async def _wait_visible(dataset: Dataset, components: Components) -> None:
+    """Every query scope's corpus must hold exactly the memories it may see (a server
+    store shows writes after a short delay; milvus-lite at once)."""
+    scopes = sorted({q.scope for q in dataset.queries}, key=lambda s: (s.user_id, s.group_ids))
+    expected = {
+        scope: sum(
+            1 for m in dataset.memories if visible(m.user_id, m.group_id, m.visibility, scope)
+        )
+        for scope in scopes
+    }
+    deadline = time.monotonic() + VISIBLE_TIMEOUT_S
+    cache = components.memory.cache
+    while True:
+        short: list[tuple[Scope, int]] = []
+        for scope in scopes:
+            size = (await cache.corpus(scope)).size
+            if size != expected[scope]:
+                short.append((scope, size))
+        if not short:
+            return
+        if time.monotonic() > deadline:
+            scope, size = short[0]
+            raise StoreError(
+                f"the eval store shows {size} memories to user {scope.user_id!r}, "
+                f"expected {expected[scope]} ({len(short)} scopes differ)"
+            )
+        await asyncio.sleep(0.5)
+        cache.clear()

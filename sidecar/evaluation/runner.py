@@ -1,0 +1,341 @@
+"""The evaluation loop: every query through every strategy, as the request path runs it.
+
+Each query is embedded once (``MemoryService.embed_query``) and the vector reused by
+every strategy; each strategy answers through ``MemoryService.search`` — the same
+code the ext_proc request path calls — with the configured ``defaults.retrieval``
+(strategy replaced) and ``top_k = max(50, max k)``. Only the search is timed: the
+shared embedding is reported on its own.
+
+Every returned memory is checked against the query's scope with the dataset's
+visibility rule (independently of the store's filters); violations are counted and
+make ``sidecar eval`` fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from sidecar.config import RetrievalConfig, SidecarConfig
+from sidecar.errors import InvalidInput
+from sidecar.evaluation.dataset import Dataset, EvalMemory, EvalQuery, visible
+from sidecar.evaluation.ingest import IngestStats, eval_environment, ingest
+from sidecar.evaluation.metrics import MRR_DEPTH, Scores, mean_scores, percentile, score_query
+from sidecar.evaluation.progress import progress_bar
+from sidecar.memory.embedder import Embedder, build_embedder
+from sidecar.memory.records import Hit, Scope
+from sidecar.memory.retrieval.base import Query
+from sidecar.memory.retrieval.registry import build_retrievers
+from sidecar.memory.service import MemoryService
+
+DEFAULT_KS: tuple[int, ...] = (1, 5, 10, 20)
+MAX_K = 1000
+#: Always measured, so every run has its own reference points.
+BASELINES: tuple[str, ...] = ("dense", "bm25")
+#: The k of the per-category tables and the comparison with the baselines.
+SUMMARY_K = 10
+
+
+@dataclass(frozen=True, slots=True)
+class EvalOptions:
+    #: ``None``: every registered strategy.
+    strategies: tuple[str, ...] | None = None
+    ks: tuple[int, ...] = DEFAULT_KS
+    #: Evidence gate off (``threshold=-1``, ``lexical_threshold=0``): pure ranking.
+    no_threshold: bool = False
+    limit_queries: int | None = None
+    #: ``None``: a temporary milvus-lite file; ``"config"``: the config's store URI.
+    store_uri: str | None = None
+    progress: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class QueryResult:
+    query_id: str
+    category: str | None
+    #: Returned memory ids, best first.
+    ranked: tuple[str, ...]
+    scores: Scores
+    latency_ms: float
+    #: Returned ids the query's scope may not read.
+    violations: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StrategyResult:
+    name: str
+    overall: Scores
+    by_category: dict[str, Scores]
+    queries: tuple[QueryResult, ...] = field(repr=False)
+
+    @property
+    def latencies_ms(self) -> list[float]:
+        return [q.latency_ms for q in self.queries]
+
+    @property
+    def latency_p50_ms(self) -> float:
+        return percentile(self.latencies_ms, 50)
+
+    @property
+    def latency_p99_ms(self) -> float:
+        return percentile(self.latencies_ms, 99)
+
+    @property
+    def violations(self) -> int:
+        return sum(len(q.violations) for q in self.queries)
+
+    def query(self, query_id: str) -> QueryResult:
+        for result in self.queries:
+            if result.query_id == query_id:
+                return result
+        raise KeyError(query_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Baseline:
+    value: float
+    strategy: str
+
+
+@dataclass(frozen=True, slots=True)
+class EvalResult:
+    dataset: Dataset  # with the evaluated queries only
+    total_queries: int
+    ks: tuple[int, ...]
+    strategies: tuple[StrategyResult, ...]
+    added_baselines: tuple[str, ...]
+    retrieval: RetrievalConfig
+    no_threshold: bool
+    config: SidecarConfig = field(repr=False)
+    config_source: str | None
+    store: str
+    ingest: IngestStats
+    embed_ms: tuple[float, ...]
+    top_k: int
+    seconds: float
+
+    @property
+    def strategy_names(self) -> list[str]:
+        return [s.name for s in self.strategies]
+
+    def strategy(self, name: str) -> StrategyResult:
+        for result in self.strategies:
+            if result.name == name:
+                return result
+        raise KeyError(name)
+
+    @property
+    def violations(self) -> int:
+        return sum(s.violations for s in self.strategies)
+
+    def baseline(self, metric: str) -> Baseline:
+        """The best of the baselines on ``metric`` (``recall@K``, ``mrr``...)."""
+        return max(
+            (Baseline(metric_value(self.strategy(n).overall, metric), n) for n in BASELINES),
+            key=lambda b: b.value,
+        )
+
+
+def metric_value(scores: Scores, metric: str) -> float:
+    """``mrr`` or ``<recall|hit|precision|ndcg>@<k>`` of ``scores``."""
+    if metric == "mrr":
+        return scores.mrr
+    name, _, k = metric.partition("@")
+    table = {
+        "recall": scores.recall,
+        "hit": scores.hit,
+        "precision": scores.precision,
+        "ndcg": scores.ndcg,
+    }
+    try:
+        return table[name][int(k)]
+    except (KeyError, ValueError):
+        raise KeyError(metric) from None
+
+
+def registered_strategies() -> list[str]:
+    """Every strategy name the request path accepts, in the registry's order."""
+    return list(build_retrievers())
+
+
+def resolve_strategies(
+    requested: Sequence[str] | None, known: Sequence[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(strategies to run, baselines added because ``requested`` lacked them)."""
+    if requested is None:
+        chosen = list(known)
+    else:
+        unknown = [name for name in requested if name not in known]
+        if unknown:
+            raise InvalidInput(
+                f"unknown strategy {', '.join(repr(n) for n in unknown)} "
+                f"(known: {', '.join(known)})"
+            )
+        chosen = list(dict.fromkeys(requested))
+    missing = [name for name in BASELINES if name not in chosen]
+    return tuple(missing + chosen), tuple(missing)
+
+
+def check_ks(ks: Sequence[int]) -> tuple[int, ...]:
+    if not ks:
+        raise InvalidInput("--k needs at least one cut-off")
+    for k in ks:
+        if not 1 <= k <= MAX_K:
+            raise InvalidInput(f"k must be between 1 and {MAX_K}, not {k}")
+    return tuple(sorted(set(ks)))
+
+
+def evaluation_retrieval(config: SidecarConfig, *, no_threshold: bool) -> RetrievalConfig:
+    """``defaults.retrieval``, with the evidence gate off for ``no_threshold``."""
+    retrieval = config.defaults.retrieval
+    if no_threshold:
+        retrieval = retrieval.model_copy(update={"threshold": -1.0, "lexical_threshold": 0.0})
+    return retrieval
+
+
+async def run_eval(
+    dataset: Dataset,
+    config: SidecarConfig,
+    options: EvalOptions,
+    *,
+    embedder: Embedder | None = None,
+    config_source: str | None = None,
+) -> EvalResult:
+    """Ingest ``dataset`` into a fresh store and evaluate the strategies.
+
+    ``embedder``: reuse an open one (left open); by default one is built from
+    ``config.embedding`` and closed afterwards.
+    """
+    started = time.perf_counter()
+    ks = check_ks(options.ks)
+    metric_ks = tuple(sorted({*ks, SUMMARY_K}))
+    strategies, added = resolve_strategies(options.strategies, registered_strategies())
+    if options.limit_queries is not None and options.limit_queries < 1:
+        raise InvalidInput("--limit-queries must be at least 1")
+    data = dataset.limited(options.limit_queries)
+    retrieval = evaluation_retrieval(config, no_threshold=options.no_threshold)
+    top_k = max(MRR_DEPTH, *ks)
+
+    owns_embedder = embedder is None
+    if embedder is None:
+        loop = asyncio.get_running_loop()
+        embedder = await loop.run_in_executor(None, build_embedder, config.embedding)
+    try:
+        async with eval_environment(config, embedder, store_uri=options.store_uri) as env:
+            memory = env.components.memory
+            for name in strategies:
+                memory.retriever(name)  # the service knows every registered name
+            stats = await ingest(data, env, progress=options.progress)
+            vectors, embed_ms = await _embed_queries(memory, data.queries, retrieval)
+            memories = {m.id: m for m in data.memories}
+            bar = progress_bar(
+                len(strategies) * len(data.queries),
+                "retrieval",
+                enabled=options.progress,
+                unit="q",
+            )
+            results = []
+            try:
+                for name in strategies:
+                    results.append(
+                        await _run_strategy(
+                            memory,
+                            name,
+                            retrieval.model_copy(update={"strategy": name}),
+                            data.queries,
+                            vectors,
+                            memories,
+                            metric_ks,
+                            top_k,
+                            bar.update,
+                        )
+                    )
+            finally:
+                bar.close()
+            store = env.store.description
+    finally:
+        if owns_embedder:
+            await embedder.close()
+    return EvalResult(
+        dataset=data,
+        total_queries=len(dataset.queries),
+        ks=ks,
+        strategies=tuple(results),
+        added_baselines=added,
+        retrieval=retrieval,
+        no_threshold=options.no_threshold,
+        config=config,
+        config_source=config_source,
+        store=store,
+        ingest=stats,
+        embed_ms=tuple(embed_ms),
+        top_k=top_k,
+        seconds=time.perf_counter() - started,
+    )
+
+
+async def _embed_queries(
+    memory: MemoryService, queries: Sequence[EvalQuery], retrieval: RetrievalConfig
+) -> tuple[list[Query], list[float]]:
+    vectors: list[Query] = []
+    elapsed: list[float] = []
+    for query in queries:
+        started = time.perf_counter()
+        vectors.append(await memory.embed_query(query.query, retrieval))
+        elapsed.append((time.perf_counter() - started) * 1000)
+    return vectors, elapsed
+
+
+def _allowed(hit: Hit, scope: Scope, memories: dict[str, EvalMemory]) -> bool:
+    """The dataset's own rule on the dataset's own fields (the record's for rows the
+    dataset does not have, such as category nodes)."""
+    known = memories.get(hit.record.id)
+    if known is not None:
+        return visible(known.user_id, known.group_id, known.visibility, scope)
+    record = hit.record
+    return visible(record.user_id, record.group_id, record.visibility, scope)
+
+
+async def _run_strategy(
+    memory: MemoryService,
+    name: str,
+    retrieval: RetrievalConfig,
+    queries: Sequence[EvalQuery],
+    vectors: Sequence[Query],
+    memories: dict[str, EvalMemory],
+    ks: Sequence[int],
+    top_k: int,
+    advance: Callable[[int], object],
+) -> StrategyResult:
+    # One untimed search first: lazy per-corpus work is not charged to one query.
+    await memory.search(vectors[0], queries[0].scope, retrieval, top_k=top_k)
+    results: list[QueryResult] = []
+    for query, vector in zip(queries, vectors, strict=True):
+        scope = query.scope
+        started = time.perf_counter()
+        hits = await memory.search(vector, scope, retrieval, top_k=top_k)
+        latency_ms = (time.perf_counter() - started) * 1000
+        ranked = tuple(hit.record.id for hit in hits)
+        results.append(
+            QueryResult(
+                query_id=query.id,
+                category=query.category,
+                ranked=ranked,
+                scores=score_query(ranked, query.relevant_ids, ks),
+                latency_ms=latency_ms,
+                violations=tuple(h.record.id for h in hits if not _allowed(h, scope, memories)),
+            )
+        )
+        advance(1)
+    by_category: dict[str, list[Scores]] = {}
+    for result in results:
+        if result.category is not None:
+            by_category.setdefault(result.category, []).append(result.scores)
+    return StrategyResult(
+        name=name,
+        overall=mean_scores([r.scores for r in results], ks),
+        by_category={c: mean_scores(s, ks) for c, s in sorted(by_category.items())},
+        queries=tuple(results),
+    )

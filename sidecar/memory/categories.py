@@ -1,0 +1,64 @@
+"""Category rows: deterministic ids, the "general" inbox, blank rows, and the
+comparison ``evolve`` uses to write only what changed."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from sidecar.memory.clustering import Vector, summary_text
+from sidecar.memory.records import MemoryRecord, NodeType, Visibility, content_hash
+
+GENERAL_NAME = "general"
+
+
+def category_id(owner: str, parent_id: str, name: str) -> str:
+    """The id of the category ``name`` under ``parent_id`` ("" = top level)."""
+    digest = hashlib.sha256(f"{owner}\x00{parent_id}\x00{name}".encode())
+    return "c" + digest.hexdigest()[:31]
+
+
+def general_id(owner: str) -> str:
+    """The owner's "general" inbox (a seed no keyword name can produce)."""
+    return category_id(owner, "", "\x00" + GENERAL_NAME)
+
+
+def general_node(owner: str, vector: Vector, now: int) -> MemoryRecord:
+    """A fresh "general" category row (``evolve`` refreshes its summary later)."""
+    text = summary_text(GENERAL_NAME, (), ())
+    return MemoryRecord(
+        id=general_id(owner),
+        user_id=owner,
+        content=text,
+        embedding=tuple(float(x) for x in vector),
+        node_type=NodeType.CATEGORY,
+        visibility=Visibility.USER,
+        abstract=GENERAL_NAME,
+        overview=text,
+        source="hierarchy",
+        created_at=now,
+        updated_at=now,
+        content_hash=content_hash(text),
+    )
+
+
+def blank_category(owner: str, cid: str, now: int) -> MemoryRecord:
+    return MemoryRecord(
+        id=cid,
+        user_id=owner,
+        content="",
+        node_type=NodeType.CATEGORY,
+        visibility=Visibility.USER,
+        source="hierarchy",
+        created_at=now,
+    )
+
+
+def differs(old: MemoryRecord, new: MemoryRecord) -> bool:
+    fields = ("content", "abstract", "overview", "parent_id", "status", "superseded_by")
+    if any(getattr(old, f) != getattr(new, f) for f in fields):
+        return True
+    if old.embedding is None or new.embedding is None:
+        return old.embedding != new.embedding
+    return not np.allclose(old.embedding, new.embedding, atol=1e-5)

@@ -1,0 +1,294 @@
+"""The per-user category tree: filing new memories (the write path's
+:class:`~sidecar.memory.enrich.Categorizer`) and evolving the tree.
+
+Category nodes are rows of the memory collection with ``node_type="category"``,
+owned by the user (visibility ``user``): ``abstract`` is the name, ``content`` and
+``overview`` the summary, ``parent_id`` the parent category ("" at the top level),
+``embedding`` the normalised centroid of the category's memories (or, with
+``hierarchy.embedding: summary``, the embedding of its summary). A memory's
+``category_id`` and ``parent_id`` name the leaf category it is filed under.
+
+* :meth:`Hierarchy.assign` (write path) files each new memory under the owner's
+  nearest leaf category when its cosine to the leaf's centroid reaches
+  ``assign_threshold``, else under the owner's "general" inbox, created on demand.
+  Ids are deterministic, so concurrent writers create the same row, never two.
+* :meth:`Hierarchy.evolve` re-plans one owner's tree from a store snapshot
+  (:mod:`sidecar.memory.hierarchy_plan`: split, merge, re-file, prune, refresh)
+  and writes only what changed. Category nodes are superseded, never deleted.
+* :meth:`Hierarchy.start` runs ``evolve`` every ``schedule_s`` for the owners that
+  got new memories since the last pass (at most ``max_owners_per_tick`` a pass).
+
+``evolve`` re-reads the memories it moves just before writing them and changes only
+their category fields, so a concurrent write's other changes (links) survive unless
+they land in that short window; the next pass repairs any memory filed under a
+category that ``evolve`` just superseded or split.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from sidecar.config import HierarchyBuildConfig
+from sidecar.memory.categories import general_id, general_node
+from sidecar.memory.clustering import Matrix, centroid, unit
+from sidecar.memory.corpus import CorpusCache
+from sidecar.memory.embedder import Embedder
+from sidecar.memory.filters import build_filter
+from sidecar.memory.hierarchy_plan import TreePlan, TreePlanner
+from sidecar.memory.records import MemoryRecord, NodeType, Scope, Status, now_ms
+from sidecar.memory.store import MemoryStore
+from sidecar.memory.writer import KeyedLocks
+
+log = logging.getLogger(__name__)
+
+_ID_BATCH = 500
+
+
+@dataclass(frozen=True, slots=True)
+class EvolveReport:
+    """What one ``evolve`` did (counts only: no memory text)."""
+
+    owner: str
+    memories: int
+    categories: int  # active after
+    created: int
+    updated: int  # category rows written (created included)
+    superseded: int
+    moved: int  # memories filed under another category
+    passes: int
+    seconds: float
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.updated or self.superseded or self.moved)
+
+
+class Hierarchy:
+    """Builds and maintains every owner's category tree (one per process)."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        cache: CorpusCache,
+        embedder: Embedder,
+        config: HierarchyBuildConfig,
+    ) -> None:
+        self._store = store
+        self._cache = cache
+        self._embedder = embedder
+        self._config = config
+        self._locks = KeyedLocks()
+        #: owner -> memories filed since its last evolve (only with a schedule).
+        self._pending: dict[str, int] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def config(self) -> HierarchyBuildConfig:
+        return self._config
+
+    @property
+    def pending(self) -> dict[str, int]:
+        """Owners waiting for a scheduled ``evolve`` (a copy)."""
+        return dict(self._pending)
+
+    # -- the write path ------------------------------------------------------------
+
+    async def assign(self, owner: str, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
+        """``records`` filed under categories, plus the "general" node when it has to
+        be created. Counts and centroids are refreshed lazily by ``evolve``."""
+        if not records:
+            return []
+        corpus = await self._cache.corpus(Scope(owner))
+        gid = general_id(owner)
+        categories = [c for c in corpus.categories if c.user_id == owner]
+        all_new = all(r.status == Status.ACTIVE for r in records)
+        if not categories and all_new and len(records) >= self._config.split_min:
+            return await self._bootstrap(owner, records)
+        parents = {c.parent_id for c in categories}
+        leaves = [c.id for c in categories if c.id not in parents and c.id != gid]
+        ids, centres = _leaf_centroids(corpus.records, corpus.vectors, owner, leaves)
+        filed: list[MemoryRecord] = []
+        general: list[MemoryRecord] = []
+        for record in records:
+            if record.node_type != NodeType.MEMORY or record.status != Status.ACTIVE:
+                filed.append(record)  # e.g. the old row a new fact supersedes
+                continue
+            target = gid
+            if record.embedding is not None and ids:
+                similar = centres @ np.asarray(record.embedding, dtype=np.float32)
+                best = int(np.argmax(similar))
+                if similar[best] >= self._config.assign_threshold:
+                    target = ids[best]
+            updated = record.with_changes(category_id=target, parent_id=target)
+            filed.append(updated)
+            if target == gid:
+                general.append(updated)
+        out = list(filed)
+        if general and not any(c.id == gid for c in categories):
+            vectors = np.asarray(
+                [r.embedding for r in general if r.embedding is not None], dtype=np.float32
+            )
+            if len(vectors):
+                out.append(general_node(owner, centroid(vectors), now_ms()))
+        if self._config.schedule_s > 0:
+            self._pending[owner] = self._pending.get(owner, 0) + len(records)
+        return out
+
+    async def _bootstrap(self, owner: str, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
+        """An owner's first bulk write (an import): its tree is planned over the batch
+        at once, exactly as ``evolve`` would, instead of everything waiting in
+        "general". Only the batch and new category rows are returned."""
+        planner = TreePlanner(owner, records, (), self._config, now_ms())
+        loop = asyncio.get_running_loop()
+        plan = await loop.run_in_executor(None, planner.plan)
+        categories = await self._embedded(plan)
+        filed = [
+            r.with_changes(category_id=plan.moves[r.id], parent_id=plan.moves[r.id])
+            if r.id in plan.moves
+            else r
+            for r in records
+        ]
+        if self._config.schedule_s > 0:
+            self._pending[owner] = self._pending.get(owner, 0) + len(records)
+        return [*filed, *categories]
+
+    async def _embedded(self, plan: TreePlan) -> list[MemoryRecord]:
+        """The plan's category rows, summaries embedded where ``embedding: summary``
+        asks for it (centroids are already in place)."""
+        categories = list(plan.categories)
+        if not plan.needs_embedding:
+            return categories
+        stale = set(plan.needs_embedding)
+        vectors = iter(await self._embedder.embed([c.content for c in categories if c.id in stale]))
+        return [
+            c.with_changes(embedding=tuple(float(x) for x in next(vectors))) if c.id in stale else c
+            for c in categories
+        ]
+
+    # -- evolution -----------------------------------------------------------------
+
+    async def evolve(self, owner: str) -> EvolveReport:
+        """Re-plan ``owner``'s tree and write what changed (serialised per owner)."""
+        async with self._locks.get(owner):
+            return await self._evolve(owner)
+
+    async def _evolve(self, owner: str) -> EvolveReport:
+        started = time.perf_counter()
+        rows = await self._store.scan(
+            build_filter(owner=owner, node_type=None, status=Status.ACTIVE), with_vectors=True
+        )
+        memories = [r for r in rows if r.node_type == NodeType.MEMORY]
+        categories = [r for r in rows if r.node_type == NodeType.CATEGORY]
+        planner = TreePlanner(owner, memories, categories, self._config, now_ms())
+        loop = asyncio.get_running_loop()
+        plan = await loop.run_in_executor(None, planner.plan)
+        written = await self._apply(owner, plan)
+        report = EvolveReport(
+            owner=owner,
+            memories=len(memories),
+            categories=plan.active,
+            created=plan.created,
+            updated=len(plan.categories),
+            superseded=len(plan.superseded),
+            moved=written,
+            passes=plan.passes,
+            seconds=round(time.perf_counter() - started, 3),
+        )
+        if report.changed:
+            log.info(
+                "hierarchy evolved: categories=%d created=%d updated=%d superseded=%d "
+                "moved=%d passes=%d seconds=%.3f",
+                report.categories,
+                report.created,
+                report.updated,
+                report.superseded,
+                report.moved,
+                report.passes,
+                report.seconds,
+            )
+        return report
+
+    async def _apply(self, owner: str, plan: TreePlan) -> int:
+        categories = await self._embedded(plan)
+        # Categories first: a memory never points at a category that is not there.
+        await self._store.upsert(categories)
+        moved = await self._moved_rows(owner, plan.moves)
+        await self._store.upsert(moved)
+        await self._store.upsert(list(plan.superseded))
+        for row in (*categories, *moved, *plan.superseded):
+            self._cache.invalidate(row)
+        return len(moved)
+
+    async def _moved_rows(self, owner: str, moves: dict[str, str]) -> list[MemoryRecord]:
+        """The moved memories as stored now, with only their category fields changed."""
+        ids = sorted(moves)
+        out: list[MemoryRecord] = []
+        for start in range(0, len(ids), _ID_BATCH):
+            chunk = ids[start : start + _ID_BATCH]
+            current = await self._store.query(
+                build_filter(owner=owner, ids=chunk, status=Status.ACTIVE),
+                limit=len(chunk),
+                with_vectors=True,
+            )
+            for record in current:
+                target = moves[record.id]
+                out.append(record.with_changes(category_id=target, parent_id=target))
+        return out
+
+    # -- the schedule ----------------------------------------------------------------
+
+    async def tick(self) -> list[EvolveReport]:
+        """Evolve the owners with the most new memories (bounded work per call)."""
+        chosen = sorted(self._pending.items(), key=lambda kv: (-kv[1], kv[0]))
+        reports: list[EvolveReport] = []
+        for owner, count in chosen[: self._config.max_owners_per_tick]:
+            self._pending.pop(owner, None)
+            try:
+                reports.append(await self.evolve(owner))
+            except Exception as exc:  # the schedule must outlive any one owner's failure
+                # Retried on the next tick; the error type only (no user data).
+                self._pending[owner] = self._pending.get(owner, 0) + count
+                log.warning("hierarchy evolve failed: %s", type(exc).__name__)
+        return reports
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._config.schedule_s)
+            await self.tick()
+
+    def start(self) -> None:
+        """Start the background schedule (no-op when ``schedule_s`` is 0)."""
+        if self._config.schedule_s > 0 and self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+def _leaf_centroids(
+    records: Sequence[MemoryRecord], vectors: Matrix, owner: str, leaves: list[str]
+) -> tuple[list[str], Matrix]:
+    """Leaves with at least one member, and the centroids of their members."""
+    slot = {cid: i for i, cid in enumerate(leaves)}
+    sums = np.zeros((len(leaves), vectors.shape[1] if vectors.ndim == 2 else 0), np.float64)
+    counts = np.zeros(len(leaves), dtype=np.int64)
+    for index, record in enumerate(records):
+        i = slot.get(record.category_id)
+        if i is not None and record.user_id == owner:
+            sums[i] += vectors[index]
+            counts[i] += 1
+    keep = [i for i in range(len(leaves)) if counts[i] > 0]
+    if not keep:
+        return [], np.zeros((0, 0), np.float32)
+    return [leaves[i] for i in keep], np.stack([unit(sums[i]) for i in keep])

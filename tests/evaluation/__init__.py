@@ -1,0 +1,1 @@
+"""Tests for ``sidecar eval`` (sidecar.evaluation)."""

@@ -1,0 +1,108 @@
+"""Retrieval quality floors of the ``default`` strategy on the shared evaluation sets.
+
+The datasets live outside the repository (``../shared/data``, see its FORMAT.md);
+without them these tests are skipped. Each run uses the built-in configuration —
+what the request path does, evidence gate included — through ``sidecar eval``'s
+runner, with ``dense`` and ``bm25`` measured alongside for reference.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sidecar.config import EmbeddingConfig, config_from_mapping
+from sidecar.evaluation.dataset import load_dataset
+from sidecar.evaluation.runner import EvalOptions, EvalResult, metric_value, run_eval
+from sidecar.memory.embedder import Embedder
+
+DATA = Path(__file__).parents[2].parent / "shared" / "data"
+STRATEGIES = ("dense", "bm25", "default")
+
+
+async def evaluate(name: str, embedding: EmbeddingConfig, embedder: Embedder) -> EvalResult:
+    path = DATA / name
+    if not path.exists():
+        pytest.skip(f"evaluation data not found: {path} (the shared data sets are not checked in)")
+    config = config_from_mapping({"embedding": embedding.model_dump()}, env={})
+    result = await run_eval(
+        load_dataset(path), config, EvalOptions(strategies=STRATEGIES), embedder=embedder
+    )
+    assert result.violations == 0
+    return result
+
+
+def numbers(result: EvalResult, metric: str) -> str:
+    return ", ".join(f"{s.name} {metric_value(s.overall, metric):.3f}" for s in result.strategies)
+
+
+#: Issue B asks for clusters30 precision@5 >= 0.90 and gosource117 recall@10 >= 0.60.
+#: With all-MiniLM-L6-v2 neither is reached (README, "Evaluation"): even the datasets'
+#: own gold topic labels used as categories give precision@5 0.83-0.90 and recall@10
+#: 0.52-0.59. These tests hold the measured level (a regression floor) and the issue's
+#: floor as a strict expected failure, which turns into an error the day it passes.
+MEASURED_CLUSTERS30_P5 = 0.70
+MEASURED_GOSOURCE117_R10 = 0.48
+
+
+async def test_clusters30_precision_at_5(
+    embedding_config: EmbeddingConfig, embedder: Embedder
+) -> None:
+    result = await evaluate("clusters30.json", embedding_config, embedder)
+    precision = result.strategy("default").overall.precision[5]
+    assert precision >= MEASURED_CLUSTERS30_P5 - 1e-9, numbers(result, "precision@5")
+    assert precision >= result.strategy("dense").overall.precision[5] - 1e-9
+
+
+@pytest.mark.xfail(strict=True, reason="issue B floor not reached with MiniLM (see README)")
+async def test_clusters30_precision_at_5_issue_floor(
+    embedding_config: EmbeddingConfig, embedder: Embedder
+) -> None:
+    result = await evaluate("clusters30.json", embedding_config, embedder)
+    precision = result.strategy("default").overall.precision[5]
+    assert precision >= 0.90, (
+        f"clusters30 precision@5 of default is {precision:.3f}, floor 0.90 "
+        f"(precision@5: {numbers(result, 'precision@5')}; recall@10: "
+        f"{numbers(result, 'recall@10')})"
+    )
+
+
+async def test_gosource117_recall_at_10(
+    embedding_config: EmbeddingConfig, embedder: Embedder
+) -> None:
+    result = await evaluate("gosource117.json", embedding_config, embedder)
+    recall = result.strategy("default").overall.recall[10]
+    assert recall >= MEASURED_GOSOURCE117_R10 - 1e-9, numbers(result, "recall@10")
+    best = max(result.strategy(s).overall.recall[10] for s in ("dense", "bm25"))
+    assert recall >= best - 1e-9
+
+
+@pytest.mark.xfail(strict=True, reason="issue B floor not reached with MiniLM (see README)")
+async def test_gosource117_recall_at_10_issue_floor(
+    embedding_config: EmbeddingConfig, embedder: Embedder
+) -> None:
+    result = await evaluate("gosource117.json", embedding_config, embedder)
+    recall = result.strategy("default").overall.recall[10]
+    assert recall >= 0.60, (
+        f"gosource117 recall@10 of default is {recall:.3f}, floor 0.60 "
+        f"(recall@10: {numbers(result, 'recall@10')}; mrr: {numbers(result, 'mrr')})"
+    )
+
+
+async def test_locomo_beats_the_baselines(
+    embedding_config: EmbeddingConfig, embedder: Embedder
+) -> None:
+    result = await evaluate("locomo-dev.json", embedding_config, embedder)
+    default = result.strategy("default").overall
+    best_recall = result.baseline("recall@10")
+    best_mrr = result.baseline("mrr")
+    assert default.recall[10] >= best_recall.value + 0.08, (
+        f"locomo-dev recall@10 of default is {default.recall[10]:.3f}, needs best baseline "
+        f"({best_recall.strategy} {best_recall.value:.3f}) + 0.08 "
+        f"(recall@10: {numbers(result, 'recall@10')})"
+    )
+    assert default.mrr >= best_mrr.value + 0.05, (
+        f"locomo-dev MRR of default is {default.mrr:.3f}, needs best baseline "
+        f"({best_mrr.strategy} {best_mrr.value:.3f}) + 0.05 (mrr: {numbers(result, 'mrr')})"
+    )

@@ -1,0 +1,398 @@
+"""The durable write queue with fake writers: nothing accepted is lost or written
+twice, a user's turns are written one at a time in submission order while users
+proceed in parallel, failures are retried on a backoff schedule and end in the
+dead letters, drain/close keep what they cannot finish, and the metrics move."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import sqlite3
+from collections import Counter, defaultdict
+from collections.abc import AsyncIterator, Callable
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sidecar.config import WriteQueueConfig
+from sidecar.errors import StoreError
+from sidecar.memory.journal import TurnJournal
+from sidecar.memory.queue import WriteQueue, backoff_delay
+from sidecar.memory.turns import Turn
+from sidecar.memory.writer import WriteResult
+from sidecar.metrics import Metrics
+
+
+class FakeWriter:
+    """Records every call; checks that no user ever has two turns in flight."""
+
+    def __init__(
+        self,
+        *,
+        delay_s: float = 0.0,
+        fail: Callable[[Turn, int], BaseException | None] | None = None,
+    ) -> None:
+        self.delay_s = delay_s
+        self.fail = fail
+        self.calls: list[str] = []  # request ids, in call order
+        self.written: defaultdict[str, list[str]] = defaultdict(list)  # user -> ids
+        self.active: set[str] = set()
+        self.overlaps = 0
+        self.max_parallel = 0
+        self.gate: asyncio.Event | None = None
+        self.entered = asyncio.Event()
+
+    async def write_turn(self, turn: Turn) -> WriteResult:
+        if turn.user_id in self.active:
+            self.overlaps += 1
+        self.active.add(turn.user_id)
+        self.max_parallel = max(self.max_parallel, len(self.active))
+        self.entered.set()
+        try:
+            self.calls.append(turn.request_id)
+            if self.gate is not None:
+                await self.gate.wait()
+            if self.delay_s:
+                await asyncio.sleep(self.delay_s)
+            if self.fail is not None:
+                error = self.fail(turn, self.calls.count(turn.request_id))
+                if error is not None:
+                    raise error
+            self.written[turn.user_id].append(turn.request_id)
+            return WriteResult(stored=1)
+        finally:
+            self.active.discard(turn.user_id)
+
+
+def make_turn(user: str, n: int, text: str = "") -> Turn:
+    return Turn(
+        user_id=user,
+        user_text=text or f"My locker number is {n}.",
+        assistant_text="Noted.",
+        created_at=1_700_000_000_000 + n,
+        request_id=f"{user}/{n}",
+    )
+
+
+def config(**overrides: Any) -> WriteQueueConfig:
+    values: dict[str, Any] = {
+        "workers": 4,
+        "poll_interval_s": 0.02,
+        "retry_base_s": 0.01,
+        "retry_max_s": 0.05,
+        "max_attempts": 3,
+        "drain_timeout_s": 5,
+    }
+    values.update(overrides)
+    return WriteQueueConfig(**values)
+
+
+PENDING_RETRY = "SELECT attempts, next_attempt_at FROM turns WHERE state = 'pending'"
+
+
+class FrozenClock:
+    """A wall clock that only moves when told (seconds)."""
+
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def eventually(
+    read: Callable[[], list[tuple[Any, ...]]], attempts: int, timeout_s: float = 5.0
+) -> list[tuple[Any, ...]]:
+    """``read()`` once its first row's first column equals ``attempts``."""
+    for _ in range(int(timeout_s / 0.005)):
+        rows = read()
+        if rows and rows[0][0] == attempts:
+            return rows
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"attempt {attempts} never recorded")
+
+
+def turns_metric(metrics: Metrics, outcome: str) -> float:
+    return metrics.value("memory_sidecar_turns_total", {"outcome": outcome})
+
+
+class Harness:
+    def __init__(self, tmp: Path) -> None:
+        self.path = tmp / "journal.sqlite3"
+        self.queues: list[WriteQueue] = []
+
+    async def start(
+        self,
+        writer: FakeWriter,
+        *,
+        rng: random.Random | None = None,
+        journal: TurnJournal | None = None,
+        **overrides: Any,
+    ) -> tuple[WriteQueue, Metrics]:
+        cfg = config(journal_path=str(self.path), **overrides)
+        metrics = Metrics()
+        queue = WriteQueue(writer, cfg, metrics, rng=rng, journal=journal)
+        await queue.start()
+        self.queues.append(queue)
+        return queue, metrics
+
+    def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        with closing(sqlite3.connect(self.path)) as conn:
+            return conn.execute(sql).fetchall()
+
+
+@pytest.fixture
+async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
+    made = Harness(tmp_path)
+    yield made
+    for queue in made.queues:
+        await queue.close()
+
+
+async def test_backoff_is_exponential_capped_and_jittered() -> None:
+    def schedule(seed: int) -> list[float]:
+        rng = random.Random(seed)
+        return [backoff_delay(a, base_s=0.5, max_s=60, jitter=0.2, rng=rng) for a in range(1, 10)]
+
+    delays = schedule(7)
+    assert delays == schedule(7)  # seeded: deterministic
+    assert delays != schedule(8)
+    for attempt, delay in enumerate(delays, start=1):
+        nominal = min(60.0, 0.5 * 2 ** (attempt - 1))
+        assert nominal * 0.8 <= delay <= nominal
+    no_jitter = [
+        backoff_delay(a, base_s=0.5, max_s=60, jitter=0, rng=random.Random())
+        for a in (1, 2, 3, 8, 9, 500)
+    ]
+    assert no_jitter == [0.5, 1.0, 2.0, 60.0, 60.0, 60.0]
+
+
+async def test_200_turns_of_20_users_are_each_written_once_in_user_order(
+    harness: Harness,
+) -> None:
+    writer = FakeWriter(delay_s=0.002)
+    queue, metrics = await harness.start(writer, workers=8)
+    users = [f"user-{u:02d}" for u in range(20)]
+
+    async def one_user(user: str) -> list[bool]:
+        # a user's turns arrive one after another; users arrive concurrently
+        return [await queue.submit(make_turn(user, n)) for n in range(10)]
+
+    accepted = await asyncio.gather(*(one_user(u) for u in users))
+    assert all(all(flags) for flags in accepted)
+    assert await queue.wait_idle(30)
+
+    assert Counter(writer.calls) == Counter({f"{u}/{n}": 1 for u in users for n in range(10)})
+    assert dict(writer.written) == {u: [f"{u}/{n}" for n in range(10)] for u in users}
+    assert writer.overlaps == 0  # never two turns of one user at once
+    assert writer.max_parallel > 1  # different users interleave
+    assert turns_metric(metrics, "accepted") == 200
+    assert turns_metric(metrics, "written") == 200
+    assert metrics.value("memory_sidecar_write_queue_depth") == 0
+    assert (await queue.journal.counts()).done == 200
+    assert metrics.value("memory_sidecar_journal_seconds_count", {"operation": "append"}) == 200
+
+
+async def test_all_submitted_at_once_are_written_once(harness: Harness) -> None:
+    writer = FakeWriter()
+    queue, _ = await harness.start(writer, workers=5)
+    turns = [make_turn(f"u{i % 7}", i) for i in range(140)]
+    assert all(await asyncio.gather(*(queue.submit(t) for t in turns)))
+    assert await queue.wait_idle(30)
+    assert sorted(writer.calls) == sorted(t.request_id for t in turns)
+    assert writer.overlaps == 0
+    # per user, in journal (acceptance) order
+    order = [r[0] for r in harness.rows("SELECT id FROM turns ORDER BY id")]
+    assert len(order) == 140
+    for user, written in writer.written.items():
+        numbers = [int(r.split("/")[1]) for r in written]
+        assert len(numbers) == 20, user
+
+
+async def test_failures_are_retried_then_written_without_blocking_others(
+    harness: Harness,
+) -> None:
+    def flaky(turn: Turn, call: int) -> BaseException | None:
+        return StoreError("milvus down") if turn.request_id == "u1/0" and call <= 2 else None
+
+    writer = FakeWriter(fail=flaky)
+    queue, metrics = await harness.start(writer, retry_base_s=0.05, retry_max_s=0.2)
+    for turn in (make_turn("u1", 0), make_turn("u1", 1), make_turn("u2", 0)):
+        assert await queue.submit(turn)
+    assert await queue.wait_idle(10)
+    assert writer.calls.count("u1/0") == 3
+    assert writer.written["u1"] == ["u1/0", "u1/1"]  # u1's next turn waited for the retry
+    assert writer.calls.index("u2/0") < writer.calls.index("u1/1")  # u2 did not wait
+    assert turns_metric(metrics, "retried") == 2
+    assert turns_metric(metrics, "written") == 3
+    assert turns_metric(metrics, "dead_letter") == 0
+
+
+async def test_retry_schedule_follows_the_seeded_backoff(harness: Harness) -> None:
+    clock = FrozenClock()
+    journal = TurnJournal(harness.path, max_pending=10, clock=clock)
+    writer = FakeWriter(fail=lambda turn, call: StoreError("down"))
+    queue, metrics = await harness.start(
+        writer,
+        journal=journal,
+        rng=random.Random(42),
+        max_attempts=4,
+        retry_base_s=1.0,
+        retry_max_s=3.0,
+        retry_jitter=0.5,
+    )
+    same_seed = random.Random(42)
+    expected = [
+        int(backoff_delay(a, base_s=1.0, max_s=3.0, jitter=0.5, rng=same_seed) * 1000)
+        for a in (1, 2, 3)
+    ]
+    assert await queue.submit(make_turn("u1", 0))
+    delays: list[int] = []
+    for attempt in (1, 2, 3):
+        rows = await eventually(lambda: harness.rows(PENDING_RETRY), attempt)
+        delays.append(rows[0][1] - journal.now_ms())
+        assert len(writer.calls) == attempt
+        await asyncio.sleep(0.05)  # not due yet: nobody retries early
+        assert len(writer.calls) == attempt
+        clock.now += rows[0][1] / 1000 - clock.now  # jump to the due time
+    assert await queue.wait_idle(5)
+    assert delays == expected
+    assert 500 <= expected[0] <= 1000
+    assert 1000 <= expected[1] <= 2000
+    assert 1500 <= expected[2] <= 3000  # capped at retry_max_s
+    assert writer.calls == ["u1/0"] * 4
+    assert turns_metric(metrics, "dead_letter") == 1
+
+
+async def test_a_bug_goes_to_dead_letters_without_content_in_logs(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    secret = "My PIN is 4711."
+
+    def buggy(turn: Turn, call: int) -> BaseException | None:
+        return KeyError(turn.user_text) if turn.request_id == "u1/0" else None
+
+    writer = FakeWriter(fail=buggy)
+    queue, metrics = await harness.start(writer, max_attempts=3)
+    caplog.set_level(logging.DEBUG, logger="sidecar")
+    assert await queue.submit(make_turn("u1", 0, secret))
+    assert await queue.submit(make_turn("u1", 1))
+    assert await queue.wait_idle(10)
+    assert writer.calls.count("u1/0") == 3
+    assert writer.written["u1"] == ["u1/1"]  # the user moves on after the dead letter
+    assert turns_metric(metrics, "retried") == 2
+    assert turns_metric(metrics, "dead_letter") == 1
+    assert metrics.value("memory_sidecar_write_queue_dead_letters") == 1
+    assert harness.rows("SELECT state, last_error, attempts FROM turns WHERE id = 1") == [
+        ("dead", "KeyError", 3)
+    ]
+    assert "KeyError" in caplog.text
+    assert "test_write_queue.py:" in caplog.text  # where the bug raised
+    assert "4711" not in caplog.text
+
+
+async def test_full_journal_sheds_and_counts(harness: Harness) -> None:
+    writer = FakeWriter()
+    writer.gate = asyncio.Event()  # nothing gets written
+    queue, metrics = await harness.start(writer, max_pending=3)
+    results = [await queue.submit(make_turn(f"u{i}", i)) for i in range(5)]
+    assert results == [True, True, True, False, False]
+    assert turns_metric(metrics, "shed") == 2
+    assert metrics.value("memory_sidecar_write_queue_depth") == 3
+    writer.gate.set()
+    assert await queue.wait_idle(5)
+    assert await queue.submit(make_turn("u9", 9))
+
+
+async def test_drain_waits_then_refuses_new_turns(harness: Harness) -> None:
+    writer = FakeWriter(delay_s=0.02)
+    queue, metrics = await harness.start(writer, workers=2)
+    for i in range(10):
+        assert await queue.submit(make_turn(f"u{i % 3}", i))
+    assert await queue.drain(10)
+    assert len(writer.calls) == 10
+    assert not await queue.submit(make_turn("u1", 99))
+    assert turns_metric(metrics, "rejected_shutdown") == 1
+
+
+async def test_drain_deadline_leaves_turns_for_the_next_start(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocked = FakeWriter()
+    blocked.gate = asyncio.Event()
+    queue, _ = await harness.start(blocked, workers=2)
+    for i in range(6):
+        assert await queue.submit(make_turn(f"u{i % 2}", i))
+    await blocked.entered.wait()
+    caplog.set_level(logging.INFO, logger="sidecar")
+    assert not await queue.drain(0.1)
+    assert "6 turns stay in the write journal" in caplog.text
+    await queue.close()
+    assert "2 turns being written were put back" in caplog.text
+    # released, not failed: the interrupted attempt is not counted
+    assert harness.rows("SELECT state, attempts FROM turns ORDER BY id") == [("pending", 0)] * 6
+
+    writer = FakeWriter()
+    queue2, metrics = await harness.start(writer)
+    assert await queue2.wait_idle(5)
+    assert dict(writer.written) == {
+        "u0": ["u0/0", "u0/2", "u0/4"],
+        "u1": ["u1/1", "u1/3", "u1/5"],
+    }
+    assert turns_metric(metrics, "requeued") == 0  # nothing was left in progress
+
+
+async def test_turns_left_in_progress_by_a_crash_are_written_at_start(harness: Harness) -> None:
+    journal = TurnJournal(harness.path, max_pending=10)
+    await journal.open()
+    for i in range(3):
+        await journal.append(make_turn("u1", i))
+    await journal.claim(1)  # "u1/0" in progress when the process "died"
+    await journal.close()
+
+    writer = FakeWriter()
+    queue, metrics = await harness.start(writer)
+    assert await queue.wait_idle(5)
+    assert writer.written["u1"] == ["u1/0", "u1/1", "u1/2"]
+    assert turns_metric(metrics, "requeued") == 1
+
+
+async def test_cancelled_submit_still_lands_in_the_journal(harness: Harness) -> None:
+    writer = FakeWriter()
+    queue, metrics = await harness.start(writer)
+    task = asyncio.create_task(queue.submit(make_turn("u1", 0)))
+    await asyncio.sleep(0)  # the append is on its way to the journal thread
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await queue.wait_idle(5)
+    assert writer.calls == ["u1/0"]
+    assert turns_metric(metrics, "accepted") == 1
+
+
+async def test_oldest_age_gauge_and_depth(harness: Harness) -> None:
+    writer = FakeWriter()
+    writer.gate = asyncio.Event()
+    queue, metrics = await harness.start(writer)
+    for i in range(4):
+        await queue.submit(make_turn("u1", i))
+    assert metrics.value("memory_sidecar_write_queue_depth") == 4
+    assert queue.depth == 4
+    await asyncio.sleep(1.3)  # one upkeep tick
+    assert metrics.value("memory_sidecar_write_queue_oldest_seconds") >= 1.0
+    writer.gate.set()
+    assert await queue.wait_idle(5)
+    assert metrics.value("memory_sidecar_write_queue_depth") == 0
+
+
+async def test_nothing_touches_the_disk_before_start(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "journal.sqlite3"
+    queue = WriteQueue(FakeWriter(), config(journal_path=str(path)), Metrics())
+    assert queue.depth == 0
+    assert not await queue.submit(make_turn("u1", 0))
+    assert await queue.wait_idle(0.1)
+    await queue.close()
+    assert not path.parent.exists()
