@@ -1,0 +1,163 @@
+"""Every retrieval strategy, end to end through the request path (the gRPC
+processor), on memories the write path stored: its hierarchy built by the write
+path's categorizer and evolve step, its links persisted and read back by a fresh
+process."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
+from sidecar.app import Components, Sidecar
+from sidecar.config import SidecarConfig, config_from_mapping
+from sidecar.memory.embedder import Embedder
+from sidecar.memory.filters import build_filter
+from sidecar.memory.records import NodeType, Scope
+from sidecar.memory.retrieval.registry import STRATEGY_NAMES
+from sidecar.memory.turns import Turn
+from tests.extproc import messages as msg
+
+USER = "strategist"
+
+TURNS = [
+    # cooking
+    "I bake sourdough bread every Sunday. I love making fresh pasta by hand.",
+    "My favourite recipe is a slow cooked tomato sauce. I cook risotto with saffron.",
+    "I always bake cinnamon rolls for birthdays. I make pizza dough with a long rise.",
+    "I roast vegetables with rosemary. I cook curry with coconut milk on Fridays.",
+    # hiking
+    "I hike in the Alps every summer. My favourite trail climbs to a glacier lake.",
+    "I carry a lightweight tent on mountain hikes. I hiked the Pacific Crest Trail in 2019.",
+    "I love hiking above the tree line. My hiking boots are from a small Italian maker.",
+    "I plan a hut to hut trek in the Dolomites. I hike with trekking poles on steep descents.",
+    # work
+    "I work as a nurse in the cardiology ward. My night shifts start at nine.",
+    "I am studying for a critical care certificate. My ward manager is called Priya.",
+    "I work twelve hour shifts at the hospital. I train new nurses on the cardiac monitors.",
+    "I chair the nursing safety committee. My hospital is the city general hospital.",
+]
+
+
+def make_config(tmp: Path) -> SidecarConfig:
+    return config_from_mapping(
+        {
+            "server": {"port": 0},
+            "admin": {"enabled": False},
+            "store": {"uri": str(tmp / "memory.db")},
+            "write_queue": {"journal_path": str(tmp / "journal.sqlite3")},
+            "hierarchy": {"schedule_s": 0, "split_min": 8},
+            "enrichment": {"link_threshold": 0.55},
+            "profiles": {name: {"retrieval": {"strategy": name}} for name in STRATEGY_NAMES},
+        },
+        env={},
+    )
+
+
+@pytest.fixture(scope="module")
+async def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("strategies")
+
+
+@pytest.fixture(scope="module")
+async def written(workdir: Path, embedder: Embedder) -> dict[str, Any]:
+    """Memories stored by the write path, then the process "restarts"."""
+    components = await Components.build(make_config(workdir), embedder=embedder)
+    try:
+        for i, text in enumerate(TURNS):
+            turn = Turn(
+                user_id=USER,
+                user_text=text,
+                assistant_text="Noted.",
+                created_at=1_700_000_000_000 + i * 1000,
+                session_id=f"s{i // 4}",
+            )
+            await components.writer.write_turn(turn)
+        assert components.hierarchy is not None
+        await components.hierarchy.evolve(USER)
+        rows = await components.store.query(build_filter(owner=USER, node_type=None))
+    finally:
+        await components.close()
+    return {"rows": rows}
+
+
+@pytest.fixture(scope="module")
+async def channel(
+    workdir: Path, written: dict[str, Any], embedder: Embedder
+) -> AsyncIterator[grpc.aio.Channel]:
+    components = await Components.build(make_config(workdir), embedder=embedder)
+    server = Sidecar(components)
+    await server.start()
+    await components.memory.cache.corpus(Scope(USER))  # warm, as after a first request
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as ch:
+        yield ch
+    await server.stop()
+
+
+async def injected(channel: grpc.aio.Channel, profile: str, question: str) -> str:
+    stub = pb_grpc.ExternalProcessorStub(channel)
+    call = stub.Process(metadata=(("x-memory-profile", profile),))
+    await call.write(msg.request_headers(user=USER))
+    await call.read()
+    await call.write(msg.request_body(msg.chat_body(question)))
+    reply = await call.read()
+    await call.done_writing()
+    mutation = reply.request_body.response.body_mutation.body
+    if not mutation:
+        return ""
+    body = json.loads(mutation)
+    return str(body["messages"][0]["content"])
+
+
+def test_the_write_path_built_a_hierarchy_and_links(written: dict[str, Any]) -> None:
+    rows = written["rows"]
+    categories = [r for r in rows if r.node_type == NodeType.CATEGORY]
+    memories = [r for r in rows if r.node_type == NodeType.MEMORY]
+    assert len(memories) >= 20
+    assert len({r.id for r in categories if r.status == "active"}) >= 2
+    assert all(m.category_id for m in memories)
+    assert sum(1 for m in memories if m.related_ids) >= 2
+
+
+@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+async def test_every_strategy_injects_through_the_request_path(
+    channel: grpc.aio.Channel, strategy: str
+) -> None:
+    block = await injected(channel, strategy, "When do I bake sourdough bread?")
+    assert "<memory>" in block, strategy
+    assert "sourdough" in block.lower(), (strategy, block)
+
+
+async def test_links_persisted_by_one_process_are_followed_by_another(
+    workdir: Path, written: dict[str, Any], embedder: Embedder
+) -> None:
+    """A fresh process reads the persisted related_ids and follows them (session
+    neighbours off, so only persisted links count)."""
+    components = await Components.build(make_config(workdir), embedder=embedder)
+    try:
+        base = components.config.defaults.retrieval
+        links = base.links.model_copy(update={"session_neighbors": False, "max_share": 1.0})
+        config = base.model_copy(
+            update={"strategy": "linked", "links": links, "threshold": 0.45, "top_k": 8}
+        )
+        scope = Scope(USER)
+        found_link = False
+        for text in TURNS:
+            query = await components.memory.embed_query(text.split(".")[0], config)
+            hits = await components.memory.search(query, scope, config)
+            direct = {h.record.id: h.record for h in hits if h.via == "direct"}
+            for hit in hits:
+                if hit.via == "link":
+                    assert any(
+                        hit.record.id in r.related_ids or r.id in hit.record.related_ids
+                        for r in direct.values()
+                    )
+                    found_link = True
+        assert found_link
+    finally:
+        await components.close()
