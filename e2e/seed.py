@@ -14,11 +14,10 @@ import random
 import sys
 import time
 
-from sidecar.config import EmbeddingConfig, StoreConfig
-from sidecar.memory.embedder import build_embedder
+from sidecar.app import Components
+from sidecar.config import config_from_mapping
+from sidecar.memory.bulk import bulk_load
 from sidecar.memory.records import MemoryRecord, content_hash, memory_id
-from sidecar.memory.store import MemoryStore
-from sidecar.metrics import Metrics
 
 SUBJECTS = [
     "favourite food",
@@ -90,36 +89,42 @@ def user_name(index: int) -> str:
     return f"bench-user-{index:04d}"
 
 
-async def seed(uri: str, users: int, per_user: int, batch: int = 512) -> float:
-    embedder = build_embedder(EmbeddingConfig())
-    store = await MemoryStore.open(StoreConfig(uri=uri), embedder.dim, Metrics())
+async def seed(
+    uri: str, users: int, per_user: int, *, enrich: bool = True, first_user: int = 0
+) -> float:
+    """Store ``users * per_user`` synthetic memories in ``uri`` through the bulk loader
+    (with the write path's enrichment: links and categories, unless ``enrich`` is off)."""
+    config = config_from_mapping(
+        {"store": {"uri": uri}, "admin": {"enabled": False}, "hierarchy": {"schedule_s": 0}},
+        env={},
+    )
+    components = await Components.build(config)
     started = time.perf_counter()
     try:
-        for u in range(users):
+        for u in range(first_user, first_user + users):
             user = user_name(u)
-            texts = synthetic_texts(u, per_user)
-            for start in range(0, len(texts), batch):
-                chunk = texts[start : start + batch]
-                vectors = await embedder.embed(chunk)
-                await store.upsert(
-                    [
-                        MemoryRecord(
-                            id=memory_id(user, text),
-                            user_id=user,
-                            content=text,
-                            embedding=tuple(float(x) for x in vec),
-                            source="seed",
-                            created_at=1_700_000_000_000 + i,
-                            updated_at=1_700_000_000_000 + i,
-                            content_hash=content_hash(text),
-                        )
-                        for i, (text, vec) in enumerate(zip(chunk, vectors, strict=True))
-                    ]
+            records = [
+                MemoryRecord(
+                    id=memory_id(user, text),
+                    user_id=user,
+                    content=text,
+                    source="seed",
+                    created_at=1_700_000_000_000 + i,
+                    updated_at=1_700_000_000_000 + i,
+                    content_hash=content_hash(text),
                 )
-        await store.flush()
+                for i, text in enumerate(synthetic_texts(u, per_user))
+            ]
+            await bulk_load(
+                records,
+                embedder=components.embedder,
+                enricher=components.enricher if enrich else None,
+                store=components.store,
+                cache=components.memory.cache,
+            )
+        await components.store.flush()
     finally:
-        await store.close()
-        await embedder.close()
+        await components.close()
     return time.perf_counter() - started
 
 
@@ -128,8 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--uri", required=True)
     parser.add_argument("--users", type=int, default=10)
     parser.add_argument("--per-user", type=int, default=1000)
+    parser.add_argument("--no-enrich", action="store_true", help="skip links and categories")
     args = parser.parse_args(argv)
-    elapsed = asyncio.run(seed(args.uri, args.users, args.per_user))
+    elapsed = asyncio.run(seed(args.uri, args.users, args.per_user, enrich=not args.no_enrich))
     print(f"seeded {args.users * args.per_user} memories in {elapsed:.1f}s", flush=True)
     return 0
 

@@ -17,21 +17,18 @@ import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 from urllib.parse import urlsplit
-
-import numpy as np
-import numpy.typing as npt
 
 from sidecar.app import Components
 from sidecar.config import SidecarConfig, StoreConfig
 from sidecar.errors import StoreError
 from sidecar.evaluation.dataset import Dataset, visible
 from sidecar.evaluation.progress import progress_bar
+from sidecar.memory.bulk import bulk_load
 from sidecar.memory.embedder import Embedder
 from sidecar.memory.enrich import Enricher
 from sidecar.memory.records import MemoryRecord, Scope, content_hash
@@ -40,21 +37,10 @@ from sidecar.memory.store import MemoryStore
 log = logging.getLogger(__name__)
 
 EVAL_COLLECTION_PREFIX = "eval_"
-#: Texts per ``embed()`` call while ingesting (the embedder batches within it).
-EMBED_CHUNK = 256
-#: Rows per store upsert.
-UPSERT_CHUNK = 500
 #: Seconds to wait for a server store to show every ingested row.
 VISIBLE_TIMEOUT_S = 60.0
 #: The eval's private store sees no other writer: keep corpora for the whole run.
 EVAL_CACHE_TTL_S = 1e9
-
-T = TypeVar("T")
-
-
-def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,25 +177,11 @@ async def ingest(dataset: Dataset, env: EvalEnvironment, *, progress: bool = Fal
     components = env.components
     started = time.perf_counter()
     max_chars = components.config.store.max_content_chars
-    texts = [m.content[:max_chars] for m in dataset.memories]
-
-    bar = progress_bar(len(texts), "embedding memories", enabled=progress, unit="mem")
-    vectors: list[npt.NDArray[np.float32]] = []
-    try:
-        for batch in _chunks(texts, EMBED_CHUNK):
-            vectors.extend(await components.embedder.embed(list(batch)))
-            bar.update(len(batch))
-    finally:
-        bar.close()
-    embedded = time.perf_counter()
-
-    by_owner: dict[str, list[MemoryRecord]] = {}
-    for memory, text, vector in zip(dataset.memories, texts, vectors, strict=True):
-        record = MemoryRecord(
+    records = [
+        MemoryRecord(
             id=memory.id,
             user_id=memory.user_id,
-            content=text,
-            embedding=tuple(float(x) for x in vector),
+            content=memory.content[:max_chars],
             group_id=memory.group_id,
             visibility=memory.visibility,
             related_ids=memory.related_ids,
@@ -217,37 +189,43 @@ async def ingest(dataset: Dataset, env: EvalEnvironment, *, progress: bool = Fal
             session_id=memory.session_id,
             created_at=memory.created_at,
             updated_at=memory.created_at,
-            content_hash=content_hash(text),
+            content_hash=content_hash(memory.content[:max_chars]),
         )
-        by_owner.setdefault(memory.user_id, []).append(record)
-
-    enrich_seconds = store_seconds = 0.0
-    rows = 0
+        for memory in dataset.memories
+    ]
+    bar = progress_bar(2 * len(records), "ingesting memories", enabled=progress, unit="mem")
     cache = components.memory.cache
-    for owner in sorted(by_owner):
-        step = time.perf_counter()
-        enriched = await env.enricher.enrich(owner, by_owner[owner])
-        enrich_seconds += time.perf_counter() - step
-        step = time.perf_counter()
-        for chunk in _chunks(enriched, UPSERT_CHUNK):
-            await components.store.upsert(chunk)
-        for row in enriched:
-            cache.invalidate(row)
-        store_seconds += time.perf_counter() - step
-        rows += len(enriched)
+
+    def advance(_stage: str, done: int) -> None:
+        bar.update(done)
+
+    try:
+        stats = await bulk_load(
+            records,
+            embedder=components.embedder,
+            enricher=env.enricher,
+            store=components.store,
+            cache=cache,
+            progress=advance,
+        )
+    finally:
+        bar.close()
+    rows = stats.rows
+    enrich_seconds = stats.enrich_seconds
+    store_seconds = stats.store_seconds
     step = time.perf_counter()
     cache.clear()
     await _wait_visible(dataset, components)
     store_seconds += time.perf_counter() - step
     log.info(
-        "ingested %d memories (%d rows) in %.1fs", len(texts), rows, time.perf_counter() - started
+        "ingested %d memories (%d rows) in %.1fs", len(records), rows, time.perf_counter() - started
     )
     return IngestStats(
-        memories=len(texts),
+        memories=len(records),
         rows=rows,
-        owners=len(by_owner),
+        owners=stats.owners,
         seconds=time.perf_counter() - started,
-        embed_seconds=embedded - started,
+        embed_seconds=stats.embed_seconds,
         enrich_seconds=enrich_seconds,
         store_seconds=store_seconds,
     )
