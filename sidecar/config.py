@@ -224,7 +224,12 @@ class CacheConfig(_Model):
     once; writes by other replicas become visible within ``ttl_s``.
     """
 
+    #: After this many seconds a cached unit is refreshed in the background with
+    #: the rows changed since (a cheap delta query).
     ttl_s: float = Field(default=30.0, gt=0)
+    #: A full reload (which also notices rows deleted by other replicas) at most
+    #: this often per unit.
+    full_reload_s: float = Field(default=600.0, gt=0)
     #: Most memory rows held across all cached units (least recently used evicted).
     max_rows: int = Field(default=200_000, ge=1_000)
     #: Most merged per-scope corpora kept.

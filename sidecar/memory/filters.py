@@ -105,6 +105,7 @@ def build_filter(
     status: Status | None = Status.ACTIVE,
     equals: Mapping[str, str] | None = None,
     visibilities: Iterable[Visibility] | None = None,
+    updated_since: int | None = None,
 ) -> Filter:
     """AND of the given conditions; every value validated and quoted.
 
@@ -127,6 +128,10 @@ def build_filter(
         clauses.append(_eq(name, value))
     if visibilities is not None:
         clauses.append(_in("visibility", [str(v) for v in visibilities]))
+    if updated_since is not None:
+        if isinstance(updated_since, bool) or not isinstance(updated_since, int):
+            raise InvalidIdentifier("updated_since must be an integer (epoch ms)")
+        clauses.append(f"updated_at >= {int(updated_since)}")
     if not clauses:
         raise InvalidIdentifier("refusing to build an empty filter")
     return Filter(" and ".join(clauses))

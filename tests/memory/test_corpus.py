@@ -11,7 +11,7 @@ import pytest
 
 from sidecar.config import CacheConfig, StoreConfig
 from sidecar.memory.corpus import CorpusCache
-from sidecar.memory.records import MemoryRecord, Scope, Visibility
+from sidecar.memory.records import MemoryRecord, Scope, Status, Visibility
 from sidecar.memory.store import MemoryStore
 from sidecar.metrics import Metrics
 
@@ -107,3 +107,24 @@ async def test_concurrent_loads_share_one_store_query(store: MemoryStore) -> Non
     await asyncio.gather(*(cache.corpus(Scope("alice")) for _ in range(10)))
     loads = metrics.value("memory_sidecar_corpus_cache_lookups_total", {"outcome": "load"})
     assert loads == 2  # "user:alice" and "public", once each
+
+
+async def test_ttl_refresh_is_a_delta_that_also_drops_superseded_rows(
+    store: MemoryStore,
+) -> None:
+    metrics = Metrics()
+    cache = CorpusCache(store, CacheConfig(ttl_s=0.05), metrics)
+    await cache.corpus(Scope("alice"))
+    # Another replica adds one memory and supersedes another (newer updated_at).
+    await store.upsert(
+        [
+            rec("replica-new", "alice", updated_at=10),
+            rec("own", "alice", updated_at=11, status=Status.SUPERSEDED),
+        ]
+    )
+    await asyncio.sleep(0.06)
+    fresh = await cache.corpus(Scope("alice"))
+    assert "replica-new" in fresh.index_of
+    assert "own" not in fresh.index_of
+    assert metrics.value("memory_sidecar_corpus_cache_lookups_total", {"outcome": "delta"}) >= 1
+    await cache.close()
