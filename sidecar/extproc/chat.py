@@ -11,7 +11,6 @@ logs message content unless ``debug_content`` is on.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 
@@ -34,9 +33,13 @@ from sidecar.extproc.responses import (
     passthrough,
     replace_body,
 )
+from sidecar.memory.access import AccessTracker
 from sidecar.memory.context import CHARS_PER_TOKEN, assemble_context
+from sidecar.memory.deep_search import DeepReport
 from sidecar.memory.queue import WriteQueue
 from sidecar.memory.records import now_ms
+from sidecar.memory.rewrite import RewriteResult
+from sidecar.memory.sanitize import clean_turn
 from sidecar.memory.service import MemoryService
 from sidecar.memory.turns import Turn
 from sidecar.metrics import Metrics
@@ -44,6 +47,12 @@ from sidecar.metrics import Metrics
 log = logging.getLogger(__name__)
 
 IDENTITY_ENCODINGS = ("", "identity")
+
+
+def _json_content_type(value: str) -> bool:
+    """No content type (lenient clients) or JSON: ``application/json``, ``*+json``."""
+    media = value.split(";", 1)[0].strip().lower()
+    return media in ("", "application/json") or media.endswith("+json")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +63,8 @@ class ChatDeps:
     queue: WriteQueue
     metrics: Metrics
     debug_content: bool = False
+    #: Counts the injected memories' accesses (in memory; flushed in the background).
+    access: AccessTracker | None = None
 
 
 class ChatMemoryProcessor(Processor):
@@ -68,6 +79,8 @@ class ChatMemoryProcessor(Processor):
         self._request_id = ""
         self._user_text: str | None = None
         self._injected: int | None = None  # None: nothing attempted
+        self._rewrite: RewriteResult | None = None
+        self._deep: DeepReport | None = None
         self._collect = False  # collect the response for extraction
         self._status = 0
         self._sse: StreamedCompletion | None = None
@@ -98,6 +111,8 @@ class ChatMemoryProcessor(Processor):
             self._skip("no_body")
         elif headers.get("content-encoding", "").strip().lower() not in IDENTITY_ENCODINGS:
             self._skip("encoded_body")
+        elif not _json_content_type(headers.get("content-type", "")):
+            self._skip("not_json_content_type")
         else:
             try:
                 self._identity = identity_from_headers(headers, self._profile.identity)
@@ -147,11 +162,15 @@ class ChatMemoryProcessor(Processor):
     async def _inject(
         self, request: ChatRequest, query: str, identity: Identity
     ) -> pb.ProcessingResponse:
-        config = self._profile.retrieval
+        rewriting = self._profile.rewrite
         try:
-            hits = await asyncio.wait_for(
-                self._deps.memory.retrieve(query, identity.scope, config),
-                timeout=config.timeout_ms / 1000,
+            found = await self._deps.memory.retrieve_for_request(
+                query,
+                request.history(rewriting.history_messages) if rewriting.enabled else [],
+                identity.scope,
+                self._profile,
+                session_key=identity.session_id or identity.user_id,
+                profile_name=self._profile_name,
             )
         except TimeoutError:
             self._metrics.passthrough.labels(reason="retrieval_timeout").inc()
@@ -160,6 +179,9 @@ class ChatMemoryProcessor(Processor):
             self._metrics.passthrough.labels(reason="retrieval_error").inc()
             log.warning("retrieval failed: %s request_id=%s", type(exc).__name__, self._request_id)
             return self._memory_unavailable("retrieval_error")
+        hits, self._rewrite, self._deep = found.hits, found.rewrite, found.deep
+        if self._deps.debug_content and self._rewrite is not None and self._rewrite.changed:
+            log.debug("rewrote request_id=%s query=%r", self._request_id, self._rewrite.query)
         injection = self._profile.injection
         names = (
             self._deps.memory.category_names(identity.scope, hits)
@@ -177,11 +199,15 @@ class ChatMemoryProcessor(Processor):
         if not context.count:
             return passthrough("request_body")
         request.inject_system(context.text, self._profile.injection.mode)
-        return replace_body("request_body", request.encode())
+        reply = replace_body("request_body", request.encode())
+        if self._deps.access is not None:
+            self._deps.access.record(context.hits)
+        return reply
 
     def _memory_unavailable(self, reason: str) -> pb.ProcessingResponse:
         self._injected = 0
         if self._profile.fail_open:
+            self._metrics.fail_open.labels(reason=reason).inc()
             return passthrough("request_body")
         self._metrics.fail_closed.inc()
         return error_reply(503, "memory service unavailable", f"memory_{reason}")
@@ -198,6 +224,11 @@ class ChatMemoryProcessor(Processor):
         header = self._profile.injection.response_header
         if header and self._injected is not None:
             set_headers[header] = str(self._injected)
+        if self._profile.injection.debug_headers:
+            if self._rewrite is not None:
+                set_headers["x-memory-rewrite"] = self._rewrite.header_value()
+            if self._deep is not None:
+                set_headers["x-memory-deep-search"] = self._deep.header_value()
         encoding = headers.get("content-encoding", "").strip().lower()
         if self._collect and (self._status != 200 or encoding not in IDENTITY_ENCODINGS):
             self._collect = False
@@ -250,6 +281,8 @@ class ChatMemoryProcessor(Processor):
         if result is None or not result.text.strip():
             self._metrics.turns.labels(outcome="skipped_no_answer").inc()
             return
+        # Cleaned (valid UTF-8: a JSON body may carry lone surrogates) and capped
+        # before it is journaled: the journal holds no more than extraction reads.
         turn = Turn(
             user_id=self._identity.user_id,
             group_ids=self._identity.group_ids,
@@ -260,12 +293,14 @@ class ChatMemoryProcessor(Processor):
             profile=self._profile_name,
             session_id=self._identity.session_id,
         )
-        await self._deps.queue.submit(turn)
+        await self._deps.queue.submit(clean_turn(turn, self._profile.extraction.max_turn_chars))
 
     def on_error(self, phase: str) -> pb.ProcessingResponse:
         if phase == "request_body" and self._active and not self._profile.fail_open:
             self._metrics.fail_closed.inc()
             return error_reply(503, "memory service unavailable", "memory_internal_error")
+        if phase == "request_body" and self._active:
+            self._metrics.fail_open.labels(reason="internal_error").inc()
         return passthrough(phase)
 
     def on_close(self) -> None:
