@@ -38,21 +38,20 @@ import aiohttp
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from e2e.seed import user_name  # noqa: E402
+from e2e.seed import SUBJECTS, user_name  # noqa: E402
 from e2e.stack import PYTHON, ManagedProcess, Ports, Stack, free_port, http_get  # noqa: E402
 from sidecar.config import config_from_mapping  # noqa: E402
 from sidecar.envoy_config import render_yaml  # noqa: E402
 
-QUESTIONS = [
-    "What is my favourite food?",
-    "Which city do I live in?",
-    "What do I do for work?",
-    "What's my dog's name?",
-    "Which editor do I prefer?",
-    "What do I usually order at the coffee shop?",
-    "Any plans for the weekend?",
-    "What programming language do I like?",
+TEMPLATES = [
+    "What is my {}?",
+    "Can you remind me about my {}?",
+    "I forgot, what did I tell you about my {}?",
+    "Do you remember my {} and why it matters?",
+    "Tell me something about my {} please.",
 ]
+#: Varied questions (templates x subjects): query embeddings are not repeats.
+QUESTIONS = [template.format(subject) for template in TEMPLATES for subject in SUBJECTS]
 
 
 @dataclass

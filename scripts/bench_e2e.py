@@ -1,0 +1,171 @@
+#!/usr/bin/env python
+"""End-to-end latency and throughput through the real Envoy, in one run.
+
+Baselines (measured once): the mock LLM directly, Envoy alone, Envoy + a do-nothing
+Python ext_proc. Then Envoy + this sidecar with retrieval over stores of each
+requested size (default 10k and 100k memories, 1k per user; seeded through the
+write path's bulk loader). Non-streaming and streaming (time to first byte), at
+each concurrency. Queries vary (templates x topics), users are drawn from all
+seeded users; every user's corpus is warmed first. Prints a table, writes JSON.
+
+    .venv/bin/python scripts/bench_e2e.py --sizes 10000,100000 --json out/bench_e2e.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
+
+from bench_latency import Result, print_table, run_load, start_envoy, summarize  # noqa: E402
+
+from e2e.stack import PYTHON, ManagedProcess, Stack, free_port  # noqa: E402
+
+
+def seeded_store(size: int, per_user: int, cache: Path | None, workdir: Path) -> Path:
+    """A store file with ``size`` memories (copied from ``cache`` when present)."""
+    target = workdir / f"memory-{size}.db"
+    cached = cache / f"memory-{size}.db" if cache else None
+    if cached is not None and cached.exists():
+        shutil.copy(cached, target)
+        return target
+    print(f"seeding {size} memories ...", flush=True)
+    subprocess.run(
+        [PYTHON, "-m", "e2e.seed", "--uri", str(target), "--users", str(size // per_user),
+         "--per-user", str(per_user)],
+        check=True,
+        cwd=REPO,
+    )  # fmt: skip
+    if cached is not None:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(target, cached)
+    return target
+
+
+def measure(
+    name: str, url: str, args: argparse.Namespace, users: int, results: list[Result]
+) -> None:
+    for stream in [False] if args.no_stream else [False, True]:
+        for concurrency in [int(c) for c in args.concurrency.split(",")]:
+            data = asyncio.run(
+                run_load(
+                    url,
+                    requests=args.requests,
+                    concurrency=concurrency,
+                    stream=stream,
+                    users=users,
+                    warmup=args.warmup,
+                    seed=concurrency,
+                )
+            )
+            result = summarize(name, concurrency, stream, data)
+            results.append(result)
+            print(
+                f"  {name:<20} stream={stream!s:<5} c={concurrency:<3} p50={result.p50_ms:.2f}ms "
+                f"p99={result.p99_ms:.2f}ms {result.rps:.0f} req/s",
+                flush=True,
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--per-user", type=int, default=1000)
+    parser.add_argument("--requests", type=int, default=400)
+    parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument("--concurrency", default="1,16")
+    parser.add_argument("--no-stream", action="store_true")
+    parser.add_argument("--store-cache", type=Path, help="reuse seeded stores from here")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    workdir = Path(tempfile.mkdtemp(prefix="bench-e2e-"))
+    results: list[Result] = []
+    report: dict[str, Any] = {
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "per_user": args.per_user,
+        "sizes": sizes,
+    }
+    try:
+        stores = {
+            size: seeded_store(size, args.per_user, args.store_cache, workdir) for size in sizes
+        }
+        # Baselines: mock, Envoy alone, Envoy + do-nothing ext_proc.
+        base = Stack(workdir / "base", with_sidecar=False)
+        noop_port = free_port()
+        noop = ManagedProcess(
+            "noop-extproc",
+            [PYTHON, "-m", "e2e.noop_extproc", "--port", str(noop_port)],
+            workdir / "noop.log",
+        )
+        extra: list[ManagedProcess] = []
+        try:
+            base.start()
+            noop.start()
+            bare, bare_port = start_envoy(base, "bare", None, workdir)
+            noop_envoy, noop_envoy_port = start_envoy(base, "noop", noop_port, workdir)
+            extra += [bare, noop_envoy]
+            measure("direct", f"{base.mock_url}/v1/chat/completions", args, 10, results)
+            measure("envoy", f"http://127.0.0.1:{bare_port}/v1/chat/completions", args, 10, results)
+            measure(
+                "envoy+noop", f"http://127.0.0.1:{noop_envoy_port}/v1/chat/completions", args, 10,
+                results,
+            )  # fmt: skip
+        finally:
+            for process in extra:
+                process.stop()
+            noop.stop()
+            base.stop()
+        for size in sizes:
+            users = size // args.per_user
+            stack_dir = workdir / f"sidecar-{size}"
+            stack_dir.mkdir()
+            shutil.copy(stores[size], stack_dir / "memory.db")
+            stack = Stack(stack_dir)
+            try:
+                stack.start()
+                # Warm every user's corpus (the first request of a scope is served by
+                # the store while its corpus loads in the background).
+                asyncio.run(
+                    run_load(f"{stack.base_url}/chat/completions", requests=users * 3,
+                             concurrency=4, stream=False, users=users, warmup=0, seed=99)
+                )  # fmt: skip
+                measure(f"envoy+sidecar@{size // 1000}k", f"{stack.base_url}/chat/completions",
+                        args, users, results)  # fmt: skip
+                report[f"mean_injected_{size}"] = stack.sidecar_metric(
+                    "memory_sidecar_injected_memories_sum"
+                ) / max(1.0, stack.sidecar_metric("memory_sidecar_injected_memories_count"))
+                report[f"cold_fallbacks_{size}"] = stack.sidecar_metric(
+                    "memory_sidecar_cold_corpus_fallbacks_total"
+                )
+            finally:
+                stack.stop()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print()
+    print_table(results)
+    report["results"] = [asdict(r) for r in results]
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2))
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
