@@ -41,6 +41,7 @@ FILTER_FIELDS = frozenset(
         "session_id",
         "source",
         "content_hash",
+        "superseded_by",
     }
 )
 

@@ -93,6 +93,11 @@ class Hierarchy:
     def config(self) -> HierarchyBuildConfig:
         return self._config
 
+    def lock(self, owner: str) -> asyncio.Lock:
+        """The lock ``evolve`` holds for ``owner`` (forgetting a user takes it too, so
+        no category row is written back after the user's rows are gone)."""
+        return self._locks.get(owner)
+
     @property
     def pending(self) -> dict[str, int]:
         """Owners waiting for a scheduled ``evolve`` (a copy)."""

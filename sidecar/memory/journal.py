@@ -565,6 +565,30 @@ class TurnJournal:
             ).rowcount
         return requeued, len(doomed)
 
+    async def discard_user(self, user_id: str) -> tuple[int, int]:
+        """Forget a user's turns: delete their pending, dead and done rows (their
+        conversation text with them). A turn being written right now is left to
+        finish. Returns ``(deleted, in_progress)``."""
+        return await self._call("discard_user", self._discard_user_sync, user_id)
+
+    def _discard_user_sync(self, user_id: str) -> tuple[int, int]:
+        conn = self._connection()
+        with _transaction(conn):
+            pending = conn.execute(
+                "SELECT COUNT(*) FROM turns WHERE user_id = ? AND state = 'pending'", (user_id,)
+            ).fetchone()[0]
+            # An in-progress row is its user's head; with it gone nothing is left to
+            # promote, so the heads stay consistent.
+            deleted = conn.execute(
+                "DELETE FROM turns WHERE user_id = ? AND state <> 'in_progress'", (user_id,)
+            ).rowcount
+            in_progress = conn.execute(
+                "SELECT COUNT(*) FROM turns WHERE user_id = ? AND state = 'in_progress'",
+                (user_id,),
+            ).fetchone()[0]
+        self._open -= int(pending)
+        return int(deleted), int(in_progress)
+
     async def counts(self) -> JournalCounts:
         """Rows per state and the oldest unwritten turn's time."""
         return await self._call("counts", self._counts_sync)

@@ -32,7 +32,8 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from sidecar.config import WriteQueueConfig
-from sidecar.errors import JournalError, JournalFull, SidecarError
+from sidecar.errors import EmbeddingError, JournalError, JournalFull, SidecarError, StoreError
+from sidecar.logs import REQUEST_ID
 from sidecar.memory.journal import ClaimedTurn, TurnJournal
 from sidecar.memory.turns import Turn
 from sidecar.memory.writer import WriteResult
@@ -268,6 +269,8 @@ class WriteQueue:
 
     async def _process(self, item: ClaimedTurn) -> None:
         self._in_flight[item.id] = item.turn.user_id
+        # The turn's log lines carry the id of the request it came from.
+        token = REQUEST_ID.set(item.turn.request_id or f"journal-{item.id}")
         try:
             try:
                 await self._writer.write_turn(item.turn)
@@ -277,6 +280,7 @@ class WriteQueue:
                 await self._settle("complete", lambda: self._journal.complete(item.id))
                 self._metrics.turns.labels(outcome="written").inc()
         finally:
+            REQUEST_ID.reset(token)
             self._in_flight.pop(item.id, None)
             self._metrics.queue_depth.set(self.depth)
             self._progress.set()
@@ -288,7 +292,10 @@ class WriteQueue:
         # else is a bug: say where, never what (a message could quote content).
         where = "" if isinstance(exc, SidecarError) else f" (bug at {_origin(exc)})"
         attempts = self._config.max_attempts
-        if item.attempt >= attempts:
+        # The store or the model being down is not the turn's fault: it waits (with
+        # capped backoff) for as long as the outage lasts instead of being given up.
+        outage = isinstance(exc, StoreError | EmbeddingError)
+        if item.attempt >= attempts and not outage:
             await self._settle("dead", lambda: self._journal.dead(item.id, kind))
             self._metrics.turns.labels(outcome="dead_letter").inc()
             self._metrics.dead_letters.inc()

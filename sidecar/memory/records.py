@@ -32,7 +32,8 @@ class NodeType(StrEnum):
 
 class Status(StrEnum):
     ACTIVE = "active"
-    SUPERSEDED = "superseded"
+    SUPERSEDED = "superseded"  # replaced by a newer fact (``superseded_by``)
+    ARCHIVED = "archived"  # given up by retention (the per-user cap)
 
 
 def now_ms() -> int:

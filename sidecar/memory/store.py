@@ -50,6 +50,8 @@ OVERVIEW_BYTES = 4_096
 MAX_RELATED = 32
 #: Milvus returns at most this many rows per query (offset + limit).
 QUERY_WINDOW = 16_384
+#: The field a Milvus server partitions by with ``store.partition_key``.
+PARTITION_KEY_FIELD = "user_id"
 
 T = TypeVar("T")
 
@@ -180,6 +182,8 @@ class MemoryStore:
         self._dim = dim
         self._metrics = metrics
         self._collection = config.collection
+        # milvus-lite has no partitions (StoreConfig rejects partition_key there).
+        self._partition_key = config.partition_key and not config.is_local_file
         self._executor = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="milvus")
 
     # -- lifecycle -------------------------------------------------------------------
@@ -267,6 +271,8 @@ class MemoryStore:
                 kwargs["is_primary"] = True
             if spec.analyzer:
                 kwargs["enable_analyzer"] = True
+            if spec.name == PARTITION_KEY_FIELD and self._partition_key:
+                kwargs["is_partition_key"] = True
             schema.add_field(spec.name, getattr(DataType, spec.type_name), **kwargs)
         schema.add_function(
             Function(
@@ -277,9 +283,13 @@ class MemoryStore:
             )
         )
         index = self._client.prepare_index_params()
-        # FLAT: exact search. Approximate indexes lose most recall under the
+        # FLAT (default): exact search. Approximate indexes lose most recall under the
         # selective per-user filter every query carries (measured: HNSW ef=64, 0.47).
-        index.add_index("embedding", index_type="FLAT", metric_type="COSINE")
+        if self._config.index == "HNSW":
+            params = {"M": self._config.hnsw_m, "efConstruction": self._config.hnsw_ef_construction}
+            index.add_index("embedding", index_type="HNSW", metric_type="COSINE", params=params)
+        else:
+            index.add_index("embedding", index_type="FLAT", metric_type="COSINE")
         index.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
         self._client.create_collection(
             self._collection,
@@ -287,7 +297,14 @@ class MemoryStore:
             index_params=index,
             timeout=self._config.timeout_s,
         )
-        log.info("created collection %s (%s, dim=%d)", self._collection, SCHEMA_TAG, self._dim)
+        log.info(
+            "created collection %s (%s, dim=%d, index=%s, partition_key=%s)",
+            self._collection,
+            SCHEMA_TAG,
+            self._dim,
+            self._config.index,
+            self._partition_key,
+        )
 
     def _check_schema(self) -> None:
         info = self._client.describe_collection(self._collection, timeout=self._config.timeout_s)
@@ -313,14 +330,68 @@ class MemoryStore:
                 got = params.get("max_length")
                 if got is not None and int(got) != spec.max_length:
                     problems.append(f"field {spec.name!r} has max_length {got}")
+            if spec.name == PARTITION_KEY_FIELD:
+                keyed = bool(field.get("is_partition_key", False))
+                if keyed != self._partition_key:
+                    problems.append(
+                        f"field {spec.name!r} is {'' if keyed else 'not '}the partition key, "
+                        f"store.partition_key is {str(self._partition_key).lower()}"
+                    )
         problems.extend(f"unexpected field {name!r}" for name in sorted(found))
         if problems:
             raise SchemaMismatch(
                 f"collection {self._collection!r} at {self._config.uri} does not match this "
                 f"version's schema: {'; '.join(problems)}. Use another collection name, "
-                "or export the memories (sidecar memories export), drop the collection "
-                "and import them again."
+                "or copy the rows into a new collection (sidecar store migrate "
+                "--to-collection NEW) and point store.collection at it."
             )
+
+    # -- migrations ------------------------------------------------------------------
+
+    @classmethod
+    async def read_collection(
+        cls, config: StoreConfig, collection: str, metrics: Metrics, *, batch_size: int = 1000
+    ) -> tuple[str, list[MemoryRecord]]:
+        """Every row of ``collection`` at ``config.uri``, whatever its schema version
+        (for ``sidecar store migrate``): the fields this version knows are read
+        (vectors included), missing ones get their defaults, others are dropped.
+        Returns the collection's schema tag and the rows."""
+        loop = asyncio.get_running_loop()
+        client = await loop.run_in_executor(None, _connect, config)
+        reader = cls(client, config.model_copy(update={"collection": collection}), 0, metrics)
+        try:
+            return await reader._run("read_collection", lambda: reader._read_all(batch_size))
+        finally:
+            await reader.close()
+
+    def _read_all(self, batch_size: int) -> tuple[str, list[MemoryRecord]]:
+        timeout = self._config.timeout_s
+        if not self._client.has_collection(self._collection, timeout=timeout):
+            raise StoreError(f"no collection {self._collection!r} at {self._config.uri}")
+        info = self._client.describe_collection(self._collection, timeout=timeout)
+        present = {f["name"] for f in info.get("fields", [])}
+        wanted = [f.name for f in FIELDS if f.name in present and not f.function_output]
+        if "id" not in present:
+            raise StoreError(f"collection {self._collection!r} has no 'id' field")
+        self._client.load_collection(self._collection, timeout=timeout)
+        iterator = self._client.query_iterator(
+            self._collection,
+            batch_size=batch_size,
+            filter="",
+            output_fields=wanted,
+            timeout=timeout,
+        )
+        rows: list[MemoryRecord] = []
+        try:
+            while True:
+                page = iterator.next()
+                if not page:
+                    break
+                rows.extend(row_to_record(dict(row)) for row in page)
+        finally:
+            iterator.close()
+        rows.sort(key=lambda r: (r.created_at, r.id))
+        return str(info.get("description", "")), rows
 
     # -- writes ----------------------------------------------------------------------
 
@@ -374,13 +445,18 @@ class MemoryStore:
                 limit=limit,
                 filter=where,
                 output_fields=list(SCALAR_FIELDS),
-                search_params={"metric_type": "COSINE"},
+                search_params=self._vector_search_params(limit),
                 consistency_level="Strong" if strong else "Bounded",
                 timeout=self._config.timeout_s,
             )
 
         result = await self._run("search", call)
         return _hits(result)
+
+    def _vector_search_params(self, limit: int) -> dict[str, Any]:
+        if self._config.index == "HNSW":
+            return {"metric_type": "COSINE", "params": {"ef": max(self._config.hnsw_ef, limit)}}
+        return {"metric_type": "COSINE"}
 
     async def search_text(self, text: str, *, where: Filter, limit: int) -> list[Hit]:
         """BM25 full-text search over ``content`` among rows matching ``where``."""

@@ -21,6 +21,7 @@ from sidecar.memory.enrich import Enricher
 from sidecar.memory.extraction import FactExtractor
 from sidecar.memory.records import MemoryRecord, Scope, Status, content_hash, memory_id
 from sidecar.memory.retrieval.signals import top_indices
+from sidecar.memory.sanitize import clean_text, clean_turn, is_meaningful
 from sidecar.memory.store import MemoryStore
 from sidecar.memory.turns import Fact, Turn
 from sidecar.metrics import Metrics
@@ -61,10 +62,21 @@ class KeyedLocks:
         return lock
 
 
+#: Called with the owner after the writer stored rows for them (e.g. retention).
+StoredHook = Callable[[str], None]
+
+
 class MemoryWriter:
     """Turns a completed turn into stored memories. Writes for one user are
     serialised (so concurrent turns cannot both miss each other's duplicate);
-    different users proceed in parallel.
+    different users proceed in parallel. ``locks`` may be shared with other
+    read-modify-write jobs on a user's rows (retention, access flushes) so that
+    they serialise with the writer too.
+
+    Hygiene: the turn is cleaned and capped (``max_turn_chars``) before extraction,
+    every fact before it is hashed, embedded or stored (:mod:`sidecar.memory.sanitize`);
+    a fact left with no letter or digit is dropped and counted
+    (``memory_sidecar_facts_total{decision="dropped_invalid"}``).
     """
 
     def __init__(
@@ -79,6 +91,8 @@ class MemoryWriter:
         *,
         extraction_config: Callable[[str], ExtractionConfig],
         max_content_chars: int,
+        locks: KeyedLocks | None = None,
+        on_stored: StoredHook | None = None,
     ) -> None:
         self._store = store
         self._embedder = embedder
@@ -89,48 +103,58 @@ class MemoryWriter:
         self._metrics = metrics
         self._extraction_config = extraction_config
         self._max_chars = max_content_chars
-        self._locks = KeyedLocks()
+        self._locks = locks or KeyedLocks()
+        self._on_stored = on_stored
+
+    def lock(self, owner: str) -> asyncio.Lock:
+        """The lock that serialises every write of ``owner``'s rows."""
+        return self._locks.get(owner)
 
     async def write_turn(self, turn: Turn) -> WriteResult:
         config = self._extraction_config(turn.profile)
-        facts = await self._extractor.extract(turn, config)
+        turn = clean_turn(turn, config.max_turn_chars)
+        facts = self._clean_facts(await self._extractor.extract(turn, config))
         if not facts:
             return WriteResult()
         async with self._locks.get(turn.user_id):
-            return await self._store_facts(turn, facts, config)
+            result = await self._store_facts(turn, facts, config)
+        if self._on_stored is not None and (result.stored or result.updated or result.superseded):
+            self._on_stored(turn.user_id)
+        return result
 
-    async def _candidates(
-        self, owner: str, vector: npt.NDArray[np.float32], config: ExtractionConfig
-    ) -> tuple[list[Candidate], Corpus]:
-        """The owner's own active memories most similar to ``vector`` (best first).
-        The corpus is current: this process writes through it, other replicas'
-        writes arrive within the cache TTL."""
-        corpus = await self._cache.corpus(Scope(owner))
-        if corpus.size == 0:
-            return [], corpus
-        similarity = corpus.vectors @ vector
-        mine = np.asarray([r.user_id == owner for r in corpus.records], dtype=bool)
-        order = top_indices(similarity, config.dedup_candidates, mine)
-        return [
-            Candidate(corpus.records[i].id, corpus.records[i].content, float(similarity[i]))
-            for i in order
-        ], corpus
+    def _clean_facts(self, facts: list[Fact]) -> list[Fact]:
+        """Facts with clean text, invalid ones dropped (and counted)."""
+        kept: list[Fact] = []
+        for fact in facts:
+            text = clean_text(fact.text, self._max_chars)
+            if not is_meaningful(text):
+                self._metrics.facts.labels(decision="dropped_invalid").inc()
+                continue
+            kept.append(fact if text == fact.text else replace(fact, text=text))
+        return kept
 
     async def _store_facts(
         self, turn: Turn, facts: list[Fact], config: ExtractionConfig
     ) -> WriteResult:
-        texts = [f.text[: self._max_chars] for f in facts]
+        """Judge every fact against the owner's memories *and* the rows this turn has
+        decided so far, then enrich and upsert the turn's rows in one batch and write
+        them through the cache. One store round trip and one corpus build per turn;
+        a failure stores nothing (the retry starts from the same state)."""
+        texts = [f.text for f in facts]
         vectors = await self._embedder.embed(texts)
+        corpus = await self._cache.corpus(Scope(turn.user_id))
+        pending = _TurnRows(corpus, turn.user_id)
         result = WriteResult()
         for fact, text, vector in zip(facts, texts, vectors, strict=True):
-            candidates, corpus = await self._candidates(turn.user_id, vector, config)
+            candidates = pending.candidates(vector, config.dedup_candidates)
             judgement = await self._judge.judge(text, candidates, config)
-            rows = await self._apply(turn, fact, text, vector, judgement, corpus)
-            if rows:
-                enriched = await self._enricher.enrich(turn.user_id, rows)
-                await self._store.upsert(enriched)
-                self._cache.apply(enriched)
+            pending.put(await self._apply(turn, fact, text, vector, judgement, pending.get))
             result = result.counted(judgement.decision)
+        rows = pending.rows()
+        if rows:
+            enriched = await self._enricher.enrich(turn.user_id, rows)
+            await self._store.upsert(enriched)
+            self._cache.apply(enriched)
         return result
 
     async def _apply(
@@ -140,18 +164,15 @@ class MemoryWriter:
         text: str,
         vector: npt.NDArray[np.float32],
         judgement: Judgement,
-        corpus: Corpus,
+        lookup: Callable[[str], MemoryRecord | None],
     ) -> list[MemoryRecord]:
         """The rows ``judgement`` writes (the new one first)."""
-        target = (
-            corpus.records[corpus.index_of[judgement.target]]
-            if judgement.target in corpus.index_of
-            else None
-        )
+        target = lookup(judgement.target) if judgement.target else None
         if judgement.decision == Decision.NOOP:
             return []
         if judgement.decision == Decision.UPDATE and target is not None:
-            merged = (judgement.text or text)[: self._max_chars]
+            merged = clean_text(judgement.text or text, self._max_chars)
+            merged = merged if is_meaningful(merged) else text
             embedding = vector if merged == text else (await self._embedder.embed([merged]))[0]
             return [
                 target.with_changes(
@@ -186,3 +207,54 @@ class MemoryWriter:
             )
             return [record.with_changes(related_ids=(target.id,)), old]
         return [record]
+
+
+class _TurnRows:
+    """The rows one turn writes, over the owner's corpus snapshot: dedup candidates
+    come from both (a row this turn changed replaces its stored version), so facts
+    of one turn are judged against each other exactly as if each had been stored
+    before the next was judged."""
+
+    def __init__(self, corpus: Corpus, owner: str) -> None:
+        self._corpus = corpus
+        self._owner = owner
+        self._mine = np.asarray([r.user_id == owner for r in corpus.records], dtype=bool)
+        self._rows: dict[str, MemoryRecord] = {}  # id -> latest version, in write order
+
+    def get(self, memory_id: str) -> MemoryRecord | None:
+        found = self._rows.get(memory_id)
+        if found is not None:
+            return found
+        index = self._corpus.index_of.get(memory_id)
+        return self._corpus.records[index] if index is not None else None
+
+    def put(self, rows: list[MemoryRecord]) -> None:
+        for row in rows:
+            self._rows[row.id] = row
+            index = self._corpus.index_of.get(row.id)
+            if index is not None:
+                self._mine[index] = False  # the turn's version replaces the snapshot's
+
+    def rows(self) -> list[MemoryRecord]:
+        return list(self._rows.values())
+
+    def candidates(self, vector: npt.NDArray[np.float32], limit: int) -> list[Candidate]:
+        """The owner's active memories most similar to ``vector`` (best first; ties
+        by position: the snapshot in corpus order, then this turn's rows)."""
+        extra = [
+            r
+            for r in self._rows.values()
+            if r.status == Status.ACTIVE and r.embedding is not None and r.user_id == self._owner
+        ]
+        records = [*self._corpus.records, *extra]
+        if not records:
+            return []
+        parts = [self._corpus.vectors @ vector] if self._corpus.size else []
+        if extra:
+            parts.append(np.asarray([r.embedding for r in extra], dtype=np.float32) @ vector)
+        similarity = np.concatenate(parts)
+        mask = np.concatenate([self._mine, np.ones(len(extra), dtype=bool)])
+        return [
+            Candidate(records[i].id, records[i].content, float(similarity[i]))
+            for i in top_indices(similarity, limit, mask)
+        ]

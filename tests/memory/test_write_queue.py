@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from sidecar.config import WriteQueueConfig
-from sidecar.errors import StoreError
+from sidecar.errors import InvalidInput, StoreError
 from sidecar.memory.journal import TurnJournal
 from sidecar.memory.queue import WriteQueue, backoff_delay
 from sidecar.memory.turns import Turn
@@ -234,7 +234,7 @@ async def test_failures_are_retried_then_written_without_blocking_others(
 async def test_retry_schedule_follows_the_seeded_backoff(harness: Harness) -> None:
     clock = FrozenClock()
     journal = TurnJournal(harness.path, max_pending=10, clock=clock)
-    writer = FakeWriter(fail=lambda turn, call: StoreError("down"))
+    writer = FakeWriter(fail=lambda turn, call: InvalidInput("rejected"))
     queue, metrics = await harness.start(
         writer,
         journal=journal,
@@ -265,6 +265,19 @@ async def test_retry_schedule_follows_the_seeded_backoff(harness: Harness) -> No
     assert 1500 <= expected[2] <= 3000  # capped at retry_max_s
     assert writer.calls == ["u1/0"] * 4
     assert turns_metric(metrics, "dead_letter") == 1
+
+
+async def test_a_store_outage_never_dead_letters_a_turn(harness: Harness) -> None:
+    # Down for the first 6 attempts (beyond max_attempts), then back.
+    writer = FakeWriter(fail=lambda turn, call: StoreError("down") if call <= 6 else None)
+    queue, metrics = await harness.start(
+        writer, max_attempts=2, retry_base_s=0.01, retry_max_s=0.02
+    )
+    assert await queue.submit(make_turn("u1", 0))
+    assert await queue.wait_idle(10)
+    assert writer.written["u1"] == ["u1/0"]
+    assert turns_metric(metrics, "dead_letter") == 0
+    assert turns_metric(metrics, "retried") == 6
 
 
 async def test_a_bug_goes_to_dead_letters_without_content_in_logs(

@@ -1,0 +1,189 @@
+"""Retrieval access tracking: which memories the request path injected, written back
+as ``access_count`` / ``accessed_at`` (read by the re-rank's salience and by
+retention's score).
+
+The request path only calls :meth:`AccessTracker.record` — a few dictionary updates,
+no I/O, no await. A background task flushes the recorded accesses every
+``retention.access_flush_s``: per owner, under the owner's write lock (shared with
+the writer and retention, so a flush never overwrites a concurrent content change
+nor revives a pruned row), it re-reads the owner's accessed rows that are still
+active *with their vectors* (an upsert replaces whole rows), adds the counts, sets
+``accessed_at`` and upserts them in one call, then writes them through the corpus
+cache. ``updated_at`` is left alone: it means a content change (and the corpus
+caches' delta refreshes key on it, so other replicas pick access counts up at their
+next full reload — counts are advisory).
+
+Bounded: at most ``retention.access_max_pending`` distinct memories wait for a flush;
+accesses to further memories are dropped and counted until the next flush (which a
+full set starts early). A flush that fails puts its accesses back (they merge with
+newer ones). Across replicas, increments to the same row can race (last writer
+wins): counts are an approximate signal, not an audit log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from sidecar.config import RetentionConfig
+from sidecar.errors import SidecarError
+from sidecar.memory.corpus import CorpusCache
+from sidecar.memory.filters import build_filter
+from sidecar.memory.records import Hit, NodeType, now_ms
+from sidecar.memory.store import MemoryStore
+from sidecar.memory.writer import KeyedLocks
+from sidecar.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+ID_BATCH = 500
+
+
+@dataclass(slots=True)
+class _Access:
+    owner: str
+    count: int
+    last: int  # epoch ms of the latest access
+
+
+class AccessTracker:
+    """Records injected memories in memory; flushes them in batches (one per process)."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        cache: CorpusCache,
+        config: RetentionConfig,
+        metrics: Metrics,
+        *,
+        locks: KeyedLocks | None = None,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self._store = store
+        self._cache = cache
+        self._config = config
+        self._metrics = metrics
+        self._locks = locks or KeyedLocks()
+        self._clock = clock
+        self._pending: dict[str, _Access] = {}  # memory id -> accesses not yet flushed
+        self._full = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._flushing = asyncio.Lock()
+
+    @property
+    def pending(self) -> int:
+        """Distinct memories with accesses not yet flushed."""
+        return len(self._pending)
+
+    def record(self, hits: Sequence[Hit]) -> None:
+        """The request path injected ``hits``: count one access for each. Never blocks."""
+        now = self._clock()
+        dropped = 0
+        for hit in hits:
+            record = hit.record
+            if record.node_type != NodeType.MEMORY:
+                continue
+            entry = self._pending.get(record.id)
+            if entry is not None:
+                entry.count += 1
+                entry.last = max(entry.last, now)
+            elif len(self._pending) < self._config.access_max_pending:
+                self._pending[record.id] = _Access(record.user_id, 1, now)
+            else:
+                dropped += 1
+        if dropped:
+            self._metrics.access_updates.labels(outcome="dropped").inc(dropped)
+            self._full.set()
+
+    async def flush(self) -> int:
+        """Write every recorded access; the number of memories updated. Failed owners'
+        accesses are kept for the next flush."""
+        async with self._flushing:  # one flush at a time (schedule, stop, on demand)
+            batch, self._pending = self._pending, {}
+            self._full.clear()
+            by_owner: dict[str, dict[str, _Access]] = {}
+            for memory_id, entry in batch.items():
+                by_owner.setdefault(entry.owner, {})[memory_id] = entry
+            flushed = 0
+            owners = sorted(by_owner)
+            for position, owner in enumerate(owners):
+                entries = by_owner[owner]
+                try:
+                    flushed += await self._flush_owner(owner, entries)
+                except SidecarError as exc:
+                    self._metrics.access_updates.labels(outcome="failed").inc(len(entries))
+                    log.warning("access flush failed: %s", type(exc).__name__)
+                    self._put_back(entries)
+                except BaseException:  # cancelled (shutdown): keep what is not written
+                    for rest in owners[position:]:
+                        self._put_back(by_owner[rest])
+                    raise
+            return flushed
+
+    async def _flush_owner(self, owner: str, entries: dict[str, _Access]) -> int:
+        ids = sorted(entries)
+        async with self._locks.get(owner):
+            updated = []
+            for start in range(0, len(ids), ID_BATCH):
+                chunk = ids[start : start + ID_BATCH]
+                current = await self._store.query(
+                    build_filter(owner=owner, ids=chunk), limit=len(chunk), with_vectors=True
+                )
+                for record in current:
+                    entry = entries[record.id]
+                    updated.append(
+                        record.with_changes(
+                            access_count=record.access_count + entry.count,
+                            accessed_at=max(record.accessed_at, entry.last),
+                        )
+                    )
+            await self._store.upsert(updated)
+            self._cache.apply(updated)
+        self._metrics.access_updates.labels(outcome="flushed").inc(len(updated))
+        if len(updated) < len(ids):  # superseded, archived or deleted since
+            self._metrics.access_updates.labels(outcome="gone").inc(len(ids) - len(updated))
+        return len(updated)
+
+    def _put_back(self, entries: dict[str, _Access]) -> None:
+        for memory_id, entry in entries.items():
+            newer = self._pending.get(memory_id)
+            if newer is not None:
+                newer.count += entry.count
+                newer.last = max(newer.last, entry.last)
+            elif len(self._pending) < self._config.access_max_pending:
+                self._pending[memory_id] = entry
+            else:
+                self._metrics.access_updates.labels(outcome="dropped").inc()
+
+    # -- the schedule ----------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._config.access_flush_s):
+                    await self._full.wait()
+            try:
+                await self.flush()
+            except Exception as exc:  # a bug must not end the schedule
+                log.error("access flush failed (bug): %s", type(exc).__name__)
+                await asyncio.sleep(self._config.access_flush_s)
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="access-flush")
+
+    async def stop(self, *, flush: bool = True) -> None:
+        """Stop the schedule; then flush what is recorded (unless ``flush`` is off)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if flush and self._pending:
+            try:
+                await self.flush()
+            except Exception as exc:  # shutting down: report, never raise
+                log.warning("final access flush failed: %s", type(exc).__name__)

@@ -1,0 +1,403 @@
+"""Retention (the per-user cap) and retrieval access tracking against a real store:
+who is pruned and in which order, constraints last, archive versus delete, the
+corpus cache, the schedule, and access counts that change the order — and nothing
+else changes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sidecar.app import Components
+from sidecar.config import CacheConfig, RetentionConfig, StoreConfig, config_from_mapping
+from sidecar.errors import StoreError
+from sidecar.memory.access import AccessTracker
+from sidecar.memory.corpus import CorpusCache
+from sidecar.memory.embedder import Embedder
+from sidecar.memory.filters import build_filter
+from sidecar.memory.records import Hit, MemoryRecord, MemoryType, Scope, Status
+from sidecar.memory.retention import Retention, prune_order, retention_score
+from sidecar.memory.store import MemoryStore
+from sidecar.memory.turns import Turn
+from sidecar.memory.writer import KeyedLocks
+from sidecar.metrics import Metrics
+
+DIM = 4
+DAY = 86_400_000
+NOW = 1_800_000_000_000
+
+
+def rec(rid: str, user: str = "alice", **extra: Any) -> MemoryRecord:
+    values: dict[str, Any] = {
+        "importance": 0.5,
+        "created_at": NOW - 10 * DAY,
+        "updated_at": NOW - 10 * DAY,
+    }
+    values.update(extra)
+    return MemoryRecord(
+        id=rid,
+        user_id=user,
+        content=f"memory {rid}",
+        embedding=(1.0, 0.0, 0.0, 0.0),
+        **values,
+    )
+
+
+@dataclass
+class Harness:
+    """One test's view of the module's store: its own users and ids (``prefix``), its
+    own cache and metrics."""
+
+    store: MemoryStore
+    cache: CorpusCache
+    metrics: Metrics
+    locks: KeyedLocks
+    prefix: str
+
+    def u(self, user: str) -> str:
+        return self.prefix + user
+
+    def rec(self, rid: str, user: str = "alice", **extra: Any) -> MemoryRecord:
+        return rec(self.prefix + rid, self.u(user), **extra)
+
+    def bare(self, rid: str) -> str:
+        return rid.removeprefix(self.prefix)
+
+    def retention(self, **config: Any) -> Retention:
+        return Retention(
+            self.store,
+            self.cache,
+            RetentionConfig(**config),
+            self.metrics,
+            locks=self.locks,
+            clock=lambda: NOW,
+        )
+
+    def tracker(self, **config: Any) -> AccessTracker:
+        return AccessTracker(
+            self.store,
+            self.cache,
+            RetentionConfig(**config),
+            self.metrics,
+            locks=self.locks,
+            clock=lambda: NOW,
+        )
+
+    async def rows(self, owner: str, status: Status | None = Status.ACTIVE) -> list[MemoryRecord]:
+        return await self.store.query(
+            build_filter(owner=self.u(owner), status=status), limit=1000, with_vectors=True
+        )
+
+    async def ids(self, owner: str, status: Status | None = Status.ACTIVE) -> set[str]:
+        return {self.bare(r.id) for r in await self.rows(owner, status)}
+
+    async def corpus_ids(self, owner: str) -> set[str]:
+        corpus = await self.cache.corpus(Scope(self.u(owner)))
+        return {self.bare(r.id) for r in corpus.records}
+
+
+@pytest.fixture(scope="module")
+async def shared_store(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[MemoryStore]:
+    path = tmp_path_factory.mktemp("retention") / "r.db"
+    store = await MemoryStore.open(StoreConfig(uri=str(path)), DIM, Metrics())
+    yield store
+    await store.close()
+
+
+@pytest.fixture
+def harness(shared_store: MemoryStore, request: pytest.FixtureRequest) -> Harness:
+    metrics = Metrics()
+    cache = CorpusCache(shared_store, CacheConfig(), metrics)
+    return Harness(shared_store, cache, metrics, KeyedLocks(), f"{request.node.name}:")
+
+
+# -- the score and the order ----------------------------------------------------------
+
+
+def test_score_grows_with_importance_access_and_recency() -> None:
+    config = RetentionConfig()
+    base = rec("a")
+    assert retention_score(rec("a", importance=0.9), config, NOW) > retention_score(
+        base, config, NOW
+    )
+    assert retention_score(rec("a", access_count=5), config, NOW) > retention_score(
+        base, config, NOW
+    )
+    assert retention_score(rec("a", accessed_at=NOW), config, NOW) > retention_score(
+        base, config, NOW
+    )
+    # one half-life older: the recency term halves
+    older = rec("a", updated_at=NOW - 40 * DAY, created_at=NOW - 40 * DAY)
+    only_recency = RetentionConfig(importance_weight=0, access_weight=0, recency_weight=1)
+    assert retention_score(older, only_recency, NOW) == pytest.approx(
+        retention_score(base, only_recency, NOW) / 2
+    )
+    # log-scaled and capped: the hundredth access counts less than the first
+    access_only = RetentionConfig(importance_weight=0, access_weight=1, recency_weight=0)
+    scores = [
+        retention_score(rec("a", access_count=n), access_only, NOW) for n in (0, 1, 100, 10**6)
+    ]
+    assert scores[0] == 0
+    assert scores[2] == 1
+    assert scores[3] == 1
+    assert scores[1] > 0.1
+
+
+def test_constraints_go_last_and_ties_are_deterministic() -> None:
+    config = RetentionConfig()
+    rows = [
+        rec("c-low", memory_type=MemoryType.CONSTRAINT, importance=0.0),
+        rec("high", importance=1.0),
+        rec("tie-b"),
+        rec("tie-a"),
+        rec("tie-old", created_at=NOW - 20 * DAY),  # same score (updated_at), older
+    ]
+    order = [r.id for r in prune_order(rows, config, NOW)]
+    assert order == ["tie-old", "tie-a", "tie-b", "high", "c-low"]
+    assert [r.id for r in prune_order(list(reversed(rows)), config, NOW)] == order
+
+
+# -- pruning ----------------------------------------------------------------------------
+
+
+async def test_prune_archives_the_lowest_scoring_beyond_the_cap(harness: Harness) -> None:
+    h = harness
+    rows = [
+        h.rec("old", updated_at=NOW - 300 * DAY, created_at=NOW - 300 * DAY),
+        h.rec("unimportant", importance=0.05),
+        h.rec("rule", memory_type=MemoryType.CONSTRAINT, importance=0.0, updated_at=1),
+        h.rec("fresh", updated_at=NOW),
+        h.rec("used", access_count=40, accessed_at=NOW - DAY),
+        h.rec("plain"),
+    ]
+    others = [h.rec(f"bob-{i}", user="bob") for i in range(8)]
+    await h.store.upsert(rows + others)
+    assert len(await h.corpus_ids("alice")) == 6
+    before_bob = await h.rows("bob")
+    originals = {r.id: r for r in await h.rows("alice")}  # as stored (float32)
+
+    retention = h.retention(max_memories_per_user=3)
+    assert await retention.prune(h.u("alice")) == 3
+    assert await h.ids("alice") == {"rule", "fresh", "used"}
+    archived = await h.rows("alice", Status.ARCHIVED)
+    assert {h.bare(r.id) for r in archived} == {"old", "unimportant", "plain"}
+    for row in archived:  # only the status and updated_at changed
+        expected = originals[row.id].with_changes(status=Status.ARCHIVED, updated_at=NOW)
+        assert row == expected
+        assert row.embedding == expected.embedding
+    for row in await h.rows("alice"):
+        assert row == originals[row.id]
+        assert row.embedding == originals[row.id].embedding
+    assert await h.rows("bob") == before_bob  # other users untouched
+
+    assert await h.corpus_ids("alice") == {"rule", "fresh", "used"}  # written through
+    assert h.metrics.value("memory_sidecar_pruned_total", {"action": "archive"}) == 3
+    assert await retention.prune(h.u("alice")) == 0  # at the cap: nothing more
+    assert await h.retention(max_memories_per_user=8).prune(h.u("bob")) == 0
+    assert await h.rows("bob") == before_bob
+
+
+async def test_constraints_are_pruned_only_after_everything_else(harness: Harness) -> None:
+    h = harness
+    rows = [h.rec(f"rule-{i}", memory_type=MemoryType.CONSTRAINT, importance=0.0) for i in range(3)]
+    rows += [h.rec(f"fact-{i}", importance=1.0, access_count=99, accessed_at=NOW) for i in range(3)]
+    await h.store.upsert(rows)
+    assert await h.retention(max_memories_per_user=2).prune(h.u("alice")) == 4
+    # every fact went first, then the constraint with the lowest id (equal scores)
+    assert await h.ids("alice") == {"rule-1", "rule-2"}
+
+
+async def test_delete_action_removes_rows_and_invalidates_the_cache(harness: Harness) -> None:
+    h = harness
+    await h.store.upsert([h.rec(f"m{i}", importance=i / 10) for i in range(5)])
+    assert len(await h.corpus_ids("alice")) == 5
+    retention = h.retention(max_memories_per_user=2, action="delete")
+    assert await retention.prune(h.u("alice")) == 3
+    assert await h.ids("alice", status=None) == {"m3", "m4"}  # gone, not archived
+    assert await h.corpus_ids("alice") == {"m3", "m4"}  # reloaded after the invalidation
+    assert h.metrics.value("memory_sidecar_pruned_total", {"action": "delete"}) == 3
+
+
+async def test_tick_checks_noted_owners_bounded_per_tick(harness: Harness) -> None:
+    h = harness
+    for user in ("u1", "u2", "u3"):
+        await h.store.upsert([h.rec(f"{user}-{i}", user=user) for i in range(4)])
+    retention = h.retention(max_memories_per_user=2, max_owners_per_tick=2)
+    for user in ("u1", "u2", "u2", "u3"):
+        retention.note(h.u(user))
+    assert await retention.tick() == 4  # u2 (most writes), then u1 (by name)
+    assert retention.pending == {h.u("u3"): 1}
+    assert len(await h.ids("u3")) == 4
+    assert await retention.tick() == 2
+    assert retention.pending == {}
+    assert await retention.tick() == 0
+    assert h.retention(max_memories_per_user=2, prune_interval_s=0).pending == {}
+
+
+async def test_a_failed_check_is_retried_at_the_next_tick(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = harness
+    await h.store.upsert([h.rec(f"m{i}") for i in range(4)])
+    retention = h.retention(max_memories_per_user=2)
+    retention.note(h.u("alice"))
+
+    async def down(where: Any) -> int:
+        raise StoreError("down")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(h.store, "count", down)
+        assert await retention.tick() == 0
+    assert retention.pending == {h.u("alice"): 1}
+    assert await retention.tick() == 2
+
+
+# -- access tracking ---------------------------------------------------------------------
+
+
+async def test_access_flush_counts_and_changes_the_order(harness: Harness) -> None:
+    h = harness
+    await h.store.upsert([h.rec("a"), h.rec("b"), h.rec("c"), h.rec("bob-1", user="bob")])
+    originals = {r.id: r for r in await h.rows("alice") + await h.rows("bob")}
+    corpus = await h.cache.corpus(Scope(h.u("alice")))
+    hit = {h.bare(r.id): Hit(r, 0.9) for r in corpus.records}
+    shared = Hit(originals[h.prefix + "bob-1"], 0.5)  # e.g. a memory bob shares
+    tracker = h.tracker()
+    for _ in range(3):
+        tracker.record([hit["a"], hit["c"], shared])
+    tracker.record([hit["a"]])
+    assert tracker.pending == 3
+    assert await tracker.flush() == 3
+    assert tracker.pending == 0
+
+    stored = {h.bare(r.id): r for r in await h.rows("alice") + await h.rows("bob")}
+    assert (stored["a"].access_count, stored["a"].accessed_at) == (4, NOW)
+    assert (stored["c"].access_count, stored["bob-1"].access_count) == (3, 3)
+    assert (stored["b"].access_count, stored["b"].accessed_at) == (0, 0)
+    for row in stored.values():  # nothing but the access fields changed
+        original = originals[row.id]
+        assert row.updated_at == original.updated_at
+        assert row.with_changes(access_count=0, accessed_at=0) == original
+        assert row.embedding == original.embedding
+    cached = await h.cache.corpus(Scope(h.u("alice")))  # written through
+    assert cached.records[cached.index_of[h.prefix + "a"]].access_count == 4
+
+    # Rows equal but for their accesses: the accessed ones are kept.
+    assert await h.retention(max_memories_per_user=2).prune(h.u("alice")) == 1
+    assert await h.ids("alice") == {"a", "c"}
+
+    tracker.record([hit["a"]])
+    assert await tracker.flush() == 1
+    assert stored["a"].access_count + 1 == (await h.rows("alice"))[0].access_count
+
+
+async def test_access_of_a_memory_gone_since_is_not_written(harness: Harness) -> None:
+    h = harness
+    await h.store.upsert([h.rec("a"), h.rec("b")])
+    corpus = await h.cache.corpus(Scope(h.u("alice")))
+    tracker = h.tracker()
+    tracker.record([Hit(r, 0.9) for r in corpus.records])
+    assert await h.retention(max_memories_per_user=1).prune(h.u("alice")) == 1  # "a"
+    assert await tracker.flush() == 1
+    archived = await h.rows("alice", Status.ARCHIVED)
+    assert [(h.bare(r.id), r.access_count) for r in archived] == [("a", 0)]  # not revived
+    assert h.metrics.value("memory_sidecar_access_updates_total", {"outcome": "gone"}) == 1
+
+
+async def test_access_set_is_bounded_and_failed_flushes_are_kept(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = harness
+    await h.store.upsert([h.rec(f"m{i}") for i in range(3)])
+    corpus = await h.cache.corpus(Scope(h.u("alice")))
+    hits = [Hit(r, 0.9) for r in corpus.records]
+    tracker = h.tracker(access_max_pending=2)
+    tracker.record(hits)
+    assert tracker.pending == 2
+    assert h.metrics.value("memory_sidecar_access_updates_total", {"outcome": "dropped"}) == 1
+
+    async def down(records: Any) -> None:
+        raise StoreError("down")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(h.store, "upsert", down)
+        assert await tracker.flush() == 0
+    assert tracker.pending == 2  # kept for the next flush
+    tracker.record(hits[:1])
+    assert await tracker.flush() == 2
+    counts = {h.bare(r.id): r.access_count for r in await h.rows("alice")}
+    assert counts == {"m0": 2, "m1": 1, "m2": 0}
+
+
+async def test_the_flush_schedule_runs_in_the_background(harness: Harness) -> None:
+    h = harness
+    await h.store.upsert([h.rec("a")])
+    corpus = await h.cache.corpus(Scope(h.u("alice")))
+    tracker = h.tracker(access_flush_s=0.05)
+    tracker.start()
+    try:
+        tracker.record([Hit(corpus.records[0], 0.9)])
+        for _ in range(100):
+            await asyncio.sleep(0.02)
+            if tracker.pending == 0 and (await h.rows("alice"))[0].access_count == 1:
+                break
+        else:
+            raise AssertionError("never flushed")
+        tracker.record([Hit(corpus.records[0], 0.9)])
+    finally:
+        await tracker.stop()  # flushes what is left
+    assert (await h.rows("alice"))[0].access_count == 2
+
+
+# -- the write path feeds the schedule -----------------------------------------------------
+
+
+async def test_scheduled_pruning_of_owners_the_writer_wrote_for(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    config = config_from_mapping(
+        {
+            "store": {"uri": str(tmp_path / "w.db")},
+            "admin": {"enabled": False},
+            "hierarchy": {"schedule_s": 0},
+            "retention": {"max_memories_per_user": 3, "prune_interval_s": 0.05},
+        },
+        env={},
+    )
+    components = await Components.build(config, embedder=embedder)
+    retention = components.retention
+    assert retention is not None
+    try:
+        texts = [
+            "I have a dog named Rex.",
+            "Always answer in German.",
+            "I play the cello.",
+            "I am allergic to peanuts.",
+            "I drive a blue Volvo.",
+        ]
+        for at, text in enumerate(texts):
+            turn = Turn(user_id="w", user_text=text, assistant_text="Ok.", created_at=NOW + at)
+            await components.writer.write_turn(turn)
+        assert retention.pending == {"w": 5}
+        retention.start()
+        for _ in range(200):
+            await asyncio.sleep(0.02)
+            if components.metrics.value("memory_sidecar_pruned_total", {"action": "archive"}):
+                break
+        active = await components.store.query(build_filter(owner="w"))
+        assert len(active) == 3
+        assert any(r.memory_type == MemoryType.CONSTRAINT for r in active)
+        # the two oldest non-constraint facts went (same importance and access)
+        assert {r.content for r in active} == {
+            "User wants the assistant to always answer in German.",
+            "User is allergic to peanuts.",
+            "User drives a blue Volvo.",
+        }
+        assert retention.pending == {}
+    finally:
+        await components.close()
