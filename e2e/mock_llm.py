@@ -57,6 +57,7 @@ from typing import Any, Final, Self
 from aiohttp import web
 
 from e2e.mock_judge import handle_dedup
+from e2e.mock_search import handle_rank, handle_rewrite
 
 __all__ = [
     "DEFAULT_TASK_HANDLERS",
@@ -478,6 +479,8 @@ DEFAULT_TASK_HANDLERS: Final[Mapping[str, TaskHandler]] = MappingProxyType(
     {
         "extract": handle_extract,
         "dedup": handle_dedup,
+        "rewrite": handle_rewrite,
+        "rank": handle_rank,
     }
 )
 """Task name -> handler.  Add new sidecar tasks (rewrite, dedup, rank) here."""

@@ -7,10 +7,12 @@ import os
 import platform
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from sidecar.errors import SidecarError
+from sidecar.evaluation.followup import RECOVERY_K
 from sidecar.evaluation.metrics import MRR_DEPTH, percentile
 from sidecar.evaluation.runner import BASELINES, SUMMARY_K, EvalResult, metric_value
 
@@ -140,6 +142,9 @@ def format_text(result: EvalResult) -> str:
         )
     lines.extend(_table(["strategy", f"Δ R@{SUMMARY_K}", "Δ MRR"], rows))
 
+    if result.followup is not None:
+        lines.extend(["", *_followup_text(result)])
+
     lines.append("")
     if result.violations:
         bad = ", ".join(f"{s.name} {s.violations}" for s in result.strategies if s.violations)
@@ -148,6 +153,81 @@ def format_text(result: EvalResult) -> str:
         lines.append("visibility check: 0 violations (every returned memory is in the scope)")
     lines.append(f"total {result.seconds:.1f} s")
     return "\n".join(lines)
+
+
+def _followup_text(result: EvalResult) -> list[str]:
+    stats = result.followup
+    assert stats is not None
+    lines = [
+        f"follow-ups: rewriting and ranking by {stats.llm}; the latency of the '+' rows is "
+        "query embedding + rewrite + search (+ deep search when it escalates), unlike the "
+        "search-only rows"
+    ]
+    if stats.rewrite_reasons:
+        reasons = ", ".join(f"{k} {v}" for k, v in stats.rewrite_reasons.items())
+        lines.append(
+            f"rewrite: {stats.rewrite_changed} of {len(stats.rewrite_ms)} queries searched "
+            f"rewritten ({reasons}); decision + rewrite p50 {stats.rewrite_p50_ms:.3f} ms, "
+            f"p99 {stats.rewrite_p99_ms:.3f} ms"
+        )
+    if stats.recoveries:
+        threshold = result.config.defaults.deep_search.threshold
+        methods = ", ".join(f"{k} {v}" for k, v in stats.deep_methods.items())
+        lines.append(
+            f"deep search: escalates below confidence {threshold:g} (as on the request path; "
+            f"+deep rows); ranking by {methods} runs, p50 {stats.deep_p50_ms:.2f} ms; "
+            f"recovered = a relevant memory in the top {RECOVERY_K}; in pool = one among the "
+            "candidates the ranker read (its ceiling)"
+        )
+        header = [
+            "primary",
+            "escalated",
+            f"missed@{RECOVERY_K}",
+            "in pool",
+            "recovered (every query deep)",
+            "missed+escalated",
+            "recovered (gated)",
+            "lost (gated)",
+        ]
+        rows = []
+        for r in stats.recoveries:
+            share = f" ({100 * r.recovered_ungated / r.missed:.1f}%)" if r.missed else ""
+            gated = f" ({100 * r.recovered_gated / r.missed:.1f}%)" if r.missed else ""
+            rows.append(
+                [
+                    r.primary,
+                    f"{r.escalated}/{r.queries}",
+                    str(r.missed),
+                    str(r.missed_in_pool),
+                    f"{r.recovered_ungated}{share}",
+                    str(r.missed_escalated),
+                    f"{r.recovered_gated}{gated}",
+                    str(r.lost_gated),
+                ]
+            )
+        lines.extend(_table(header, rows))
+    return lines
+
+
+def _followup_json(result: EvalResult) -> dict[str, Any] | None:
+    stats = result.followup
+    if stats is None:
+        return None
+    return {
+        "llm": stats.llm,
+        "rewrite": {
+            "reasons": stats.rewrite_reasons,
+            "rewritten": stats.rewrite_changed,
+            "latency_ms": {"p50": stats.rewrite_p50_ms, "p99": stats.rewrite_p99_ms},
+        },
+        "deep_search": {
+            "threshold": result.config.defaults.deep_search.threshold,
+            "methods": stats.deep_methods,
+            "latency_p50_ms": stats.deep_p50_ms,
+            "recovery_k": RECOVERY_K,
+            "by_primary": [asdict(r) for r in stats.recoveries],
+        },
+    }
 
 
 def to_json(result: EvalResult) -> dict[str, Any]:
@@ -198,6 +278,7 @@ def to_json(result: EvalResult) -> dict[str, Any]:
             "mrr": {"value": best_mrr.value, "strategy": best_mrr.strategy},
         },
         "visibility_violations": result.violations,
+        "followup": _followup_json(result),
         "config": {
             "source": result.config_source,
             "no_threshold": result.no_threshold,

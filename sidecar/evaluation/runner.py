@@ -18,9 +18,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from sidecar.app import Components
 from sidecar.config import RetrievalConfig, SidecarConfig
 from sidecar.errors import InvalidInput
 from sidecar.evaluation.dataset import Dataset, EvalMemory, EvalQuery, visible
+from sidecar.evaluation.followup import FollowupStats, VariantRow, run_variants
 from sidecar.evaluation.ingest import IngestStats, eval_environment, ingest
 from sidecar.evaluation.metrics import MRR_DEPTH, Scores, mean_scores, percentile, score_query
 from sidecar.evaluation.progress import progress_bar
@@ -49,6 +51,14 @@ class EvalOptions:
     #: ``None``: a temporary milvus-lite file; ``"config"``: the config's store URI.
     store_uri: str | None = None
     progress: bool = False
+    #: Add ``<strategy>+rewrite`` (and with ``deep_search`` ``+deep``) rows for the
+    #: configured strategy: follow-up rewriting from each query's ``context``.
+    rewrite: bool = False
+    #: Add ``<strategy>+deep`` rows: deep search as with ``deep_search.mode: on``.
+    deep_search: bool = False
+    #: The LLM for rewriting and ranking (e.g. the mock); default: the config's
+    #: ``llm.base_url``; none: the heuristic resolver and the non-LLM re-rank.
+    llm_url: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +125,8 @@ class EvalResult:
     embed_ms: tuple[float, ...]
     top_k: int
     seconds: float
+    #: Rewrite / deep search statistics when ``--rewrite`` or ``--deep-search``.
+    followup: FollowupStats | None = None
 
     @property
     def strategy_names(self) -> list[str]:
@@ -215,8 +227,16 @@ async def run_eval(
     if options.limit_queries is not None and options.limit_queries < 1:
         raise InvalidInput("--limit-queries must be at least 1")
     data = dataset.limited(options.limit_queries)
+    if options.llm_url:
+        config = config.model_copy(
+            update={"llm": config.llm.model_copy(update={"base_url": options.llm_url})}
+        )
     retrieval = evaluation_retrieval(config, no_threshold=options.no_threshold)
+    variants = options.rewrite or options.deep_search
+    if variants and retrieval.strategy not in strategies:
+        strategies = (*strategies, retrieval.strategy)
     top_k = max(MRR_DEPTH, *ks)
+    followup: FollowupStats | None = None
 
     owns_embedder = embedder is None
     if embedder is None:
@@ -254,6 +274,11 @@ async def run_eval(
                     )
             finally:
                 bar.close()
+            if variants:
+                rows, followup = await _run_variants(
+                    env.components, config, retrieval, data, options, top_k
+                )
+                results.extend(_variant_result(n, r, memories, metric_ks) for n, r in rows)
             store = env.store.description
     finally:
         if owns_embedder:
@@ -273,6 +298,71 @@ async def run_eval(
         embed_ms=tuple(embed_ms),
         top_k=top_k,
         seconds=time.perf_counter() - started,
+        followup=followup,
+    )
+
+
+async def _run_variants(
+    components: Components,
+    config: SidecarConfig,
+    retrieval: RetrievalConfig,
+    data: Dataset,
+    options: EvalOptions,
+    top_k: int,
+) -> tuple[list[VariantRow], FollowupStats]:
+    llm = components.llm
+    if llm.configured:
+        what = f"the LLM at {config.llm.base_url} (model {config.llm.model})"
+    else:
+        what = "no LLM: the heuristic resolver and the non-LLM re-rank"
+    passes = 1 + (2 if options.rewrite else 1) * options.deep_search
+    bar = progress_bar(passes * len(data.queries), "follow-ups", enabled=options.progress, unit="q")
+    try:
+        return await run_variants(
+            components.memory,
+            config,
+            retrieval,
+            data.queries,
+            top_k,
+            rewrite=options.rewrite,
+            deep=options.deep_search,
+            llm_description=what,
+            advance=bar.update,
+        )
+    finally:
+        bar.close()
+
+
+def _variant_result(
+    name: str,
+    rows: Sequence[tuple[EvalQuery, list[Hit], float]],
+    memories: dict[str, EvalMemory],
+    ks: Sequence[int],
+) -> StrategyResult:
+    results = []
+    for query, hits, latency_ms in rows:
+        ranked = tuple(hit.record.id for hit in hits)
+        results.append(
+            QueryResult(
+                query_id=query.id,
+                category=query.category,
+                ranked=ranked,
+                scores=score_query(ranked, query.relevant_ids, ks),
+                latency_ms=latency_ms,
+                violations=tuple(
+                    h.record.id for h in hits if not _allowed(h, query.scope, memories)
+                ),
+            )
+        )
+    by_category: dict[str, list[Scores]] = {}
+    for result in results:
+        if result.category is not None:
+            by_category.setdefault(result.category, []).append(result.scores)
+    return StrategyResult(
+        name=name,
+        overall=mean_scores([r.scores for r in results], ks),
+        by_category={c: mean_scores(s, ks) for c, s in sorted(by_category.items())},
+        queries=tuple(results),
     )
 
 
