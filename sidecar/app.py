@@ -13,12 +13,15 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
+from sidecar.admin.api import MemoryApi
 from sidecar.admin.http import AdminServer, build_admin_app
+from sidecar.admin.service import MemoryAdmin
 from sidecar.config import ExtractionConfig, SidecarConfig
 from sidecar.errors import SidecarError
 from sidecar.extproc.chat import ChatDeps
 from sidecar.extproc.service import ExternalProcessorService, ProfileRouter
 from sidecar.llm import LLMClient
+from sidecar.memory.access import AccessTracker
 from sidecar.memory.corpus import CorpusCache
 from sidecar.memory.dedup import DedupJudge
 from sidecar.memory.embedder import Embedder, build_embedder
@@ -28,10 +31,11 @@ from sidecar.memory.filters import build_filter
 from sidecar.memory.hierarchy import Hierarchy
 from sidecar.memory.queue import WriteQueue
 from sidecar.memory.records import Scope
+from sidecar.memory.retention import Retention
 from sidecar.memory.retrieval.registry import build_retrievers
 from sidecar.memory.service import MemoryService
 from sidecar.memory.store import MemoryStore
-from sidecar.memory.writer import MemoryWriter
+from sidecar.memory.writer import KeyedLocks, MemoryWriter
 from sidecar.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -57,6 +61,10 @@ class Components:
     enricher: Enricher | None = None
     #: The category tree builder; None when ``hierarchy.enabled`` is off.
     hierarchy: Hierarchy | None = None
+    #: The per-user cap (scheduled by :class:`Sidecar`, or ``prune(owner)`` on demand).
+    retention: Retention | None = None
+    #: Retrieval access counts; None when ``retention.track_access`` is off.
+    access: AccessTracker | None = None
 
     @classmethod
     async def build(
@@ -74,7 +82,15 @@ class Components:
         store = await MemoryStore.open(config.store, embedder.dim, metrics)
         llm = LLMClient(config.llm, metrics)
         cache = CorpusCache(store, config.cache, metrics)
-        memory = MemoryService(store, embedder, cache, build_retrievers(), metrics)
+        memory = MemoryService(
+            store,
+            embedder,
+            cache,
+            build_retrievers(),
+            metrics,
+            llm=llm,
+            debug_content=config.logging.debug_content,
+        )
         for name in config.profile_names():
             profile = config.profile(name)
             if profile is not None:
@@ -85,6 +101,15 @@ class Components:
             else None
         )
         enricher = Enricher(cache, config.enrichment, hierarchy)
+        # One lock per owner for every read-modify-write of their rows: turns being
+        # written, retention pruning, access-count flushes.
+        locks = KeyedLocks()
+        retention = Retention(store, cache, config.retention, metrics, locks=locks)
+        access = (
+            AccessTracker(store, cache, config.retention, metrics, locks=locks)
+            if config.retention.track_access
+            else None
+        )
 
         def extraction_config(profile: str) -> ExtractionConfig:
             found = config.profile(profile)
@@ -100,6 +125,8 @@ class Components:
             metrics,
             extraction_config=extraction_config,
             max_content_chars=config.store.max_content_chars,
+            locks=locks,
+            on_stored=retention.note,
         )
         queue = WriteQueue(writer, config.write_queue, metrics)
         return cls(
@@ -114,6 +141,8 @@ class Components:
             owns_embedder,
             enricher,
             hierarchy,
+            retention,
+            access,
         )
 
     async def readiness(self) -> dict[str, bool]:
@@ -131,7 +160,12 @@ class Components:
     async def close(self) -> None:
         if self.hierarchy is not None:
             await self.hierarchy.stop()
+        if self.retention is not None:
+            await self.retention.stop()
+        if self.access is not None:
+            await self.access.stop()  # writes the accesses recorded so far
         await self.queue.close()
+        await self.memory.close()
         await self.llm.close()
         await self.store.close()
         if self.owns_embedder:
@@ -151,6 +185,7 @@ class Sidecar:
             queue=components.queue,
             metrics=components.metrics,
             debug_content=config.logging.debug_content,
+            access=components.access,
         )
         self._service = ExternalProcessorService(
             ProfileRouter(config, deps),
@@ -184,11 +219,19 @@ class Sidecar:
         await self.components.queue.start()  # opens the journal; resumes its turns
         if self.components.hierarchy is not None:
             self.components.hierarchy.start()
+        if self.components.retention is not None:
+            self.components.retention.start()
+        if self.components.access is not None:
+            self.components.access.start()
         await self._server.start()
         for service in ("", EXT_PROC_SERVICE):
             await self._health.set(service, health_pb2.HealthCheckResponse.SERVING)
         if self._config.admin.enabled:
-            app = build_admin_app(self.components.metrics, self.components.readiness)
+            admin = MemoryAdmin.from_components(
+                self.components, journal=self.components.queue.journal
+            )
+            api = MemoryApi(admin, self._config.admin, self.components.metrics)
+            app = build_admin_app(self.components.metrics, self.components.readiness, api)
             self._admin = AdminServer(self._config.admin, app)
             await self._admin.start()
         log.info(
@@ -204,6 +247,10 @@ class Sidecar:
         await self._health.enter_graceful_shutdown()
         if self._server is not None:
             await self._server.stop(self._config.server.shutdown_grace_s)
+        if self.components.access is not None:
+            await self.components.access.stop()  # no more requests: write the last accesses
+        if self.components.retention is not None:
+            await self.components.retention.stop()  # over-cap owners are pruned next time
         if self.components.hierarchy is not None:
             await self.components.hierarchy.stop()  # a half-done evolve is repaired next time
         drained = await self.components.queue.drain()

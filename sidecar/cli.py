@@ -9,8 +9,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from sidecar.admin.cli import add_commands as add_admin_commands
 from sidecar.config import load_config
-from sidecar.errors import ConfigError, SidecarError
+from sidecar.errors import ConfigError, InvalidInput, SidecarError
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -24,8 +25,17 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_config_check(args: argparse.Namespace) -> int:
+    from sidecar.config_reference import redacted
+
     config = load_config(args.file)
-    print(json.dumps(config.model_dump(mode="json", by_alias=True), indent=2))
+    print(json.dumps(redacted(config), indent=2))
+    return 0
+
+
+def _cmd_config_reference(args: argparse.Namespace) -> int:
+    from sidecar.config_reference import render_reference
+
+    sys.stdout.write(render_reference())
     return 0
 
 
@@ -76,6 +86,9 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         limit_queries=args.limit_queries,
         store_uri=args.store_uri,
         progress=not args.quiet,
+        rewrite=args.rewrite,
+        deep_search=args.deep_search,
+        llm_url=args.llm_url,
     )
     result = asyncio.run(run_eval(dataset, config, options, config_source=args.config))
     print(format_text(result), flush=True)
@@ -104,6 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
     check = config_commands.add_parser("check", help="validate a config, print the result")
     check.add_argument("file")
     check.set_defaults(func=_cmd_config_check)
+    reference = config_commands.add_parser(
+        "reference", help="print the configuration reference (docs/configuration.md)"
+    )
+    reference.set_defaults(func=_cmd_config_reference)
 
     envoy = commands.add_parser("envoy-config", help="render the Envoy bootstrap YAML")
     envoy.add_argument("--config", required=True, help="YAML config file")
@@ -144,8 +161,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="turn the evidence gate off (threshold -1, lexical_threshold 0): pure ranking",
     )
     evaluate.add_argument("--limit-queries", type=int, help="evaluate only the first N queries")
+    evaluate.add_argument(
+        "--rewrite",
+        action="store_true",
+        help="add a '<strategy>+rewrite' row: follow-up rewriting from each query's context",
+    )
+    evaluate.add_argument(
+        "--deep-search",
+        action="store_true",
+        help="add '+deep' rows: deep search as with deep_search.mode on, and how many "
+        "primary misses it recovers",
+    )
+    evaluate.add_argument(
+        "--llm-url",
+        help="OpenAI-compatible base URL for rewriting and ranking (e.g. the mock LLM); "
+        "default: the config's llm.base_url, else the heuristics",
+    )
     evaluate.add_argument("--quiet", action="store_true", help="no progress bars")
     evaluate.set_defaults(func=_cmd_eval)
+    add_admin_commands(commands)
     return parser
 
 
@@ -155,6 +189,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
     except ConfigError as exc:
         print(f"invalid configuration:\n{exc}", file=sys.stderr)
+        return 2
+    except InvalidInput as exc:
+        problems = getattr(exc, "errors", None)  # ValidationFailed: every problem, with its path
+        if not problems:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        lines = "\n".join(f"{path}: {message}" for path, message in problems)
+        print(f"invalid input:\n{lines}", file=sys.stderr)
         return 2
     except SidecarError as exc:
         print(f"error: {exc}", file=sys.stderr)

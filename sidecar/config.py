@@ -67,7 +67,9 @@ def _header_name(value: str) -> str:
 class ServerConfig(_Model):
     """The gRPC ext_proc listener."""
 
+    #: Address the gRPC listener binds (``0.0.0.0``: every interface).
     host: str = "127.0.0.1"
+    #: gRPC port (0: any free port, printed at start-up).
     port: Port = 50051
     #: Largest gRPC message accepted or sent. Envoy's buffered bodies arrive in one
     #: message, so this must exceed the largest body you let Envoy buffer.
@@ -83,22 +85,66 @@ class ServerConfig(_Model):
     _check_key = field_validator("profile_metadata_key")(_header_name)
 
 
-class AdminConfig(_Model):
-    """The HTTP admin listener (metrics, health)."""
+#: Shortest admin token accepted: a guessable token guards every user's memories.
+MIN_ADMIN_TOKEN_CHARS = 16
 
+
+def _check_admin_token(value: SecretStr | None) -> SecretStr | None:
+    if value is not None and len(value.get_secret_value()) < MIN_ADMIN_TOKEN_CHARS:
+        raise ValueError(f"an admin token needs at least {MIN_ADMIN_TOKEN_CHARS} characters")
+    return value
+
+
+class AdminToken(_Model):
+    """One scoped admin token (``admin.tokens``)."""
+
+    #: The bearer token (at least 16 characters; compared in constant time).
+    token: SecretStr
+    #: The users this token may manage: ``"*"`` (all) or a list of exact ids and
+    #: shell-style patterns (``tenant-a-*``). Any other user is a 403.
+    users: Literal["*"] | tuple[str, ...] = "*"
+    #: A label for logs and metrics (never the token).
+    name: str = Field(default="", max_length=64)
+
+    _check_token = field_validator("token")(_check_admin_token)
+
+
+class AdminConfig(_Model):
+    """The HTTP admin listener: metrics and health (always open) and the memory admin
+    API under ``/v1/admin/`` (bearer tokens; disabled when none is configured)."""
+
+    #: Serve the admin listener at all.
     enabled: bool = True
+    #: Address the admin listener binds. It serves the memory API too: keep it
+    #: on a private interface.
     host: str = "127.0.0.1"
+    #: Admin HTTP port (0: any free port).
     port: Port = 9464
-    #: Bearer token for the admin API (metrics and health stay open).
+    #: Bearer token for the admin API, scope ``"*"`` (every user). Metrics and
+    #: health stay open.
     token: SecretStr | None = None
+    #: Further tokens, each limited to some users.
+    tokens: tuple[AdminToken, ...] = ()
+
+    _check_token = field_validator("token")(_check_admin_token)
+
+    @property
+    def api_enabled(self) -> bool:
+        """The memory API is served only when some token is configured."""
+        return self.token is not None or bool(self.tokens)
 
 
 class StoreConfig(_Model):
     """Where memories live: a milvus-lite file path or a Milvus server URI."""
 
+    #: A milvus-lite file path (created on demand) or a Milvus server URI such as
+    #: ``http://milvus:19530``.
     uri: str = "./data/memory.db"
+    #: Milvus server credentials: ``user:password`` or an API key.
     token: SecretStr | None = None
+    #: Milvus database ('' = the server's default).
     db_name: str = ""
+    #: Collection name; its description records the schema version.
     collection: str = Field(default="memories", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
     #: Seconds a single store call may take (bounds pymilvus' internal retries too).
     timeout_s: float = Field(default=10.0, gt=0)
@@ -106,11 +152,36 @@ class StoreConfig(_Model):
     workers: int = Field(default=4, ge=1, le=64)
     #: Longest stored memory text, in characters (longer text is truncated).
     max_content_chars: int = Field(default=2000, ge=16, le=8000)
+    #: Milvus server only: make ``user_id`` the collection's partition key, so a
+    #: user's rows are hashed into one of Milvus' partitions and a filter on the
+    #: user prunes the others. Fixed at collection creation (a different value for
+    #: an existing collection is a schema mismatch: ``sidecar store migrate``).
+    #: milvus-lite has no partitions: ``true`` with a file URI is an error.
+    partition_key: bool = False
+    #: Vector index of ``embedding``. ``FLAT`` (exact) is the recommendation: every
+    #: query carries a selective per-user filter, under which approximate indexes
+    #: lose most recall (measured earlier: HNSW ef=64 recall@10 0.47). ``HNSW``
+    #: (Milvus server only) trades that recall for speed on very large scopes.
+    index: Literal["FLAT", "HNSW"] = "FLAT"
+    #: HNSW build parameters (``M``, ``efConstruction``) and search ``ef``.
+    hnsw_m: int = Field(default=16, ge=2, le=2048)
+    #: HNSW ``efConstruction`` (build-time candidate list).
+    hnsw_ef_construction: int = Field(default=200, ge=1)
+    #: HNSW search ``ef`` (at least the candidates a query asks for).
+    hnsw_ef: int = Field(default=64, ge=1)
 
     @property
     def is_local_file(self) -> bool:
         """True for a milvus-lite file, False for an http(s)/tcp server URI."""
         return "://" not in self.uri
+
+    @model_validator(mode="after")
+    def _check_server_features(self) -> StoreConfig:
+        if self.is_local_file and self.partition_key:
+            raise ValueError("partition_key needs a Milvus server URI (milvus-lite has none)")
+        if self.is_local_file and self.index != "FLAT":
+            raise ValueError(f"index {self.index} needs a Milvus server URI (milvus-lite: FLAT)")
+        return self
 
 
 class EmbeddingConfig(_Model):
@@ -161,6 +232,7 @@ class EnrichmentConfig(_Model):
     #: (cosine), in both directions. Measured: lower thresholds link near-topic
     #: memories that crowd out better hits (see README, evaluation).
     link_threshold: float = Field(default=0.8, ge=0, le=1)
+    #: Most similarity links a new memory gets (0 = none).
     max_links: int = Field(default=8, ge=0, le=32)
     #: L0 abstract length (characters).
     abstract_chars: int = Field(default=120, ge=20, le=1000)
@@ -176,6 +248,7 @@ class HierarchyBuildConfig(_Model):
     near-identical ones and refreshes every category's summary and embedding.
     """
 
+    #: Build and maintain each user's category tree on the write path.
     enabled: bool = True
     #: A new memory joins the owner's nearest leaf category when its cosine to that
     #: category's centroid is at least this, else the owner's "general" category.
@@ -205,6 +278,7 @@ class HierarchyBuildConfig(_Model):
     max_owners_per_tick: int = Field(default=16, ge=1, le=10_000)
     #: Keywords in a category's name, and in its summary's "Covers:" list.
     name_keywords: int = Field(default=3, ge=1, le=10)
+    #: Keywords in a category summary's "Covers:" list.
     summary_keywords: int = Field(default=8, ge=1, le=50)
     #: Central members quoted in a category's summary.
     examples: int = Field(default=3, ge=0, le=10)
@@ -242,11 +316,17 @@ class LLMConfig(_Model):
     With ``base_url`` unset every LLM feature uses its heuristic fallback.
     """
 
+    #: OpenAI-compatible base URL, e.g. ``http://vllm:8000/v1``.
     base_url: str | None = None
+    #: Sent as the bearer token (``none`` for servers without auth).
     api_key: SecretStr = SecretStr("none")
+    #: Model name sent with each call.
     model: str = "default"
+    #: Seconds one call may take.
     timeout_s: float = Field(default=10.0, gt=0)
+    #: Sampling temperature (0: deterministic extraction).
     temperature: float = Field(default=0.0, ge=0, le=2)
+    #: Most tokens per answer.
     max_tokens: int = Field(default=512, ge=16, le=32768)
 
     @property
@@ -262,6 +342,7 @@ class WriteQueueConfig(_Model):
     #: Turns accepted and not yet written, at most; beyond it new turns are shed
     #: (and counted).
     max_pending: int = Field(default=10_000, ge=1)
+    #: Turns written concurrently (always of different users).
     workers: int = Field(default=2, ge=1, le=64)
     #: Seconds SIGTERM waits for queued turns to be written (the rest stay in the
     #: journal for the next start).
@@ -277,7 +358,9 @@ class WriteQueueConfig(_Model):
     #: Retry backoff: ``retry_base_s * 2**(attempt - 1)``, at most ``retry_max_s``,
     #: shortened by up to ``retry_jitter`` of itself at random.
     retry_base_s: float = Field(default=0.5, gt=0)
+    #: Longest retry delay, seconds.
     retry_max_s: float = Field(default=60.0, gt=0)
+    #: Share of a retry delay removed at random.
     retry_jitter: Fraction = 0.2
     #: Seconds an idle worker waits before looking for due retries (new turns wake
     #: the workers at once).
@@ -299,8 +382,64 @@ class WriteQueueConfig(_Model):
         return self
 
 
+class RetentionConfig(_Model):
+    """The per-user memory cap and what is given up first (``sidecar.memory.retention``),
+    and the retrieval access counts that feed it.
+
+    Retention score (higher is kept longer), weights renormalised to sum 1::
+
+        importance_weight * importance
+      + access_weight     * min(1, log1p(access_count) / log1p(access_saturation))
+      + recency_weight    * 0.5 ** (age_days / recency_half_life_days)
+
+    where the age runs from the memory's last use: the later of ``accessed_at``
+    (its last injection) and ``updated_at`` (its last content change).
+    """
+
+    #: Most active memories one user keeps; beyond it the lowest-scoring ones are
+    #: archived (or deleted, see ``action``). Constraints go last.
+    max_memories_per_user: int = Field(default=10_000, ge=1)
+    #: ``archive``: the memory gets status ``archived`` and leaves retrieval, its row
+    #: stays (restorable; other replicas see the change within ``cache.ttl_s``);
+    #: ``delete``: the row is removed for good.
+    action: Literal["archive", "delete"] = "archive"
+    #: Seconds between scheduled passes over the users written for since the last
+    #: pass (0 = no schedule: pruning runs only on demand).
+    prune_interval_s: float = Field(default=3600.0, ge=0)
+    #: Users checked per scheduled pass at most, those with the most writes first
+    #: (the rest wait for the next pass). A check below the cap is one count query.
+    max_owners_per_tick: int = Field(default=1000, ge=1, le=100_000)
+    #: Weight of the memory's importance (0..1, set at extraction) in the score.
+    importance_weight: float = Field(default=0.4, ge=0)
+    #: Weight of how often the memory was injected (log-scaled access count).
+    access_weight: float = Field(default=0.3, ge=0)
+    #: Weight of how recently it was used (injected or changed), decaying by half
+    #: every ``recency_half_life_days``.
+    recency_weight: float = Field(default=0.3, ge=0)
+    #: Days after which the recency term has halved.
+    recency_half_life_days: float = Field(default=30.0, gt=0)
+    #: Access count at which the access term reaches 1.
+    access_saturation: int = Field(default=100, ge=1)
+    #: Record which memories the request path injects (access_count, accessed_at).
+    track_access: bool = True
+    #: Seconds between background flushes of the recorded accesses to the store.
+    access_flush_s: float = Field(default=30.0, gt=0)
+    #: Distinct memories with unflushed accesses held at most; beyond it new ones
+    #: are dropped (counted) until the next flush.
+    access_max_pending: int = Field(default=100_000, ge=1)
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> RetentionConfig:
+        if self.importance_weight + self.access_weight + self.recency_weight <= 0:
+            raise ValueError("at least one retention weight must be positive")
+        return self
+
+
 class LoggingConfig(_Model):
+    #: Root log level.
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    #: One JSON object per line (``ts``, ``level``, ``logger``, ``msg``, and
+    #: ``request_id`` while a request is handled); ``false``: plain text.
     json_format: bool = Field(default=True, alias="json")
     #: Log memory text and prompts. Off by default: logs carry no private content.
     debug_content: bool = False
@@ -309,12 +448,14 @@ class LoggingConfig(_Model):
 class IdentityConfig(_Model):
     """Who is asking: trusted headers set by the gateway, never by the client."""
 
+    #: Header carrying the user id, set by the gateway from its authentication.
     user_header: str = "x-user-id"
     #: Comma-separated group ids.
     groups_header: str = "x-user-groups"
     #: Also accept the body's ``user`` / ``metadata.user_id`` when no header is set.
     #: Only for routes whose clients are trusted: a body is client-controlled.
     allow_body_user: bool = False
+    #: Most group ids taken from the groups header.
     max_groups: int = Field(default=32, ge=0, le=256)
     #: Optional conversation/session id (used to group memories by session).
     session_header: str = "x-session-id"
@@ -342,13 +483,17 @@ StrategyName = Literal[
 class HybridConfig(_Model):
     """Fusion of vector cosine, BM25 and character n-gram similarity."""
 
+    #: ``weighted``: a weighted sum of normalised signals; ``rrf``: reciprocal
+    #: rank fusion.
     fusion: Literal["weighted", "rrf"] = "weighted"
     #: ``weighted``: each signal is min-max normalised over the scope's corpus, then
     #: summed with these weights (they need not sum to 1; they are renormalised).
     #: Defaults measured with ``sidecar eval`` (README): BM25 earns more weight than
     #: the 0.7/0.2/0.1 often quoted, because stems and names carry much of the signal.
     dense_weight: float = Field(default=0.5, ge=0)
+    #: Weight of the BM25 signal (``weighted`` fusion).
     bm25_weight: float = Field(default=0.5, ge=0)
+    #: Weight of the character-trigram signal (``weighted`` fusion).
     ngram_weight: float = Field(default=0.0, ge=0)
     #: ``rrf``: score = sum over signals of 1 / (rrf_k + rank).
     rrf_k: int = Field(default=60, ge=1)
@@ -366,11 +511,14 @@ class LinkConfig(_Model):
     """Expansion along persisted links (``related_ids``: write-time similarity links and
     the previous/next memory of the same session)."""
 
+    #: Expand results along persisted links.
     enabled: bool = True
+    #: Hops followed from a direct hit (0: no expansion).
     max_link_depth: int = Field(default=1, ge=0, le=4)
     #: A linked memory scores ``blend * referrer + (1 - blend) * own``, times
     #: ``hop_decay ** (hop - 1)``; final = max(direct, linked).
     blend: float = Field(default=0.5, ge=0, le=1)
+    #: Score factor per further hop (see ``blend``).
     hop_decay: float = Field(default=0.8, gt=0, le=1)
     #: At most this share of the top-k may be memories that rank there only
     #: through a link: direct hits are never all pushed out.
@@ -382,10 +530,15 @@ class LinkConfig(_Model):
 class AssociativeConfig(_Model):
     """Multi-hop expansion through embedding neighbours (off by default)."""
 
+    #: Run the multi-hop beam search after direct retrieval.
     enabled: bool = False
+    #: Most hops from a seed.
     hop_limit: int = Field(default=3, ge=1, le=6)
+    #: Neighbours followed per memory and hop.
     beam_width: int = Field(default=2, ge=1, le=16)
+    #: Least cosine between a memory and a neighbour it leads to.
     min_cosine: float = Field(default=0.72, ge=-1, le=1)
+    #: Score factor per hop (``hop_decay ** hop``).
     hop_decay: float = Field(default=0.8, gt=0, le=1)
     #: Seeds taken from the direct results.
     seeds: int = Field(default=5, ge=1, le=100)
@@ -420,20 +573,28 @@ class TieredConfig(_Model):
     #: Measured (LoCoMo dev): 0.6 stops early on ~2% of queries at -0.4 recall@10
     #: points; 0.45 on ~30% at -3.4 points.
     min_results: int = Field(default=3, ge=1, le=100)
+    #: The mean absolute score a tier's best results need (see ``min_results``).
     min_avg_score: float = Field(default=0.6, ge=0, le=1)
 
 
 class RerankConfig(_Model):
     """Composite final score: similarity, salience and confidence."""
 
+    #: Apply the composite re-rank (strategy ``default``).
     enabled: bool = True
+    #: Weight of retrieval similarity in the final score.
     similarity_weight: float = Field(default=0.5, ge=0)
+    #: Weight of salience in the final score.
     salience_weight: float = Field(default=0.3, ge=0)
+    #: Weight of the memory's confidence in the final score.
     confidence_weight: float = Field(default=0.2, ge=0)
     #: Salience = importance, access frequency and recency, weighted so.
     importance_weight: float = Field(default=0.4, ge=0)
+    #: Salience weight of access frequency.
     access_weight: float = Field(default=0.2, ge=0)
+    #: Salience weight of recency.
     recency_weight: float = Field(default=0.4, ge=0)
+    #: Days after which the recency term halves.
     recency_half_life_days: float = Field(default=30.0, gt=0)
     #: Only the best candidates (by similarity) are re-ranked: salience reorders
     #: relevant memories, it never lifts irrelevant ones.
@@ -441,14 +602,18 @@ class RerankConfig(_Model):
 
 
 class RetrievalConfig(_Model):
+    #: Retrieve and inject memories on this route.
     enabled: bool = True
+    #: The retrieval strategy (README, Retrieval).
     strategy: StrategyName = "default"
+    #: Most memories injected per request.
     top_k: int = Field(default=5, ge=1, le=100)
     #: Evidence gate, meaningful in every mode: a memory is returned only if its
     #: cosine similarity reaches ``threshold`` or its BM25 score reaches
     #: ``lexical_threshold`` of the query's best possible score. (Fused scores are
     #: relative to the corpus, so they are never thresholded directly.)
     threshold: float = Field(default=0.2, ge=-1.0, le=1.0)
+    #: The BM25 evidence gate: a share of the query's best possible BM25 score.
     lexical_threshold: float = Field(default=0.15, ge=0.0, le=1.0)
     #: Request-path budget for retrieval; past it the request goes on without memory.
     timeout_ms: int = Field(default=500, ge=1, le=60_000)
@@ -472,6 +637,10 @@ class InjectionConfig(_Model):
     max_tokens: int = Field(default=1000, ge=25, le=100_000)
     #: Label each memory with its category name ("- [Pets] User has a dog ...").
     category_labels: bool = True
+    #: Response headers describing the query rewrite and deep search decisions
+    #: (``x-memory-rewrite: llm;confidence=0.90``, ``x-memory-deep-search: ...``).
+    #: Reasons and numbers only: never query or memory text.
+    debug_headers: bool = False
     #: Response header telling the client how many memories were injected ('' = none).
     response_header: str = "x-memory-injected"
 
@@ -482,9 +651,11 @@ class InjectionConfig(_Model):
 
 
 class ExtractionConfig(_Model):
+    #: Extract and store facts from this route's turns.
     enabled: bool = True
     #: Use the configured LLM (heuristic fallback when it is absent or fails).
     use_llm: bool = True
+    #: Most facts stored from one turn.
     max_facts_per_turn: int = Field(default=10, ge=1, le=100)
     #: A fact at least this similar (cosine) to one the user has is a duplicate.
     duplicate_threshold: float = Field(default=0.92, ge=0.5, le=1.0)
@@ -501,6 +672,104 @@ class ExtractionConfig(_Model):
     max_turn_chars: int = Field(default=6000, ge=100)
 
 
+class RewriteConfig(_Model):
+    """Ambiguity-gated rewriting of follow-up queries (``sidecar.memory.rewrite``).
+
+    A query without pronouns, demonstratives, temporal or implicit references that
+    is not very short takes the fast path: searched as is, no LLM call. An
+    ambiguous one is rewritten from the request's last ``history_messages``
+    messages by the configured LLM (``[memory-sidecar:rewrite v1]``) — or, with no
+    LLM configured or ``use_llm`` off, by the heuristic resolver (references
+    replaced by the most recent matching names and noun phrases of the context).
+    A rewrite scoring below ``min_confidence`` is discarded (the original is
+    searched). On by default: without an LLM it costs microseconds.
+    """
+
+    enabled: bool = True
+    #: Ask the configured LLM (when there is one); off: the heuristic resolver only.
+    use_llm: bool = True
+    #: Messages before the latest user message given to the rewriter.
+    history_messages: int = Field(default=6, ge=0, le=50)
+    #: Characters kept of each of those messages (their beginning).
+    max_message_chars: int = Field(default=500, ge=20, le=20_000)
+    #: Budget of the LLM rewrite (on the request path, before retrieval's own
+    #: ``retrieval.timeout_ms``). Past it, or on an LLM error, ``fallback`` applies.
+    timeout_ms: int = Field(default=300, ge=1, le=60_000)
+    #: ``heuristic``: the heuristic resolver answers instead (kept only when its
+    #: confidence is enough); ``original``: the original query is searched.
+    fallback: Literal["heuristic", "original"] = "heuristic"
+    #: Confidence 0..1 (references resolved, new words grounded in the context,
+    #: sane length; see ``rewrite_confidence``) below which a rewrite is discarded.
+    min_confidence: float = Field(default=0.65, ge=0, le=1)
+    #: Most tokens of the LLM's answer.
+    max_tokens: int = Field(default=96, ge=16, le=2048)
+    #: ``rewrite``: search the rewritten query only; ``both``: search the original
+    #: too and fuse the two rankings (reciprocal ranks, rewrite weighted 2:1).
+    search: Literal["rewrite", "both"] = "rewrite"
+    #: Rewrites are cached per user, query and context for this long (0 = never).
+    cache_ttl_s: float = Field(default=300.0, ge=0)
+    #: Most cached rewrites (least recently used evicted).
+    cache_max_entries: int = Field(default=4096, ge=1, le=1_000_000)
+
+
+class DeepSearchConfig(_Model):
+    """Escalation when primary retrieval looks weak (``sidecar.memory.deep_search``).
+
+    Confidence of the primary results (absolute signals only, 0..1)::
+
+        e(hit)     = 0.5 * clip((cosine - 0.2) / 0.5, 0, 1) + 0.5 * lexical
+        confidence = 0.6 * e(rank 1)
+                   + 0.25 * clip((e(rank 1) - e(rank 2)) / 0.25, 0, 1)
+                   + 0.15 * (top-k results with e >= 0.4) / top_k
+
+    Below ``threshold`` the candidate pool (the primary top ``primary_k``, their
+    session neighbours, linked memories and members of their categories, capped at
+    ``max_candidates``, all from the scope's own corpus) is ranked by the LLM
+    (``[memory-sidecar:rank v1]``) — or, without one, by a non-LLM re-rank (absolute
+    evidence with neighbour propagation; counted as ``method="heuristic"``) — and
+    blended with the primary results.
+
+    ``on`` changes the injected memories and adds up to ``timeout_ms`` to the
+    request, only when escalation triggers: the request path then takes at most
+    ``rewrite.timeout_ms + retrieval.timeout_ms + deep_search.timeout_ms``, which
+    must stay below ``envoy.message_timeout_ms`` (checked). ``shadow`` runs in the
+    background, changes nothing and records what it would have changed.
+    """
+
+    mode: Literal["off", "shadow", "on"] = "off"
+    #: Escalate when the primary confidence is below this.
+    threshold: float = Field(default=0.3, ge=0, le=1)
+    #: Rank with the configured LLM (when there is one); off: the non-LLM re-rank.
+    use_llm: bool = True
+    #: Primary results read into the candidate pool (searched again at this depth).
+    primary_k: int = Field(default=20, ge=1, le=1000)
+    #: Candidate pool size, at most.
+    max_candidates: int = Field(default=50, ge=1, le=1000)
+    #: Session neighbours (previous/next) followed from each primary result.
+    session_hops: int = Field(default=1, ge=0, le=10)
+    #: Members taken from each category of the top results.
+    category_members: int = Field(default=5, ge=0, le=100)
+    #: Token budget of one rank call (prompt estimated at 4 characters per token,
+    #: plus ``answer_tokens_per_candidate`` per candidate); candidates that do not
+    #: fit are dropped (counted).
+    max_tokens: int = Field(default=8192, ge=256, le=1_000_000)
+    answer_tokens_per_candidate: int = Field(default=24, ge=4, le=1000)
+    #: Characters of each candidate's text shown to the ranker.
+    candidate_chars: int = Field(default=400, ge=40, le=10_000)
+    #: Budget of one deep search; on expiry the primary results stand.
+    timeout_ms: int = Field(default=10_000, ge=1, le=600_000)
+    #: Escalations per session (``x-session-id``, else the user) per rolling window.
+    rate_limit: int = Field(default=5, ge=1, le=100_000)
+    rate_window_s: float = Field(default=60.0, gt=0)
+    #: Sessions tracked by the rate limiter at most (least recently seen dropped).
+    rate_max_keys: int = Field(default=10_000, ge=1, le=10_000_000)
+    #: JSONL feedback record of every escalation ('' = none): memory ids, a query
+    #: hash, timings; the query text only with ``logging.debug_content``.
+    feedback_path: str = "./data/deep_search_feedback.jsonl"
+    #: The feedback file is rotated (to ``<path>.1``) beyond this size.
+    feedback_max_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
+
+
 class Profile(_Model):
     """Per-route policy. Envoy names the profile per route; see ServerConfig."""
 
@@ -510,6 +779,8 @@ class Profile(_Model):
     retrieval: RetrievalConfig = RetrievalConfig()
     injection: InjectionConfig = InjectionConfig()
     extraction: ExtractionConfig = ExtractionConfig()
+    rewrite: RewriteConfig = RewriteConfig()
+    deep_search: DeepSearchConfig = DeepSearchConfig()
     #: On an internal error: True -> the request goes on unchanged; False -> 503.
     fail_open: bool = True
     #: Most bytes of response body collected for extraction.
@@ -532,8 +803,12 @@ class RouteConfig(_Model):
     disables the ext_proc filter on the route entirely.
     """
 
+    #: Path prefix the route matches.
     prefix: str
+    #: Replaces the matched prefix upstream (unset: the path is kept).
     rewrite: str | None = None
+    #: The memory profile applied on the route; ``null`` disables the ext_proc
+    #: filter there.
     profile: str | None = "default"
     #: Seconds Envoy waits for the upstream (0 = no limit; LLM streams are long).
     timeout_s: float = Field(default=0, ge=0)
@@ -549,12 +824,17 @@ class RouteConfig(_Model):
 class EnvoyConfig(_Model):
     """What ``sidecar envoy-config`` renders into the Envoy bootstrap."""
 
+    #: Address (an IP) of Envoy's client-facing listener.
     listen_host: str = "0.0.0.0"
+    #: Envoy's client-facing port.
     listen_port: Port = 10000
+    #: Address (an IP) of Envoy's admin interface; keep it private.
     admin_host: str = "127.0.0.1"
+    #: Envoy's admin port.
     admin_port: Port = 9901
     #: Where Envoy reaches the sidecar's gRPC listener.
     sidecar_host: str = "127.0.0.1"
+    #: The sidecar's gRPC port as Envoy reaches it.
     sidecar_port: Port = 50051
     #: How long Envoy waits for each ext_proc reply before failure_mode_allow applies.
     message_timeout_ms: int = Field(default=2000, ge=10, le=60_000)
@@ -562,7 +842,38 @@ class EnvoyConfig(_Model):
     failure_mode_allow: bool = True
     #: Largest body Envoy buffers (413 above it); keep below server.max_message_bytes.
     buffer_limit_bytes: int = Field(default=8 * 1024 * 1024, ge=64 * 1024)
+    #: PEM file of the CA(s) that sign an ``https`` upstream's certificate, as seen
+    #: by Envoy. When set, Envoy verifies the certificate chain and that it names
+    #: the upstream host (DNS or IP subject alternative name), and sends SNI. Unset:
+    #: TLS without verification (the certificate is not checked).
+    upstream_ca_file: str | None = Field(default=None, min_length=1)
+    #: Envoy's routes; the first matching prefix wins (list longer prefixes first).
     routes: tuple[RouteConfig, ...] = (RouteConfig(prefix="/"),)
+
+
+def request_budget_ms(profile: Profile) -> int:
+    """The longest the request-body phase may take for ``profile``: rewrite, then
+    retrieval, then (``deep_search.mode: on``, only when escalation triggers) deep
+    search, each with its own budget."""
+    budget = profile.retrieval.timeout_ms
+    if profile.rewrite.enabled:
+        budget += profile.rewrite.timeout_ms
+    if profile.deep_search.mode == "on":
+        budget += profile.deep_search.timeout_ms
+    return budget
+
+
+def _check_request_budget(name: str, profile: Profile | None, envoy_timeout_ms: int) -> None:
+    if profile is None or profile.deep_search.mode != "on":
+        return
+    budget = request_budget_ms(profile)
+    if budget >= envoy_timeout_ms:
+        raise ValueError(
+            f"profile {name!r}: deep_search.mode 'on' can hold a request for {budget} ms "
+            "(rewrite + retrieval + deep_search timeout_ms), not below "
+            f"envoy.message_timeout_ms {envoy_timeout_ms}: raise that or lower "
+            "deep_search.timeout_ms (Envoy would give up first)"
+        )
 
 
 def _deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
@@ -587,6 +898,7 @@ class SidecarConfig(_Model):
     hierarchy: HierarchyBuildConfig = HierarchyBuildConfig()
     llm: LLMConfig = LLMConfig()
     write_queue: WriteQueueConfig = WriteQueueConfig()
+    retention: RetentionConfig = RetentionConfig()
     logging: LoggingConfig = LoggingConfig()
     envoy: EnvoyConfig = EnvoyConfig()
     #: Name of the profile used when Envoy names none.
@@ -636,6 +948,8 @@ class SidecarConfig(_Model):
                 )
         if self.envoy.buffer_limit_bytes >= self.server.max_message_bytes:
             raise ValueError("envoy.buffer_limit_bytes must be below server.max_message_bytes")
+        for name in self.profile_names():
+            _check_request_budget(name, self.profile(name), self.envoy.message_timeout_ms)
         return self
 
     def profile(self, name: str) -> Profile | None:

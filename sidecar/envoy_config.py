@@ -4,7 +4,8 @@ Every Envoy message is an ``envoy_data_plane`` class (pydantic dataclasses), so 
 misspelt field or a value of the wrong type fails here, not when Envoy loads the
 file; typed configs are packed with ``google.protobuf.Any.pack``. The output is a
 static bootstrap: one listener (ext_proc filter, then the router), the sidecar's
-gRPC cluster and the LLM upstream cluster.
+gRPC cluster (HTTP/2, gRPC health checks) and the LLM upstream cluster (TLS for an
+https upstream, verified against ``envoy.upstream_ca_file`` when set).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import envoy_data_plane.envoy.extensions.filters.http.router.v3 as router_v3
 import envoy_data_plane.envoy.extensions.filters.network.http_connection_manager.v3 as hcm_v3
 import envoy_data_plane.envoy.extensions.transport_sockets.tls.v3 as tls_v3
 import envoy_data_plane.envoy.extensions.upstreams.http.v3 as http_v3
+import envoy_data_plane.envoy.type.matcher.v3 as matcher_v3
 import envoy_data_plane.envoy.type.v3 as type_v3
 import envoy_data_plane.google.protobuf as pb
 import yaml
@@ -174,12 +176,37 @@ def _sidecar_cluster(config: SidecarConfig) -> cluster_v3.Cluster:
     )
 
 
+def _verifying_context(ca_file: str, host: str) -> tls_v3.CommonTlsContext:
+    """Verify the upstream's chain against ``ca_file`` and that its certificate names
+    ``host`` (a DNS or IP subject alternative name)."""
+    san = tls_v3.SubjectAltNameMatcherSanType
+    matcher = tls_v3.SubjectAltNameMatcher(
+        san_type=san.IP_ADDRESS if _is_ip(host) else san.DNS,
+        matcher=matcher_v3.StringMatcher(exact=host),
+    )
+    return tls_v3.CommonTlsContext(
+        validation_context=tls_v3.CertificateValidationContext(
+            trusted_ca=core_v3.DataSource(filename=ca_file),
+            match_typed_subject_alt_names=[matcher],
+        )
+    )
+
+
 def _upstream_cluster(config: SidecarConfig, upstream: Upstream) -> cluster_v3.Cluster:
     socket = None
+    ca_file = config.envoy.upstream_ca_file
+    if ca_file is not None and not upstream.tls:
+        raise ConfigError(
+            f"envoy.upstream_ca_file is set but the upstream {upstream.host!r} is plain http "
+            "(use an https:// upstream, or unset it)"
+        )
     if upstream.tls:
-        # SNI for names only (RFC 6066). The server certificate is NOT verified:
-        # EnvoyConfig has no CA setting yet (validation_context.trusted_ca).
-        context = tls_v3.UpstreamTlsContext(sni="" if _is_ip(upstream.host) else upstream.host)
+        # SNI for names only (RFC 6066). Without upstream_ca_file the server
+        # certificate is NOT verified (encryption without authentication).
+        context = tls_v3.UpstreamTlsContext(
+            sni="" if _is_ip(upstream.host) else upstream.host,
+            common_tls_context=_verifying_context(ca_file, upstream.host) if ca_file else None,
+        )
         socket = core_v3.TransportSocket(
             name="envoy.transport_sockets.tls", typed_config=pb.Any.pack(context)
         )

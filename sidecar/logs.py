@@ -1,17 +1,65 @@
-"""Logging set-up, called only by the entry point."""
+"""Logging set-up (called only by the entry point) and the request id every log line
+carries while a request is being handled.
+
+The request id lives in a :class:`~contextvars.ContextVar`: the ext_proc servicer
+sets it per stream (Envoy's ``x-request-id``), the write workers per turn, the
+admin API per HTTP request. asyncio copies the context into every task, so the id
+follows the request through awaits and into tasks it starts, and never leaks into
+another stream. :class:`RequestIdFilter` copies it onto each log record.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import secrets
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 
 from sidecar.config import LoggingConfig
 
+#: The id of the request being handled in this context ("" outside any request).
+REQUEST_ID: ContextVar[str] = ContextVar("request_id", default="")
+
+MAX_REQUEST_ID_CHARS = 128
+
+
+def new_request_id() -> str:
+    """An id for a request that arrived without one."""
+    return "sc-" + secrets.token_hex(8)
+
+
+def clean_request_id(value: str | None) -> str:
+    """``value`` cut to a loggable id (printable, at most 128 characters), or a new id."""
+    text = "".join(ch for ch in (value or "")[:MAX_REQUEST_ID_CHARS] if ch.isprintable())
+    return text.strip() or new_request_id()
+
+
+@contextmanager
+def request_context(request_id: str) -> Iterator[str]:
+    """Log lines emitted inside carry ``request_id`` (restored afterwards)."""
+    token = REQUEST_ID.set(request_id)
+    try:
+        yield request_id
+    finally:
+        REQUEST_ID.reset(token)
+
+
+class RequestIdFilter(logging.Filter):
+    """Adds ``request_id`` (the current context's, "" when none) to every record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not getattr(record, "request_id", ""):
+            record.request_id = REQUEST_ID.get()
+        return True
+
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message (+ exception)."""
+    """One JSON object per line: time, level, logger, message, request id (while a
+    request is handled) and exception."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry = {
@@ -20,6 +68,9 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
+        request_id = getattr(record, "request_id", "") or REQUEST_ID.get()
+        if request_id:
+            entry["request_id"] = request_id
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
         return json.dumps(entry, ensure_ascii=False)
@@ -27,13 +78,18 @@ class JsonFormatter(logging.Formatter):
 
 def configure_logging(config: LoggingConfig) -> None:
     handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(RequestIdFilter())
     if config.json_format:
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(
+            logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s")
+        )
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(config.level)
     # Third-party chatter (and anything that might echo payloads) stays quiet.
-    for name in ("httpx", "openai", "pymilvus", "sentence_transformers", "transformers"):
+    for name in ("httpx", "httpx2", "openai", "pymilvus", "sentence_transformers", "transformers"):
         logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLevelName(config.level)))
+    # aiohttp's access log would print admin URLs (user ids); the admin API logs itself.
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)

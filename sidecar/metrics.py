@@ -120,6 +120,26 @@ class Metrics:
             buckets=_FAST_BUCKETS,
             registry=reg,
         )
+        self.pruned = Counter(
+            p + "pruned",
+            "Memories given up by retention (the per-user cap), by action",
+            ["action"],
+            registry=reg,
+        )
+        self.prune_seconds = Histogram(
+            p + "prune_seconds",
+            "Time per retention check of one user (count, and pruning when over the cap)",
+            buckets=_SLOW_BUCKETS,
+            registry=reg,
+        )
+        #: outcome: flushed (memories whose counts were written), dropped (the
+        #: pending set was full), gone (no longer active when flushed), failed.
+        self.access_updates = Counter(
+            p + "access_updates",
+            "Retrieval access records by outcome",
+            ["outcome"],
+            registry=reg,
+        )
 
         self.cache_lookups = Counter(
             p + "corpus_cache_lookups", "Corpus cache unit lookups", ["outcome"], registry=reg
@@ -131,6 +151,75 @@ class Metrics:
         )
         self.cache_rows = Gauge(
             p + "corpus_cache_rows", "Memory rows held by the corpus cache", registry=reg
+        )
+
+        #: reason: fast_path, llm, heuristic, low_confidence, timeout, error, cache,
+        #: disabled (see sidecar.memory.rewrite).
+        self.rewrites = Counter(
+            p + "rewrites", "Query rewrite decisions by reason", ["reason"], registry=reg
+        )
+        self.rewrite_seconds = Histogram(
+            p + "rewrite_seconds",
+            "Time spent deciding and rewriting a query, by reason",
+            ["reason"],
+            buckets=(0.00005, 0.0002, 0.001, *_FAST_BUCKETS[3:], 0.5, 1.0),
+            registry=reg,
+        )
+        #: decision: confident (not escalated), escalate, rate_limited, cold (no
+        #: corpus cached yet).
+        self.deep_decisions = Counter(
+            p + "deep_search_decisions",
+            "Deep search escalation decisions, by mode and decision",
+            ["mode", "decision"],
+            registry=reg,
+        )
+        #: method: llm, heuristic (no LLM: non-LLM re-rank); outcome: ok, timeout,
+        #: error (the primary results stand), no_candidates, budget (nothing fit).
+        self.deep_runs = Counter(
+            p + "deep_search_runs",
+            "Deep searches run, by mode, ranking method and outcome",
+            ["mode", "method", "outcome"],
+            registry=reg,
+        )
+        self.deep_new = Counter(
+            p + "deep_search_new_memories",
+            "Memories deep search put in the top-k that primary retrieval had not",
+            ["mode"],
+            registry=reg,
+        )
+        self.deep_dropped = Counter(
+            p + "deep_search_dropped_candidates",
+            "Candidates left out of a rank call by the token budget",
+            registry=reg,
+        )
+        self.deep_seconds = Histogram(
+            p + "deep_search_seconds",
+            "Deep search time (expansion and ranking), by method",
+            ["method"],
+            buckets=_SLOW_BUCKETS,
+            registry=reg,
+        )
+
+        # -- operations (sidecar.admin) ----------------------------------------------
+        #: reason: retrieval_timeout, retrieval_error, internal_error — the request
+        #: went upstream without memory because the profile fails open.
+        self.fail_open = Counter(
+            p + "fail_open",
+            "Requests that went on without memory after a failure (fail-open), by reason",
+            ["reason"],
+            registry=reg,
+        )
+        self.admin_requests = Counter(
+            p + "admin_requests",
+            "Admin API requests by operation and HTTP status",
+            ["operation", "status"],
+            registry=reg,
+        )
+        self.admin_rows = Counter(
+            p + "admin_rows",
+            "Rows changed by admin operations (add, update, delete, forget, import)",
+            ["operation"],
+            registry=reg,
         )
 
     def render(self) -> bytes:

@@ -366,7 +366,7 @@ def test_env_overrides_win_over_the_file(tmp_path: Path) -> None:
         """
         store: {uri: ./file.db, token: file-token, collection: mine}
         llm: {base_url: "http://file:1/v1", api_key: file-key, model: file-model}
-        admin: {token: file-admin}
+        admin: {token: file-admin-token-0123}
         """,
     )
     env = {
@@ -375,7 +375,7 @@ def test_env_overrides_win_over_the_file(tmp_path: Path) -> None:
         "SIDECAR_LLM_BASE_URL": "http://env-llm:8000/v1",
         "SIDECAR_LLM_API_KEY": "sk-env",
         "SIDECAR_LLM_MODEL": "env-model",
-        "SIDECAR_ADMIN_TOKEN": "env-admin",
+        "SIDECAR_ADMIN_TOKEN": "env-admin-token-0123",
     }
     config = load_config(path, env=env)
     assert config.store.uri == "http://milvus:19530"
@@ -386,11 +386,11 @@ def test_env_overrides_win_over_the_file(tmp_path: Path) -> None:
     assert config.llm.api_key.get_secret_value() == "sk-env"
     assert config.llm.model == "env-model"
     assert config.admin.token is not None
-    assert config.admin.token.get_secret_value() == "env-admin"
+    assert config.admin.token.get_secret_value() == "env-admin-token-0123"
 
 
 def test_every_documented_env_variable_is_applied() -> None:
-    env = {var: f"value-{index}" for index, var in enumerate(ENV_OVERRIDES)}
+    env = {var: f"value-{index}-0123456789" for index, var in enumerate(ENV_OVERRIDES)}
     env["SIDECAR_LLM_BASE_URL"] = "http://x/v1"
     config = config_from_mapping({}, env=env)
     for var, dotted in ENV_OVERRIDES.items():
@@ -438,7 +438,7 @@ def test_secrets_are_secretstr_and_hidden_in_repr() -> None:
         {
             "store": {"token": "milvus-secret"},
             "llm": {"api_key": "sk-llm-secret"},
-            "admin": {"token": "admin-secret"},
+            "admin": {"token": "admin-secret-0123456789"},
         },
         env={},
     )

@@ -238,6 +238,31 @@ def test_https_ip_upstream_sends_no_sni() -> None:
     assert "sni" not in upstream["transport_socket"]["typed_config"]
 
 
+@pytest.mark.parametrize(
+    ("url", "san_type", "sni"),
+    [("https://vllm.internal", "DNS", "vllm.internal"), ("https://10.0.0.7", "IP_ADDRESS", None)],
+)
+def test_upstream_ca_file_verifies_chain_and_name(url: str, san_type: str, sni: str | None) -> None:
+    """With envoy.upstream_ca_file the certificate must chain to the CA and name the
+    host (the real binary enforces it: tests/e2e/test_upstream_tls.py)."""
+    config = make_config({"upstream_ca_file": "/etc/memory-sidecar/upstream-ca.pem"})
+    context = cluster(rendered(config, url), "llm_upstream")["transport_socket"]["typed_config"]
+    host = url.removeprefix("https://")
+    assert context["common_tls_context"] == {
+        "validation_context": {
+            "trusted_ca": {"filename": "/etc/memory-sidecar/upstream-ca.pem"},
+            "match_typed_subject_alt_names": [{"san_type": san_type, "matcher": {"exact": host}}],
+        }
+    }
+    assert context.get("sni") == sni
+
+
+def test_upstream_ca_file_with_a_plain_http_upstream_is_an_error() -> None:
+    config = make_config({"upstream_ca_file": "/etc/ca.pem"})
+    with pytest.raises(ConfigError, match="upstream_ca_file"):
+        build_bootstrap(config, "http://vllm:8000")
+
+
 def test_hostname_sidecar_uses_dns() -> None:
     sidecar = cluster(rendered(make_config({"sidecar_host": "sidecar.svc"})), "memory_sidecar")
     assert sidecar["type"] == "STRICT_DNS"

@@ -1,4 +1,5 @@
-"""The HTTP admin listener: Prometheus metrics, liveness and readiness."""
+"""The HTTP admin listener: Prometheus metrics, liveness and readiness (always
+unauthenticated), and the memory admin API (:mod:`sidecar.admin.api`) when given."""
 
 from __future__ import annotations
 
@@ -6,13 +7,16 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from sidecar.admin.api import MAX_BODY_BYTES, MemoryApi
 from sidecar.config import AdminConfig
 from sidecar.metrics import Metrics
 
 ReadinessCheck = Callable[[], Awaitable[dict[str, bool]]]
 
 
-def build_admin_app(metrics: Metrics, readiness: ReadinessCheck) -> web.Application:
+def build_admin_app(
+    metrics: Metrics, readiness: ReadinessCheck, api: MemoryApi | None = None
+) -> web.Application:
     async def metrics_handler(request: web.Request) -> web.Response:
         return web.Response(body=metrics.render(), content_type="text/plain", charset="utf-8")
 
@@ -20,14 +24,17 @@ def build_admin_app(metrics: Metrics, readiness: ReadinessCheck) -> web.Applicat
         return web.json_response({"status": "ok"})
 
     async def ready(request: web.Request) -> web.Response:
+        """Every check by name (store, embedder), 503 unless all pass."""
         checks = await readiness()
         ok = all(checks.values())
         return web.json_response({"ready": ok, "checks": checks}, status=200 if ok else 503)
 
-    app = web.Application()
+    app = web.Application(client_max_size=MAX_BODY_BYTES)
     app.router.add_get("/metrics", metrics_handler)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/ready", ready)
+    if api is not None:
+        api.register(app)
     return app
 
 

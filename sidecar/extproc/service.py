@@ -21,8 +21,10 @@ from sidecar._proto.envoy.service.ext_proc.v3 import (
 )
 from sidecar.config import SidecarConfig
 from sidecar.extproc.chat import ChatDeps, ChatMemoryProcessor
+from sidecar.extproc.identity import header_dict
 from sidecar.extproc.processor import Processor
 from sidecar.extproc.responses import PHASES
+from sidecar.logs import REQUEST_ID, clean_request_id, new_request_id
 from sidecar.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -63,10 +65,18 @@ class ExternalProcessorService(pb_grpc.ExternalProcessorServicer):  # type: igno
         self, request_iterator: AsyncIterator[pb.ProcessingRequest], context: Any
     ) -> AsyncIterator[pb.ProcessingResponse]:
         self._metrics.streams.inc()
-        processor = self._factory(tuple(context.invocation_metadata() or ()))
+        # Every log line of this stream carries its request id: the context is the
+        # stream's own (grpc.aio runs each call in a task of its own).
+        REQUEST_ID.set(new_request_id())
+        processor: Processor | None = None
         try:
             async for request in request_iterator:
                 phase = request.WhichOneof("request")
+                if processor is None:
+                    if phase == "request_headers":
+                        headers = header_dict(request.request_headers.headers)
+                        REQUEST_ID.set(clean_request_id(headers.get("x-request-id")))
+                    processor = self._factory(tuple(context.invocation_metadata() or ()))
                 if phase not in PHASES:
                     log.warning("ext_proc message without a known phase: %s", phase)
                     continue
@@ -89,4 +99,5 @@ class ExternalProcessorService(pb_grpc.ExternalProcessorServicer):  # type: igno
                 if reply.HasField("immediate_response"):
                     return
         finally:
-            processor.on_close()
+            if processor is not None:
+                processor.on_close()

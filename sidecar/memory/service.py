@@ -4,20 +4,34 @@ benchmarks) call. It owns no transport; ``extproc`` depends on it, never the rev
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-from sidecar.config import RetrievalConfig
+from sidecar.config import Profile, RetrievalConfig
 from sidecar.errors import ConfigError
+from sidecar.llm import LLMClient
 from sidecar.memory.corpus import Corpus, CorpusCache
+from sidecar.memory.deep_search import DeepReport, DeepResult, DeepSearcher, PrimaryConfidence
 from sidecar.memory.embedder import Embedder
 from sidecar.memory.records import Hit, Scope
 from sidecar.memory.retrieval.base import Query, Retriever, SearchContext
+from sidecar.memory.rewrite import QueryRewriter, RewriteResult, fuse_rewrite_hits
 from sidecar.memory.store import MemoryStore
 from sidecar.metrics import Metrics
 
 #: What answers a scope whose corpus is not loaded yet (store-side, no waiting).
 COLD_FALLBACK = "dense-milvus"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRetrieval:
+    """The request path's retrieval: the hits to inject and how they were found."""
+
+    hits: list[Hit]
+    rewrite: RewriteResult | None = None
+    deep: DeepReport | None = None
 
 
 class MemoryService:
@@ -28,12 +42,19 @@ class MemoryService:
         cache: CorpusCache,
         retrievers: Mapping[str, Retriever],
         metrics: Metrics,
+        *,
+        llm: LLMClient | None = None,
+        debug_content: bool = False,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.cache = cache
         self._retrievers = dict(retrievers)
         self._metrics = metrics
+        #: Follow-up query rewriting (its cache lives here) and deep search (its
+        #: rate limiter, feedback files and shadow tasks).
+        self.rewriter = QueryRewriter(llm, metrics)
+        self.deep = DeepSearcher(llm, metrics, debug_content=debug_content)
 
     @property
     def strategies(self) -> list[str]:
@@ -99,3 +120,123 @@ class MemoryService:
         """The memories to inject for ``text``: the strategy's top-k with evidence."""
         query = await self.embed_query(text, config)
         return await self.search(query, scope, config, wait=False)
+
+    async def embed_queries(self, texts: Sequence[str], config: RetrievalConfig) -> list[Query]:
+        """Several queries embedded in one model call."""
+        started = time.perf_counter()
+        clipped = [text[: config.max_query_chars] for text in texts]
+        vectors = await self.embedder.embed(clipped)
+        self._metrics.embed_seconds.observe(time.perf_counter() - started)
+        return [Query(text, vector) for text, vector in zip(clipped, vectors, strict=True)]
+
+    async def retrieve_texts(
+        self,
+        text: str,
+        scope: Scope,
+        config: RetrievalConfig,
+        *,
+        also: str | None = None,
+        top_k: int | None = None,
+        wait: bool = False,
+    ) -> tuple[Query, list[Hit]]:
+        """Search ``text`` (and ``also``, fused with it; see ``rewrite.search``)."""
+        if also is None:
+            query = await self.embed_query(text, config)
+            return query, await self.search(query, scope, config, top_k=top_k, wait=wait)
+        query, other = await self.embed_queries([text, also], config)
+        hits = await self.search(query, scope, config, top_k=top_k, wait=wait)
+        more = await self.search(other, scope, config, top_k=top_k, wait=wait)
+        return query, fuse_rewrite_hits(hits, more, top_k or config.top_k)
+
+    async def retrieve_for_request(
+        self,
+        text: str,
+        history: Sequence[tuple[str, str]],
+        scope: Scope,
+        profile: Profile,
+        *,
+        session_key: str | None = None,
+        profile_name: str = "",
+    ) -> RequestRetrieval:
+        """The request path: rewrite (own budget, never fails), retrieval within
+        ``retrieval.timeout_ms`` (raises ``TimeoutError``, ``StoreError``,
+        ``EmbeddingError``), then deep search per ``deep_search.mode`` (own budget)."""
+        rewrite: RewriteResult | None = None
+        search_text, also = text, None
+        if profile.rewrite.enabled:
+            rewrite = await self.rewriter.rewrite(text, history, scope.user_id, profile.rewrite)
+            if rewrite.changed:
+                search_text = rewrite.query
+                also = text if profile.rewrite.search == "both" else None
+        retrieval = profile.retrieval
+        query, hits = await asyncio.wait_for(
+            self.retrieve_texts(search_text, scope, retrieval, also=also),
+            timeout=retrieval.timeout_ms / 1000,
+        )
+        deep: DeepReport | None = None
+        if profile.deep_search.mode != "off":
+            hits, deep = await self._deep_on_request(
+                query, hits, scope, profile, session_key or scope.user_id, profile_name
+            )
+        return RequestRetrieval(hits, rewrite, deep)
+
+    async def _deep_on_request(
+        self,
+        query: Query,
+        hits: list[Hit],
+        scope: Scope,
+        profile: Profile,
+        key: str,
+        profile_name: str,
+    ) -> tuple[list[Hit], DeepReport]:
+        config, retrieval = profile.deep_search, profile.retrieval
+        mode = config.mode
+        decision, confidence = self.deep.decide(hits, config, retrieval.top_k, key)
+        corpus = self.cache.corpus_nowait(scope) if decision == "escalate" else None
+        if decision == "escalate" and corpus is None:
+            decision = "cold"
+        if decision != "escalate" or corpus is None:
+            self.deep.count_decision(mode, decision)
+            return hits, DeepReport(decision, confidence.value)
+        self.deep.count_decision(mode, "escalate")
+        work = self._deep_run(query, hits, corpus, scope, profile, profile_name, confidence)
+        if mode == "shadow":
+            self.deep.background(work)  # changes nothing; costs the request nothing
+            return hits, DeepReport("shadow", confidence.value)
+        result = await work
+        report = DeepReport(
+            "escalate", confidence.value, result.outcome, result.method, len(result.new_ids)
+        )
+        return result.hits[: retrieval.top_k], report
+
+    async def _deep_run(
+        self,
+        query: Query,
+        hits: list[Hit],
+        corpus: Corpus,
+        scope: Scope,
+        profile: Profile,
+        profile_name: str,
+        confidence: PrimaryConfidence,
+    ) -> DeepResult:
+        config, retrieval = profile.deep_search, profile.retrieval
+        deeper = await self.search(
+            query, scope, retrieval, top_k=max(config.primary_k, retrieval.top_k), wait=False
+        )
+        seen = {h.record.id for h in hits}
+        primary = hits + [h for h in deeper if h.record.id not in seen]
+        return await self.deep.run(
+            query,
+            primary,
+            corpus,
+            scope,
+            config,
+            retrieval.top_k,
+            mode=config.mode,
+            profile=profile_name,
+            confidence=confidence,
+        )
+
+    async def close(self) -> None:
+        """Stop shadow deep searches and close the feedback files."""
+        await self.deep.close()

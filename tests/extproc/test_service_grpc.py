@@ -294,7 +294,7 @@ async def test_internal_error_passes_through_and_counts(
     async def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("bug")
 
-    monkeypatch.setattr(sidecar.components.memory, "retrieve", broken)
+    monkeypatch.setattr(sidecar.components.memory, "retrieve_texts", broken)
     metrics = sidecar.components.metrics
     before = metrics.value("memory_sidecar_processor_errors_total", {"phase": "request_body"})
     replies = await exchange(
@@ -322,10 +322,51 @@ async def test_slow_retrieval_fails_open(
     async def slow(*args: Any, **kwargs: Any) -> Any:
         await asyncio.sleep(5)
 
-    monkeypatch.setattr(sidecar.components.memory, "retrieve", slow)
+    monkeypatch.setattr(sidecar.components.memory, "retrieve_texts", slow)
     metrics = sidecar.components.metrics
     before = metrics.value("memory_sidecar_passthrough_total", {"reason": "retrieval_timeout"})
     replies = await exchange(channel, [msg.request_headers(), msg.request_body(msg.chat_body())])
     assert replies[1].request_body == pb.BodyResponse()
     after = metrics.value("memory_sidecar_passthrough_total", {"reason": "retrieval_timeout"})
     assert after == before + 1
+
+
+async def test_injected_memories_count_an_access(
+    sidecar: Sidecar, channel: grpc.aio.Channel
+) -> None:
+    user = new_user()
+    await remember(sidecar, user, "I live in Berlin.")
+    access = sidecar.components.access
+    assert access is not None
+    for _ in range(2):
+        replies = await exchange(
+            channel, [msg.request_headers(user=user), msg.request_body(msg.chat_body())]
+        )
+        assert "Berlin" in mutated_body(replies[1])["messages"][0]["content"]
+    assert access.pending >= 1  # recorded in memory only, on the request path
+    await access.flush()  # the background flush, run now
+    [row] = await sidecar.components.store.query(build_filter(owner=user))
+    assert row.access_count == 2
+    assert row.accessed_at >= row.updated_at == 1_700_000_000_000
+
+
+async def test_lone_surrogates_in_the_body_are_cleaned_before_the_journal(
+    sidecar: Sidecar, channel: grpc.aio.Channel
+) -> None:
+    user = new_user()
+    body = json.dumps(
+        {"model": "m", "messages": [{"role": "user", "content": "I play the oboe\ud800."}]}
+    ).encode()
+    assert b"\\ud800" in body  # valid JSON, an invalid string once parsed
+    await exchange(
+        channel,
+        [
+            msg.request_headers(user=user),
+            msg.request_body(body),
+            msg.response_headers(),
+            msg.response_body(msg.completion_json("Lovely\udfff.")),
+        ],
+    )
+    assert await sidecar.components.queue.wait_idle(10)
+    rows = await sidecar.components.store.query(build_filter(owner=user))
+    assert [r.content for r in rows] == ["User plays the oboe\ufffd."]

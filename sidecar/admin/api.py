@@ -1,0 +1,375 @@
+"""The memory admin HTTP API under ``/v1/admin/`` on the admin listener.
+
+Authentication: ``Authorization: Bearer <token>``; a token is ``admin.token`` (every
+user) or one of ``admin.tokens`` (the users matching its patterns). Tokens are
+compared in constant time (their SHA-256 digests, so neither content nor length
+leaks through timing). Without any token configured the API is disabled: every
+memory route answers 403 and says how to enable it — it is never open.
+
+Status codes: 400 invalid input (every problem with its path: ``query.limit``,
+``body.content``, ``line 3.importance``), 401 no or an unknown token, 403 a user
+outside the token's scope (or the API disabled), 404 no such memory *for this
+user* — a memory id of another user is a 404 too, so existence does not leak —,
+503 the store or the model failed. ``/metrics``, ``/healthz``, ``/ready`` and the
+OpenAPI document stay unauthenticated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any, Literal
+
+from aiohttp import web
+
+from sidecar.admin.models import (
+    ExportQuery,
+    ImportQuery,
+    ListQuery,
+    MemoryInput,
+    MemoryPatch,
+    SearchQuery,
+    ValidationFailed,
+    memory_json,
+    parse,
+    row_id,
+)
+from sidecar.admin.openapi import OPENAPI_PATH, build_openapi
+from sidecar.admin.service import ForgetReport, History, ImportReport, MemoryAdmin, NotFound
+from sidecar.config import AdminConfig
+from sidecar.errors import EmbeddingError, InvalidInput, SidecarError, StoreError
+from sidecar.logs import clean_request_id, request_context
+from sidecar.memory.filters import validate_identifier
+from sidecar.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+PREFIX = "/v1/admin"
+#: Largest request body (an import file) accepted, in bytes.
+MAX_BODY_BYTES = 64 * 1024 * 1024
+DISABLED_MESSAGE = (
+    "the memory admin API is disabled: configure admin.token (or SIDECAR_ADMIN_TOKEN) "
+    "or admin.tokens"
+)
+
+Handler = Callable[["Call"], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """What an accepted token may do."""
+
+    name: str
+    users: Literal["*"] | tuple[str, ...]
+
+    @property
+    def all_users(self) -> bool:
+        return self.users == "*"
+
+    def allows(self, user: str) -> bool:
+        return self.users == "*" or any(fnmatchcase(user, pattern) for pattern in self.users)
+
+
+class TokenAuth:
+    """Bearer tokens from :class:`AdminConfig`, compared in constant time."""
+
+    def __init__(self, config: AdminConfig) -> None:
+        grants: list[tuple[bytes, Grant]] = []
+        if config.token is not None:
+            grants.append((_digest(config.token.get_secret_value()), Grant("admin", "*")))
+        for index, scoped in enumerate(config.tokens):
+            name = scoped.name or f"tokens[{index}]"
+            grants.append((_digest(scoped.token.get_secret_value()), Grant(name, scoped.users)))
+        self._grants = tuple(grants)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self._grants)
+
+    def authenticate(self, header: str | None) -> Grant | None:
+        """The grant of the bearer token in ``header`` (None: missing or unknown)."""
+        scheme, _, presented = (header or "").strip().partition(" ")
+        if scheme.lower() != "bearer" or not presented.strip():
+            return None
+        digest = _digest(presented.strip())
+        found: Grant | None = None
+        for secret, grant in self._grants:  # every token is compared: constant time
+            if hmac.compare_digest(secret, digest) and found is None:
+                found = grant
+        return found
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8", errors="surrogatepass")).digest()
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One authorised request: the validated user and, where the route has one,
+    memory id."""
+
+    request: web.Request
+    user: str
+    grant: Grant
+    memory: str = ""
+
+    def query(self) -> dict[str, str]:
+        return {key: self.request.query[key] for key in self.request.query}
+
+    async def body(self) -> Any:
+        try:
+            return await self.request.json(loads=json.loads)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ValidationFailed([("body", f"not valid JSON: {exc}")]) from None
+
+
+def error_response(status: int, code: str, message: str, **extra: Any) -> web.Response:
+    return web.json_response({"error": code, "message": message, **extra}, status=status)
+
+
+def history_json(history: History) -> dict[str, Any]:
+    return {
+        "memory": memory_json(history.memory),
+        "supersedes": history.supersedes,
+        "superseded_by": history.memory.superseded_by or None,
+        "chain": [memory_json(r) for r in history.chain],
+    }
+
+
+def forget_json(report: ForgetReport) -> dict[str, Any]:
+    return {
+        "user": report.user,
+        "deleted": {
+            "memories": report.memories,
+            "categories": report.categories,
+            "rows": report.rows,
+        },
+        "journal": {
+            "discarded_turns": report.journal_discarded,
+            "in_progress_turns": report.journal_in_progress,
+        },
+    }
+
+
+def import_json(report: ImportReport) -> dict[str, Any]:
+    return {
+        "user": report.user,
+        "lines": report.lines,
+        "memories": report.memories,
+        "categories": report.categories,
+        "embedded": report.embedded,
+        "rows_written": report.rows_written,
+        "seconds": report.seconds,
+    }
+
+
+class MemoryApi:
+    """The ``/v1/admin/`` routes over one :class:`MemoryAdmin`."""
+
+    def __init__(self, admin: MemoryAdmin | None, config: AdminConfig, metrics: Metrics) -> None:
+        self._admin = admin
+        self._auth = TokenAuth(config)
+        self._metrics = metrics
+
+    @property
+    def enabled(self) -> bool:
+        return self._admin is not None and self._auth.enabled
+
+    def register(self, app: web.Application) -> None:
+        openapi = build_openapi()
+
+        async def openapi_handler(request: web.Request) -> web.Response:
+            return web.json_response(openapi)
+
+        app.router.add_get(OPENAPI_PATH, openapi_handler)
+        users = f"{PREFIX}/users/{{user}}"
+        memory = f"{users}/memories/{{memory_id}}"
+        routes: list[tuple[str, str, str, Handler, bool]] = [
+            ("GET", f"{users}/memories", "list", self._list, False),
+            ("POST", f"{users}/memories", "add", self._add, False),
+            ("GET", memory, "get", self._get, False),
+            ("PATCH", memory, "update", self._update, False),
+            ("DELETE", memory, "delete", self._delete, False),
+            ("GET", f"{memory}/history", "history", self._history, False),
+            ("GET", f"{users}/search", "search", self._search, False),
+            ("DELETE", users, "forget", self._forget, False),
+            ("GET", f"{users}/export", "export", self._export, False),
+            ("POST", f"{users}/import", "import", self._import, True),
+        ]
+        for method, path, operation, handler, all_users in routes:
+            app.router.add_route(method, path, self._endpoint(operation, handler, all_users))
+
+    # -- the one wrapper: request id, auth, scope, validation, errors, metrics ----------
+
+    def _endpoint(
+        self, operation: str, handler: Handler, needs_all_users: bool
+    ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def endpoint(request: web.Request) -> web.StreamResponse:
+            request_id = clean_request_id(request.headers.get("x-request-id"))
+            started = time.perf_counter()
+            with request_context(request_id):
+                response = await self._handle(request, operation, handler, needs_all_users)
+                response.headers["x-request-id"] = request_id
+                self._metrics.admin_requests.labels(
+                    operation=operation, status=str(response.status)
+                ).inc()
+                log.info(
+                    "admin %s status=%d ms=%.1f",
+                    operation,
+                    response.status,
+                    (time.perf_counter() - started) * 1000,
+                )
+                return response
+
+        return endpoint
+
+    async def _handle(
+        self, request: web.Request, operation: str, handler: Handler, needs_all_users: bool
+    ) -> web.StreamResponse:
+        if self._admin is None or not self._auth.enabled:
+            return error_response(403, "admin_api_disabled", DISABLED_MESSAGE)
+        grant = self._auth.authenticate(request.headers.get("Authorization"))
+        if grant is None:
+            response = error_response(401, "unauthorized", "a valid bearer token is required")
+            response.headers["WWW-Authenticate"] = 'Bearer realm="memory-sidecar admin"'
+            return response
+        problems: list[tuple[str, str]] = []
+        user = request.match_info.get("user", "")
+        try:
+            validate_identifier(user, "user id")
+        except InvalidInput as exc:
+            problems.append(("path.user", str(exc)))
+        memory = request.match_info.get("memory_id", "")
+        if "memory_id" in request.match_info:
+            try:
+                row_id(memory, "memory id")
+            except ValueError as exc:
+                problems.append(("path.memory_id", str(exc)))
+        if problems:
+            return _invalid(ValidationFailed(problems))
+        if not grant.allows(user):
+            return error_response(403, "forbidden", "this token may not manage this user")
+        if needs_all_users and not grant.all_users:
+            return error_response(
+                403,
+                "forbidden",
+                f"{operation} needs a token for all users (users: '*'): imported rows keep "
+                "their ids, which are unique across all users",
+            )
+        try:
+            return await handler(Call(request, user, grant, memory))
+        except ValidationFailed as exc:
+            return _invalid(exc)
+        except NotFound:
+            return error_response(404, "not_found", "no such memory for this user")
+        except InvalidInput as exc:
+            return error_response(400, "invalid_request", str(exc))
+        except web.HTTPException:
+            raise
+        except (StoreError, EmbeddingError) as exc:
+            log.warning("admin %s failed: %s", operation, type(exc).__name__)
+            return error_response(
+                503, "unavailable", f"the memory store or model failed ({type(exc).__name__})"
+            )
+        except SidecarError as exc:
+            log.error("admin %s failed: %s", operation, type(exc).__name__)
+            return error_response(500, "internal_error", type(exc).__name__)
+
+    # -- handlers ----------------------------------------------------------------------
+
+    @property
+    def admin(self) -> MemoryAdmin:
+        assert self._admin is not None  # _handle checked it
+        return self._admin
+
+    async def _list(self, call: Call) -> web.StreamResponse:
+        query = parse(ListQuery, call.query(), "query")
+        page = await self.admin.list_memories(call.user, query)
+        return web.json_response(
+            {
+                "user": call.user,
+                "total": page.total,
+                "offset": page.offset,
+                "limit": page.limit,
+                "next_offset": page.next_offset,
+                "items": [memory_json(r) for r in page.items],
+            }
+        )
+
+    async def _add(self, call: Call) -> web.StreamResponse:
+        data = parse(MemoryInput, await call.body(), "body")
+        record, created = await self.admin.add(call.user, data)
+        return web.json_response(
+            {"created": created, "memory": memory_json(record)}, status=201 if created else 200
+        )
+
+    async def _get(self, call: Call) -> web.StreamResponse:
+        return web.json_response(memory_json(await self.admin.get(call.user, call.memory)))
+
+    async def _update(self, call: Call) -> web.StreamResponse:
+        patch = parse(MemoryPatch, await call.body(), "body")
+        record = await self.admin.update(call.user, call.memory, patch)
+        return web.json_response(memory_json(record))
+
+    async def _delete(self, call: Call) -> web.StreamResponse:
+        record = await self.admin.delete(call.user, call.memory)
+        return web.json_response({"deleted": record.id})
+
+    async def _history(self, call: Call) -> web.StreamResponse:
+        return web.json_response(history_json(await self.admin.history(call.user, call.memory)))
+
+    async def _search(self, call: Call) -> web.StreamResponse:
+        query = parse(SearchQuery, call.query(), "query")
+        hits = await self.admin.search(call.user, query)
+        items = [
+            {
+                "score": round(hit.score, 6),
+                "via": hit.via,
+                "signals": {k: round(float(v), 6) for k, v in sorted(hit.signals.items())},
+                "memory": memory_json(hit.record),
+            }
+            for hit in hits
+        ]
+        return web.json_response({"user": call.user, "items": items})
+
+    async def _forget(self, call: Call) -> web.StreamResponse:
+        return web.json_response(forget_json(await self.admin.forget(call.user)))
+
+    async def _export(self, call: Call) -> web.StreamResponse:
+        query = parse(ExportQuery, call.query(), "query")
+        lines = self.admin.export(call.user, embeddings=query.embeddings)
+        first = await anext(lines, None)  # store errors surface before the headers go out
+        response = web.StreamResponse(
+            headers={
+                "Content-Type": "application/x-ndjson; charset=utf-8",
+                "Content-Disposition": 'attachment; filename="memories.jsonl"',
+            }
+        )
+        await response.prepare(call.request)
+        if first is not None:
+            await response.write(first.encode("utf-8"))
+            async for line in lines:
+                await response.write(line.encode("utf-8"))
+        await response.write_eof()
+        return response
+
+    async def _import(self, call: Call) -> web.StreamResponse:
+        query = parse(ImportQuery, call.query(), "query")
+        body = await call.request.read()
+        report = await self.admin.import_lines(call.user, body.splitlines(), reembed=query.reembed)
+        return web.json_response(import_json(report))
+
+
+def _invalid(exc: ValidationFailed) -> web.Response:
+    return error_response(
+        400,
+        "invalid_request",
+        "the request is invalid",
+        errors=[{"path": path, "message": message} for path, message in exc.errors],
+    )

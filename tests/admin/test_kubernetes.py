@@ -1,0 +1,184 @@
+"""The example Kubernetes manifests (deploy/kubernetes) parse, and agree with the
+sidecar config they ship: ports, probes, service names, secrets, the generated
+Envoy bootstrap. They are not applied to a cluster here."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from e2e.stack import BIN_DIR
+from sidecar.config import ENV_OVERRIDES, SidecarConfig, load_config
+from sidecar.envoy_config import render_yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy" / "kubernetes"
+SIDECAR_YAML = DEPLOY / "config" / "sidecar.yaml"
+ENVOY_YAML = DEPLOY / "config" / "envoy.yaml"
+UPSTREAM = "http://vllm:8000"
+
+Doc = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def config() -> SidecarConfig:
+    return load_config(SIDECAR_YAML, env={})
+
+
+@pytest.fixture(scope="module")
+def kustomization() -> Doc:
+    doc: Doc = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text(encoding="utf-8"))
+    return doc
+
+
+@pytest.fixture(scope="module")
+def objects(kustomization: Doc) -> dict[tuple[str, str], Doc]:
+    """Every object of the kustomization's resources, by (kind, name)."""
+    found: dict[tuple[str, str], Doc] = {}
+    for resource in kustomization["resources"]:
+        for doc in yaml.safe_load_all((DEPLOY / resource).read_text(encoding="utf-8")):
+            if doc is None:
+                continue
+            assert {"apiVersion", "kind", "metadata"} <= set(doc), resource
+            key = (doc["kind"], doc["metadata"]["name"])
+            assert key not in found, key
+            found[key] = doc
+    return found
+
+
+def container(objects: dict[tuple[str, str], Doc], kind: str, name: str, image: str) -> Doc:
+    spec = objects[(kind, name)]["spec"]["template"]["spec"]
+    (found,) = [c for c in spec["containers"] if c["name"] == image]
+    return dict(found)
+
+
+def port_number(item: Doc, port: int | str) -> int:
+    if isinstance(port, int):
+        return port
+    (number,) = [p["containerPort"] for p in item.get("ports", []) if p["name"] == port]
+    return int(number)
+
+
+def service_port(objects: dict[tuple[str, str], Doc], name: str) -> tuple[int, str]:
+    (port,) = objects[("Service", name)]["spec"]["ports"]
+    return int(port["port"]), str(port["targetPort"])
+
+
+def test_every_file_parses_and_every_resource_is_listed(
+    kustomization: Doc, objects: dict[tuple[str, str], Doc]
+) -> None:
+    listed = set(kustomization["resources"])
+    on_disk = {p.name for p in DEPLOY.glob("*.yaml")} - {"kustomization.yaml"}
+    assert listed == on_disk
+    for path in DEPLOY.rglob("*.yaml"):
+        list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
+    assert set(objects) == {
+        ("Namespace", "llm-memory"),
+        ("Secret", "memory-sidecar"),
+        ("ConfigMap", "milvus-config"),
+        ("StatefulSet", "milvus"),
+        ("Service", "milvus"),
+        ("Deployment", "vllm"),
+        ("Service", "vllm"),
+        ("Deployment", "llm-gateway"),
+        ("Service", "llm-gateway"),
+    }
+    (generated,) = kustomization["configMapGenerator"]
+    assert generated["name"] == "memory-sidecar-config"
+    assert sorted(generated["files"]) == ["config/envoy.yaml", "config/sidecar.yaml"]
+    volumes = objects[("Deployment", "llm-gateway")]["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "config", "configMap": {"name": "memory-sidecar-config"}} in volumes
+
+
+def test_envoy_bootstrap_is_generated_from_the_sidecar_config(config: SidecarConfig) -> None:
+    assert render_yaml(config, UPSTREAM) == ENVOY_YAML.read_text(encoding="utf-8"), (
+        "deploy/kubernetes/config/envoy.yaml is out of date: run scripts/gen_envoy_configs.sh"
+    )
+
+
+def test_sidecar_container_matches_its_config(
+    config: SidecarConfig, objects: dict[tuple[str, str], Doc]
+) -> None:
+    sidecar = container(objects, "Deployment", "llm-gateway", "memory-sidecar")
+    ready, live = sidecar["readinessProbe"]["httpGet"], sidecar["livenessProbe"]["httpGet"]
+    assert ready["path"] == "/ready"
+    assert live["path"] == "/healthz"
+    assert port_number(sidecar, ready["port"]) == config.admin.port
+    assert config.admin.host == "0.0.0.0"  # the kubelet probes the pod IP
+    assert sidecar["args"][-1] == "/etc/memory-sidecar/sidecar.yaml"
+    mounts = {m["mountPath"]: m for m in sidecar["volumeMounts"]}
+    assert mounts["/etc/memory-sidecar/sidecar.yaml"]["subPath"] == "sidecar.yaml"
+    state = next(path for path in mounts if path.startswith("/var/lib/memory-sidecar"))
+    assert config.write_queue.journal_path.startswith(state + "/")
+    assert config.embedding.cache_dir.startswith(state + "/")
+    pod = objects[("Deployment", "llm-gateway")]["spec"]["template"]
+    grace = config.server.shutdown_grace_s + config.write_queue.drain_timeout_s
+    assert pod["spec"]["terminationGracePeriodSeconds"] > grace
+    assert pod["metadata"]["annotations"]["prometheus.io/port"] == str(config.admin.port)
+
+
+def test_envoy_container_and_services_match_the_config(
+    config: SidecarConfig, objects: dict[tuple[str, str], Doc]
+) -> None:
+    envoy = container(objects, "Deployment", "llm-gateway", "envoy")
+    assert port_number(envoy, "http") == config.envoy.listen_port
+    _, target = service_port(objects, "llm-gateway")
+    assert port_number(envoy, target) == config.envoy.listen_port
+    # Same pod: Envoy reaches the sidecar on loopback, where the sidecar listens.
+    assert config.envoy.sidecar_host == "127.0.0.1" == config.server.host
+    assert config.envoy.sidecar_port == config.server.port
+    # The store and the LLM are the Services of this example.
+    store = urlsplit(config.store.uri)
+    assert (store.hostname, store.port) == ("milvus", service_port(objects, "milvus")[0])
+    milvus = container(objects, "StatefulSet", "milvus", "milvus")
+    assert port_number(milvus, service_port(objects, "milvus")[1]) == store.port
+    assert config.llm.base_url is not None
+    llm = urlsplit(config.llm.base_url)
+    assert (llm.hostname, llm.port) == ("vllm", service_port(objects, "vllm")[0])
+    assert f"http://{llm.hostname}:{llm.port}" == UPSTREAM
+    assert config.store.partition_key  # the server setting this example recommends
+    assert config.store.index == "FLAT"
+
+
+def test_secrets_are_the_documented_environment_overrides(
+    objects: dict[tuple[str, str], Doc],
+) -> None:
+    secret = objects[("Secret", "memory-sidecar")]["stringData"]
+    assert set(secret) <= set(ENV_OVERRIDES)
+    sidecar = container(objects, "Deployment", "llm-gateway", "memory-sidecar")
+    from_secret = {
+        env["name"]: env["valueFrom"]["secretKeyRef"]
+        for env in sidecar["env"]
+        if "valueFrom" in env
+    }
+    assert set(from_secret) == set(secret)
+    for name, ref in from_secret.items():
+        assert ref == {"name": "memory-sidecar", "key": name}
+    assert len(secret["SIDECAR_ADMIN_TOKEN"]) >= 16  # the placeholder itself would validate
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not (BIN_DIR / "envoy").exists(), reason="needs the Envoy binary")
+def test_envoy_accepts_the_kubernetes_bootstrap() -> None:
+    result = subprocess.run(
+        [
+            str(BIN_DIR / "envoy"),
+            "--mode",
+            "validate",
+            "-c",
+            str(ENVOY_YAML),
+            "--disable-hot-restart",
+            "--log-level",
+            "warn",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "OK" in result.stdout + result.stderr
