@@ -21,7 +21,7 @@ import contextlib
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -67,9 +67,13 @@ class Corpus:
         return found
 
     @classmethod
-    def build(cls, rows: Sequence[MemoryRecord], dim: int) -> Corpus:
+    def build(
+        cls, rows: Sequence[MemoryRecord], dim: int, previous: Corpus | None = None
+    ) -> Corpus:
         """A corpus from rows (any order, duplicates by id dropped): active memories
-        become documents, active category nodes the hierarchy."""
+        become documents, active category nodes the hierarchy. When only scalar
+        fields changed since ``previous`` (access counts, importance: same rows, text,
+        vectors, links and sessions), its matrices and indexes are reused."""
         unique: dict[str, MemoryRecord] = {}
         for row in rows:
             unique.setdefault(row.id, row)
@@ -81,6 +85,8 @@ class Corpus:
         categories = sorted(
             (r for r in active if r.node_type == NodeType.CATEGORY), key=lambda r: r.id
         )
+        if previous is not None and _same_structure(previous, memories, categories):
+            return replace(previous, records=tuple(memories), categories=tuple(categories))
         index_of = {r.id: i for i, r in enumerate(memories)}
         links: list[set[int]] = [set() for _ in memories]
         for i, record in enumerate(memories):
@@ -110,6 +116,28 @@ class Corpus:
             categories=tuple(categories),
             category_vectors=_matrix(categories, dim),
         )
+
+
+def _same_structure(
+    old: Corpus, memories: Sequence[MemoryRecord], categories: Sequence[MemoryRecord]
+) -> bool:
+    """Whether ``old``'s vectors, BM25 index, links and session order hold for these
+    rows (in this order): only fields the indexes do not read may differ."""
+    if len(old.records) != len(memories) or len(old.categories) != len(categories):
+        return False
+    for new_rows, old_rows in ((memories, old.records), (categories, old.categories)):
+        for new, prev in zip(new_rows, old_rows, strict=True):
+            if new is prev:
+                continue
+            if (
+                new.id != prev.id
+                or new.content != prev.content
+                or new.related_ids != prev.related_ids
+                or new.session_id != prev.session_id
+                or not (new.embedding is prev.embedding or new.embedding == prev.embedding)
+            ):
+                return False
+    return True
 
 
 def _matrix(records: Sequence[MemoryRecord], dim: int) -> Matrix:
@@ -222,7 +250,7 @@ class CorpusCache:
             self._corpora.move_to_end(cache_key)
             return cached[1]
         rows = [row for unit in units for row in unit.rows]
-        corpus = Corpus.build(rows, self._store.dim)
+        corpus = Corpus.build(rows, self._store.dim, cached[1] if cached else None)
         self._corpora[cache_key] = (versions, corpus)
         while len(self._corpora) > self._config.max_scopes:
             self._corpora.popitem(last=False)
@@ -260,7 +288,15 @@ class CorpusCache:
             unit = self._units.get(key)
             if unit is None:
                 continue
-            kept = [r for r in unit.rows if r.id not in updates]
+            kept = []
+            for row in unit.rows:
+                update = updates.get(row.id)
+                if update is None:
+                    kept.append(row)
+                elif update.embedding is not row.embedding and update.embedding == row.embedding:
+                    # Same vector re-read from the store (e.g. an access-count flush):
+                    # share the cached one so corpora see an unchanged vector at once.
+                    updates[row.id] = update.with_changes(embedding=row.embedding)
             self._seq += 1
             unit.rows = (*kept, *sorted(updates.values(), key=lambda r: r.id))
             unit.seq = self._seq

@@ -128,3 +128,25 @@ async def test_ttl_refresh_is_a_delta_that_also_drops_superseded_rows(
     assert "own" not in fresh.index_of
     assert metrics.value("memory_sidecar_corpus_cache_lookups_total", {"outcome": "delta"}) >= 1
     await cache.close()
+
+
+async def test_scalar_only_updates_reuse_the_indexes(store: MemoryStore) -> None:
+    """An access-count flush re-reads rows (new vector objects, same values): the
+    next corpus shows the new counts but reuses the matrices and the BM25 index; a
+    content change rebuilds them."""
+    cache = CorpusCache(store, CacheConfig(), Metrics())
+    before = await cache.corpus(Scope("alice"))
+    reread = [r.with_changes(embedding=tuple(r.embedding or ()), access_count=7) for r in
+              before.records]  # fmt: skip
+    cache.apply(reread)
+    counted = await cache.corpus(Scope("alice"))
+    assert counted is not before
+    assert [r.access_count for r in counted.records] == [7, 7]
+    assert counted.vectors is before.vectors
+    assert counted.bm25 is before.bm25
+    own = next(r for r in counted.records if r.id == "own")
+    cache.apply([own.with_changes(content="a new text", embedding=(0.0, 1.0, 0.0, 0.0))])
+    edited = await cache.corpus(Scope("alice"))
+    assert edited.vectors is not before.vectors
+    assert edited.records[edited.index_of["own"]].content == "a new text"
+    assert edited.vectors[edited.index_of["own"]].tolist() == [0.0, 1.0, 0.0, 0.0]
