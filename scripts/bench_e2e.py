@@ -22,6 +22,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -53,6 +55,29 @@ def seeded_store(size: int, per_user: int, cache: Path | None, workdir: Path) ->
         cached.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(target, cached)
     return target
+
+
+def wait_corpora_loaded(
+    stack: Stack, size: int, warm: Callable[[int], None], timeout: float = 600.0
+) -> None:
+    """Until the corpus cache holds every seeded memory: the warm-up requests are
+    served by the store while each user's corpus loads in the background (~0.7 s per
+    1,000 rows from milvus-lite), and measuring before that ends measures the loads.
+    Warms again (users drawn at random may have been missed) when loading stalls."""
+    deadline = time.monotonic() + timeout
+    rows, last, stalled = 0.0, -1.0, 0
+    while time.monotonic() < deadline:
+        rows = stack.sidecar_metric("memory_sidecar_corpus_cache_rows")
+        if rows >= size:
+            print(f"  corpora loaded: {rows:.0f} rows cached", flush=True)
+            return
+        stalled = stalled + 1 if rows == last else 0
+        last = rows
+        if stalled >= 10:
+            warm(int(rows))
+            stalled = 0
+        time.sleep(1.0)
+    print(f"  warning: only {rows:.0f} of {size} rows cached after {timeout:.0f}s", flush=True)
 
 
 def measure(
@@ -139,12 +164,17 @@ def main(argv: list[str] | None = None) -> int:
             stack = Stack(stack_dir)
             try:
                 stack.start()
+
                 # Warm every user's corpus (the first request of a scope is served by
                 # the store while its corpus loads in the background).
-                asyncio.run(
-                    run_load(f"{stack.base_url}/chat/completions", requests=users * 3,
-                             concurrency=4, stream=False, users=users, warmup=0, seed=99)
-                )  # fmt: skip
+                def warm(seed: int, stack: Stack = stack, users: int = users) -> None:
+                    asyncio.run(
+                        run_load(f"{stack.base_url}/chat/completions", requests=users * 10,
+                                 concurrency=4, stream=False, users=users, warmup=0, seed=seed)
+                    )  # fmt: skip
+
+                warm(99)
+                wait_corpora_loaded(stack, size, warm)
                 measure(f"envoy+sidecar@{size // 1000}k", f"{stack.base_url}/chat/completions",
                         args, users, results)  # fmt: skip
                 report[f"mean_injected_{size}"] = stack.sidecar_metric(
