@@ -148,6 +148,9 @@ class StoreConfig(_Model):
     collection: str = Field(default="memories", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
     #: Seconds a single store call may take (bounds pymilvus' internal retries too).
     timeout_s: float = Field(default=10.0, gt=0)
+    #: Seconds loading the collection into memory may take at start (and before a
+    #: migration reads it): a large collection takes far longer than one call.
+    load_timeout_s: float = Field(default=300.0, gt=0)
     #: Threads for blocking pymilvus calls.
     workers: int = Field(default=4, ge=1, le=64)
     #: Longest stored memory text, in characters (longer text is truncated).

@@ -248,7 +248,7 @@ class MemoryStore:
     def _ensure_collection(self) -> None:
         if self._client.has_collection(self._collection, timeout=self._config.timeout_s):
             self._check_schema()
-            self._client.load_collection(self._collection, timeout=self._config.timeout_s)
+            self._client.load_collection(self._collection, timeout=self._config.load_timeout_s)
             return
         self._create_collection()
 
@@ -373,7 +373,7 @@ class MemoryStore:
         wanted = [f.name for f in FIELDS if f.name in present and not f.function_output]
         if "id" not in present:
             raise StoreError(f"collection {self._collection!r} has no 'id' field")
-        self._client.load_collection(self._collection, timeout=timeout)
+        self._client.load_collection(self._collection, timeout=self._config.load_timeout_s)
         iterator = self._client.query_iterator(
             self._collection,
             batch_size=batch_size,
