@@ -86,6 +86,9 @@ def split_clusters(
             labels = model.fit_predict(data)
             if np.unique(labels).size < 2:
                 continue
+            if lower == upper:  # a single candidate: no O(n^2) silhouette to choose it
+                best = labels
+                break
             score = float(silhouette_score(data, labels, metric="cosine"))
             if score > best_score + 1e-9:
                 best_score, best = score, labels
