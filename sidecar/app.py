@@ -5,6 +5,7 @@ and passed to whoever needs it (no module-level state anywhere).
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 from dataclasses import dataclass
@@ -260,11 +261,21 @@ class Sidecar:
         await self.components.close()
 
 
+def freeze_startup_objects() -> None:
+    """Move everything allocated so far (the embedding model, torch, scikit-learn,
+    the gRPC stack: millions of objects) out of the cyclic GC's reach. Measured in a
+    soak: full collections otherwise paused the event loop for up to 145 ms, on the
+    request path, to scan objects that live as long as the process."""
+    gc.collect()
+    gc.freeze()
+
+
 async def serve(config: SidecarConfig) -> None:
     """Run until SIGTERM or SIGINT, then shut down gracefully."""
     components = await Components.build(config)
     sidecar = Sidecar(components)
     await sidecar.start()
+    freeze_startup_objects()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
