@@ -372,12 +372,5 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if report.failures else 0
 
 
-def summary(report: SoakReport) -> dict[str, Any]:
-    """The report without its samples (for tests and logs)."""
-    data = asdict(report)
-    data.pop("samples")
-    return data
-
-
 if __name__ == "__main__":
     sys.exit(main())
