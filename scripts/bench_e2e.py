@@ -32,9 +32,16 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 
-from bench_latency import Result, print_table, run_load, start_envoy, summarize  # noqa: E402
+from bench_latency import (  # noqa: E402
+    Result,
+    noop_processor,
+    print_table,
+    run_load,
+    start_envoy,
+    summarize,
+)
 
-from e2e.stack import PYTHON, ManagedProcess, Stack, free_port  # noqa: E402
+from e2e.stack import PYTHON, ManagedProcess, Stack  # noqa: E402
 
 
 def seeded_store(size: int, per_user: int, cache: Path | None, workdir: Path) -> Path:
@@ -132,12 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         # Baselines: mock, Envoy alone, Envoy + do-nothing ext_proc.
         base = Stack(workdir / "base", with_sidecar=False)
-        noop_port = free_port()
-        noop = ManagedProcess(
-            "noop-extproc",
-            [PYTHON, "-m", "e2e.noop_extproc", "--port", str(noop_port)],
-            workdir / "noop.log",
-        )
+        noop, noop_port = noop_processor(workdir)
         extra: list[ManagedProcess] = []
         try:
             base.start()

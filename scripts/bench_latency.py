@@ -162,6 +162,17 @@ def summarize(
     return result
 
 
+def noop_processor(workdir: Path) -> tuple[ManagedProcess, int]:
+    """The do-nothing ext_proc baseline (not started) and its port."""
+    port = free_port()
+    process = ManagedProcess(
+        "noop-extproc",
+        [PYTHON, "-m", "e2e.noop_extproc", "--port", str(port)],
+        workdir / "noop.log",
+    )
+    return process, port
+
+
 def start_envoy(
     stack: Stack, name: str, sidecar_port: int | None, workdir: Path
 ) -> tuple[ManagedProcess, int]:
@@ -249,12 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         check=True,
         cwd=REPO,
     )
-    noop_port = free_port()
-    noop = ManagedProcess(
-        "noop-extproc",
-        [PYTHON, "-m", "e2e.noop_extproc", "--port", str(noop_port)],
-        workdir / "noop.log",
-    )
+    noop, noop_port = noop_processor(workdir)
     extra: list[ManagedProcess] = []
     results: list[Result] = []
     try:

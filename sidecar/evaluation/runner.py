@@ -354,16 +354,7 @@ def _variant_result(
                 ),
             )
         )
-    by_category: dict[str, list[Scores]] = {}
-    for result in results:
-        if result.category is not None:
-            by_category.setdefault(result.category, []).append(result.scores)
-    return StrategyResult(
-        name=name,
-        overall=mean_scores([r.scores for r in results], ks),
-        by_category={c: mean_scores(s, ks) for c, s in sorted(by_category.items())},
-        queries=tuple(results),
-    )
+    return strategy_result(name, results, ks)
 
 
 async def _embed_queries(
@@ -419,6 +410,11 @@ async def _run_strategy(
             )
         )
         advance(1)
+    return strategy_result(name, results, ks)
+
+
+def strategy_result(name: str, results: list[QueryResult], ks: Sequence[int]) -> StrategyResult:
+    """One strategy's per-query results with their overall and per-category means."""
     by_category: dict[str, list[Scores]] = {}
     for result in results:
         if result.category is not None:
