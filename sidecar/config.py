@@ -530,6 +530,28 @@ class LinkConfig(_Model):
     session_neighbors: bool = True
 
 
+class TopicConfig(_Model):
+    """Named topics as retrieval evidence (strategies ``default`` and ``associative``).
+
+    A leaf category under a *named topic* (a topic the extraction LLM or an import
+    gave the memories; never a category the clustering made up) scores the mean of
+    its ``evidence`` best members' fused scores. The ``max_topics`` best such
+    categories with at least one member passing the evidence gate are opened; each
+    member then scores ``max(own, alpha * own + (1 - alpha) * category)`` and is
+    admitted on its category's evidence. Measured (``sidecar eval``): clusters30
+    precision@5 0.70 -> 1.00, gosource117 recall@10 0.48 -> 0.8; a store without
+    named topics ranks exactly as without this stage.
+    """
+
+    enabled: bool = True
+    #: Weight of a member's own score against its category's (see above).
+    alpha: float = Field(default=0.2, ge=0, le=1)
+    #: Best members averaged into a category's score.
+    evidence: int = Field(default=1, ge=1, le=100)
+    #: Categories opened per query.
+    max_topics: int = Field(default=6, ge=1, le=100)
+
+
 class AssociativeConfig(_Model):
     """Multi-hop expansion through embedding neighbours (off by default)."""
 
@@ -626,6 +648,7 @@ class RetrievalConfig(_Model):
     candidate_pool: int = Field(default=50, ge=1, le=10_000)
     hybrid: HybridConfig = HybridConfig()
     links: LinkConfig = LinkConfig()
+    topics: TopicConfig = TopicConfig()
     associative: AssociativeConfig = AssociativeConfig()
     hierarchy: HierarchyConfig = HierarchyConfig()
     tiered: TieredConfig = TieredConfig()

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sidecar.config import StrategyName
 from sidecar.errors import InvalidIdentifier, InvalidInput
+from sidecar.memory.categories import topic_name
 from sidecar.memory.filters import validate_identifier
 from sidecar.memory.records import MemoryRecord, MemoryType, NodeType, Status, Visibility
 from sidecar.memory.store import ID_BYTES, MAX_RELATED
@@ -89,6 +90,12 @@ class MemoryInput(_Request):
         description="user: its owner only; group: also the members of group_id; public: all.",
     )
     group_id: str = ""
+    topic: str = Field(
+        default="",
+        max_length=200,
+        description="File the memory under the owner's named topic of this name (created "
+        "on demand); empty: the category tree places it by similarity.",
+    )
 
     @field_validator("content")
     @classmethod
@@ -96,6 +103,11 @@ class MemoryInput(_Request):
         if not value.strip():
             raise ValueError("content is blank")
         return value.strip()
+
+    @field_validator("topic")
+    @classmethod
+    def _topic(cls, value: str) -> str:
+        return topic_name(value)
 
     @field_validator("session_id", "group_id")
     @classmethod

@@ -20,7 +20,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -328,7 +328,8 @@ class MemoryAdmin:
                 updated_at=now,
                 content_hash=content_hash(text),
             )
-            stored = await self._write(owner, [record], self._enricher)
+            topics = {rid: data.topic} if data.topic else None
+            stored = await self._write(owner, [record], self._enricher, topics)
         self._metrics.admin_rows.labels(operation="add").inc()
         self._stored(owner)
         return _pick(stored, rid), True
@@ -423,9 +424,13 @@ class MemoryAdmin:
             self._on_stored(owner)
 
     async def _write(
-        self, owner: str, records: Sequence[MemoryRecord], enricher: Enricher
+        self,
+        owner: str,
+        records: Sequence[MemoryRecord],
+        enricher: Enricher,
+        topics: Mapping[str, str] | None = None,
     ) -> list[MemoryRecord]:
-        rows = await enricher.enrich(owner, records)
+        rows = await enricher.enrich(owner, records, topics)
         await self._store.upsert(rows)
         self._cache.apply(rows)
         return rows

@@ -171,7 +171,9 @@ class IngestStats:
     store_seconds: float
 
 
-async def ingest(dataset: Dataset, env: EvalEnvironment, *, progress: bool = False) -> IngestStats:
+async def ingest(
+    dataset: Dataset, env: EvalEnvironment, *, progress: bool = False, topics: bool = True
+) -> IngestStats:
     """Embed, enrich and store every memory of ``dataset``; then wait until the store
     shows each query scope exactly its visible memories."""
     components = env.components
@@ -207,6 +209,7 @@ async def ingest(dataset: Dataset, env: EvalEnvironment, *, progress: bool = Fal
             store=components.store,
             cache=cache,
             progress=advance,
+            topics={m.id: m.cluster for m in dataset.memories if m.cluster} if topics else None,
         )
     finally:
         bar.close()

@@ -57,6 +57,18 @@ def _describe_gate(result: EvalResult) -> str:
     )
 
 
+def _describe_topics(result: EvalResult) -> str:
+    labelled = sum(1 for m in result.dataset.memories if m.cluster)
+    if not labelled:
+        return "categories: built by the write path's clustering (no 'cluster' labels)"
+    if not result.topics:
+        return f"categories: clustering only (--no-topics: {labelled} 'cluster' labels ignored)"
+    return (
+        f"categories: {labelled} memories filed under named topics from their 'cluster' "
+        "labels (as extraction-LLM topics are; --no-topics to ignore them)"
+    )
+
+
 def format_text(result: EvalResult) -> str:
     data = result.dataset
     ingest = result.ingest
@@ -74,6 +86,7 @@ def format_text(result: EvalResult) -> str:
         + (result.config_source or "the built-in defaults (no --config)")
         + f" with each strategy; top {result.top_k} searched",
         _describe_gate(result),
+        _describe_topics(result),
         f"query embedding p50 {percentile(result.embed_ms, 50):.2f} ms "
         "(once per query, shared by all strategies, not in the latencies below)",
     ]
@@ -283,6 +296,7 @@ def to_json(result: EvalResult) -> dict[str, Any]:
             "source": result.config_source,
             "no_threshold": result.no_threshold,
             "evidence_gate": not result.no_threshold,
+            "topics": result.topics,
             "retrieval": result.retrieval.model_dump(mode="json"),
             "embedding": config.embedding.model_dump(mode="json"),
             "enrichment": config.enrichment.model_dump(mode="json"),

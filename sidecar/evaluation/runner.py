@@ -47,6 +47,10 @@ class EvalOptions:
     ks: tuple[int, ...] = DEFAULT_KS
     #: Evidence gate off (``threshold=-1``, ``lexical_threshold=0``): pure ranking.
     no_threshold: bool = False
+    #: File memories that carry a ``cluster`` label under a named topic of that name,
+    #: as the write path files facts the extraction LLM gave a topic; off: every
+    #: memory is placed by the category tree's clustering alone.
+    topics: bool = True
     limit_queries: int | None = None
     #: ``None``: a temporary milvus-lite file; ``"config"``: the config's store URI.
     store_uri: str | None = None
@@ -118,6 +122,8 @@ class EvalResult:
     added_baselines: tuple[str, ...]
     retrieval: RetrievalConfig
     no_threshold: bool
+    #: Whether dataset ``cluster`` labels were filed as named topics.
+    topics: bool
     config: SidecarConfig = field(repr=False)
     config_source: str | None
     store: str
@@ -247,7 +253,7 @@ async def run_eval(
             memory = env.components.memory
             for name in strategies:
                 memory.retriever(name)  # the service knows every registered name
-            stats = await ingest(data, env, progress=options.progress)
+            stats = await ingest(data, env, progress=options.progress, topics=options.topics)
             vectors, embed_ms = await _embed_queries(memory, data.queries, retrieval)
             memories = {m.id: m for m in data.memories}
             bar = progress_bar(
@@ -291,6 +297,7 @@ async def run_eval(
         added_baselines=added,
         retrieval=retrieval,
         no_threshold=options.no_threshold,
+        topics=options.topics,
         config=config,
         config_source=config_source,
         store=store,

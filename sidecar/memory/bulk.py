@@ -64,8 +64,10 @@ async def bulk_load(
     store: MemoryStore,
     cache: CorpusCache,
     progress: Progress | None = None,
+    topics: Mapping[str, str] | None = None,
 ) -> BulkStats:
-    """Embed (where missing), enrich per owner (unless ``enricher`` is None) and store."""
+    """Embed (where missing), enrich per owner (unless ``enricher`` is None) and store.
+    ``topics`` (memory id -> topic name) files those memories under named topics."""
     started = time.perf_counter()
     missing = [i for i, r in enumerate(records) if r.embedding is None]
     filled = list(records)
@@ -84,7 +86,7 @@ async def bulk_load(
     async def one(owner: str) -> None:
         step = time.perf_counter()
         mine = by_owner[owner]
-        enriched = await enricher.enrich(owner, mine) if enricher else list(mine)
+        enriched = await enricher.enrich(owner, mine, topics) if enricher else list(mine)
         totals["enrich"] += time.perf_counter() - step
         step = time.perf_counter()
         for chunk in chunks(enriched, UPSERT_CHUNK):

@@ -1,5 +1,12 @@
-"""Category rows: deterministic ids, the "general" inbox, blank rows, and the
-comparison ``evolve`` uses to write only what changed."""
+"""Category rows: deterministic ids, the "general" inbox, named topics, blank rows,
+and the comparison ``evolve`` uses to write only what changed.
+
+A *named topic* is a category whose name came with the memory (the extraction
+LLM's ``topic``, an import's ``topic``): its row has ``source="topic"`` and an id
+derived from the owner and the normalised name, so every writer files a topic's
+memories under the same row. ``evolve`` may split a big topic into subcategories
+but never merges two topics or renames one.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +18,9 @@ from sidecar.memory.clustering import Vector, summary_text
 from sidecar.memory.records import MemoryRecord, NodeType, Visibility, content_hash
 
 GENERAL_NAME = "general"
+TOPIC_SOURCE = "topic"
+#: Longest topic name kept (characters, after normalising).
+MAX_TOPIC_CHARS = 80
 
 
 def category_id(owner: str, parent_id: str, name: str) -> str:
@@ -37,6 +47,41 @@ def general_node(owner: str, vector: Vector, now: int) -> MemoryRecord:
         abstract=GENERAL_NAME,
         overview=text,
         source="hierarchy",
+        created_at=now,
+        updated_at=now,
+        content_hash=content_hash(text),
+    )
+
+
+def topic_name(raw: str) -> str:
+    """The display form of a topic name: single spaces, at most ``MAX_TOPIC_CHARS``
+    ("" when nothing is left)."""
+    return " ".join(raw.split())[:MAX_TOPIC_CHARS].strip()
+
+
+def topic_id(owner: str, name: str) -> str:
+    """The id of ``owner``'s topic ``name`` (case and spacing do not matter; a seed no
+    keyword-named category can produce)."""
+    return category_id(owner, "", "\x01" + topic_name(name).casefold())
+
+
+def is_topic(record: MemoryRecord | None) -> bool:
+    return record is not None and record.source == TOPIC_SOURCE
+
+
+def topic_node(owner: str, name: str, vector: Vector, now: int) -> MemoryRecord:
+    """A fresh topic category row (``evolve`` refreshes its summary and centroid)."""
+    text = summary_text(name, (), ())
+    return MemoryRecord(
+        id=topic_id(owner, name),
+        user_id=owner,
+        content=text,
+        embedding=tuple(float(x) for x in vector),
+        node_type=NodeType.CATEGORY,
+        visibility=Visibility.USER,
+        abstract=name,
+        overview=text,
+        source=TOPIC_SOURCE,
         created_at=now,
         updated_at=now,
         content_hash=content_hash(text),

@@ -16,7 +16,7 @@ points into another user's (or a group's) memories.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -32,8 +32,14 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 class Categorizer(Protocol):
     """Files memories under categories (see ``sidecar.memory.hierarchy``)."""
 
-    async def assign(self, owner: str, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
-        """``records`` with category ids set, plus any category nodes to upsert."""
+    async def assign(
+        self,
+        owner: str,
+        records: Sequence[MemoryRecord],
+        topics: Mapping[str, str] | None = None,
+    ) -> list[MemoryRecord]:
+        """``records`` with category ids set, plus any category nodes to upsert;
+        ``topics`` names the topic of some records (memory id -> name)."""
         ...
 
 
@@ -61,8 +67,14 @@ class Enricher:
     def set_categorizer(self, categorizer: Categorizer | None) -> None:
         self._categorizer = categorizer
 
-    async def enrich(self, owner: str, new: Sequence[MemoryRecord]) -> list[MemoryRecord]:
-        """The rows to upsert: ``new`` enriched, then existing rows with new back-links."""
+    async def enrich(
+        self,
+        owner: str,
+        new: Sequence[MemoryRecord],
+        topics: Mapping[str, str] | None = None,
+    ) -> list[MemoryRecord]:
+        """The rows to upsert: ``new`` enriched, then existing rows with new back-links.
+        ``topics`` (memory id -> topic name) goes to the categorizer."""
         if not new:
             return []
         config = self._config
@@ -96,7 +108,7 @@ class Enricher:
             if merged != record.related_ids and record.node_type == NodeType.MEMORY:
                 updated.append(record.with_changes(related_ids=merged))
         if self._categorizer is not None:
-            enriched = await self._categorizer.assign(owner, enriched)
+            enriched = await self._categorizer.assign(owner, enriched, topics)
         return enriched + updated
 
     def _link(

@@ -17,6 +17,7 @@ from typing import Any
 from sidecar.config import ExtractionConfig
 from sidecar.errors import LLMBadOutput, LLMError
 from sidecar.llm import ChatMessage, LLMClient, task_tag
+from sidecar.memory.categories import topic_name
 from sidecar.memory.heuristics import extract_heuristic
 from sidecar.memory.records import MemoryType
 from sidecar.memory.turns import Fact, Turn
@@ -42,9 +43,11 @@ the turn time and write the absolute date.
 
 Types: "semantic" (facts, preferences), "procedural" (how the user does things),
 "episodic" (an event at a time), "constraint" (a rule for the assistant).
-Importance from 0 to 1.
+Importance from 0 to 1. Topic: a short, general name for what the fact is about
+("work", "family", "health", "travel"); reuse the same name for related facts.
 
-Answer with JSON only: {"facts": [{"text": "...", "type": "semantic", "importance": 0.5}]}
+Answer with JSON only:
+{"facts": [{"text": "...", "type": "semantic", "importance": 0.5, "topic": "work"}]}
 If there is nothing worth remembering, answer {"facts": []}."""
 )
 
@@ -89,7 +92,17 @@ def parse_facts(value: Any, *, max_facts: int) -> list[Fact]:
         if key in seen:
             continue
         seen.add(key)
-        facts.append(Fact(text, kind, min(max(float(importance), 0.0), 1.0), LLM_CONFIDENCE, "llm"))
+        topic = item.get("topic")
+        facts.append(
+            Fact(
+                text,
+                kind,
+                min(max(float(importance), 0.0), 1.0),
+                LLM_CONFIDENCE,
+                "llm",
+                topic_name(topic) if isinstance(topic, str) else "",
+            )
+        )
         if len(facts) >= max_facts:
             break
     return facts

@@ -8,7 +8,9 @@ owned by the user (visibility ``user``): ``abstract`` is the name, ``content`` a
 ``hierarchy.embedding: summary``, the embedding of its summary). A memory's
 ``category_id`` and ``parent_id`` name the leaf category it is filed under.
 
-* :meth:`Hierarchy.assign` (write path) files each new memory under the owner's
+* :meth:`Hierarchy.assign` (write path) files a memory that comes with a named
+  topic under the owner's topic of that name (created on demand, deterministic id;
+  see :mod:`sidecar.memory.categories`), and every other new memory under the owner's
   nearest leaf category when its cosine to the leaf's centroid reaches
   ``assign_threshold``, else under the owner's "general" inbox, created on demand.
   Ids are deterministic, so concurrent writers create the same row, never two.
@@ -30,15 +32,15 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from sidecar.config import HierarchyBuildConfig
-from sidecar.memory.categories import general_id, general_node
+from sidecar.memory.categories import general_id, general_node, topic_id, topic_name, topic_node
 from sidecar.memory.clustering import Matrix, centroid, unit
-from sidecar.memory.corpus import CorpusCache
+from sidecar.memory.corpus import Corpus, CorpusCache
 from sidecar.memory.embedder import Embedder
 from sidecar.memory.filters import build_filter
 from sidecar.memory.hierarchy_plan import TreePlan, TreePlanner
@@ -105,12 +107,38 @@ class Hierarchy:
 
     # -- the write path ------------------------------------------------------------
 
-    async def assign(self, owner: str, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
-        """``records`` filed under categories, plus the "general" node when it has to
-        be created. Counts and centroids are refreshed lazily by ``evolve``."""
+    async def assign(
+        self,
+        owner: str,
+        records: Sequence[MemoryRecord],
+        topics: Mapping[str, str] | None = None,
+    ) -> list[MemoryRecord]:
+        """``records`` filed under categories, plus the category nodes that have to be
+        created ("general", named topics). ``topics`` maps memory ids to the topic
+        their writer named (the extraction LLM, an import): those are filed under the
+        owner's topic of that name (or the nearest of its subcategories). Counts and
+        centroids are refreshed lazily by ``evolve``."""
         if not records:
             return []
         corpus = await self._cache.corpus(Scope(owner))
+        named = {
+            record.id: name
+            for record in records
+            if record.node_type == NodeType.MEMORY
+            and record.status == Status.ACTIVE
+            and (name := topic_name((topics or {}).get(record.id, "")))
+        }
+        out: list[MemoryRecord] = []
+        if named:
+            out = _file_topics(owner, [r for r in records if r.id in named], named, corpus)
+            records = [r for r in records if r.id not in named]
+        if named and self._config.schedule_s > 0:
+            self._pending[owner] = self._pending.get(owner, 0) + len(named)
+        return out + (await self._assign_nearest(owner, records, corpus) if records else [])
+
+    async def _assign_nearest(
+        self, owner: str, records: Sequence[MemoryRecord], corpus: Corpus
+    ) -> list[MemoryRecord]:
         gid = general_id(owner)
         categories = [c for c in corpus.categories if c.user_id == owner]
         all_new = all(r.status == Status.ACTIVE for r in records)
@@ -279,6 +307,60 @@ class Hierarchy:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+def _file_topics(
+    owner: str, records: Sequence[MemoryRecord], named: Mapping[str, str], corpus: Corpus
+) -> list[MemoryRecord]:
+    """``records`` filed under their named topics: the topic row itself, or the
+    nearest leaf under it once ``evolve`` has split it; new topic rows appended."""
+    existing = {c.id: c for c in corpus.categories if c.user_id == owner}
+    children: dict[str, list[str]] = {}
+    for category in existing.values():
+        children.setdefault(category.parent_id, []).append(category.id)
+    by_topic: dict[str, list[MemoryRecord]] = {}
+    names: dict[str, str] = {}
+    for record in records:
+        tid = topic_id(owner, named[record.id])
+        by_topic.setdefault(tid, []).append(record)
+        names.setdefault(tid, named[record.id])
+    out: list[MemoryRecord] = []
+    now = now_ms()
+    for tid in sorted(by_topic):
+        members = by_topic[tid]
+        leaves = _leaves_under(tid, children) if tid in existing else []
+        ids, centres = _leaf_centroids(corpus.records, corpus.vectors, owner, leaves)
+        for record in members:
+            target = tid
+            if ids and record.embedding is not None:
+                similar = centres @ np.asarray(record.embedding, dtype=np.float32)
+                target = ids[int(np.argmax(similar))]
+            out.append(record.with_changes(category_id=target, parent_id=target))
+        if tid not in existing:
+            vectors = np.asarray(
+                [r.embedding for r in members if r.embedding is not None], dtype=np.float32
+            )
+            if len(vectors):
+                out.append(topic_node(owner, names[tid], centroid(vectors), now))
+    return out
+
+
+def _leaves_under(root: str, children: Mapping[str, list[str]]) -> list[str]:
+    """The leaf categories below ``root`` (none when ``root`` is itself a leaf)."""
+    leaves: list[str] = []
+    stack = list(children.get(root, ()))
+    seen = {root}
+    while stack:
+        cid = stack.pop()
+        if cid in seen:
+            continue
+        seen.add(cid)
+        below = children.get(cid, [])
+        if below:
+            stack.extend(below)
+        else:
+            leaves.append(cid)
+    return sorted(leaves)
 
 
 def _leaf_centroids(

@@ -11,7 +11,8 @@ until nothing changes (at most :data:`MAX_PASSES`):
 2. *re-file general* — members of the "general" inbox move to the nearest topic
    leaf when their cosine to its centroid reaches ``assign_threshold``;
 3. *merge* — sibling leaves whose centroids are at least ``merge_threshold``
-   similar become one (the larger keeps its id; the other is superseded);
+   similar become one (the larger keeps its id; the other is superseded); two
+   named topics are never merged, and a topic always keeps its id;
 4. *split* — a leaf with at least ``split_min`` memories is clustered
    (:func:`~sidecar.memory.clustering.split_clusters`) into subcategories named by
    their distinctive keywords; "general" splits into new *top-level* categories;
@@ -39,6 +40,7 @@ from sidecar.memory.categories import (
     category_id,
     differs,
     general_id,
+    is_topic,
 )
 from sidecar.memory.clustering import (
     Matrix,
@@ -274,12 +276,18 @@ class TreePlanner:
             if pair is None:
                 return changed
             a, b = pair
-            size_a, size_b = len(self._nodes[a].members), len(self._nodes[b].members)
-            keep, drop = (a, b) if (-size_a, a) <= (-size_b, b) else (b, a)
+            # A named topic absorbs a near-identical keyword category (never the
+            # other way round); otherwise the larger one keeps its id.
+            rank_a = (not self._topic(a), -len(self._nodes[a].members), a)
+            rank_b = (not self._topic(b), -len(self._nodes[b].members), b)
+            keep, drop = (a, b) if rank_a <= rank_b else (b, a)
             for mid in sorted(self._nodes[drop].members):
                 self._move(mid, keep)
             self._remove(drop, into=keep)
             changed = True
+
+    def _topic(self, cid: str) -> bool:
+        return is_topic(self._nodes[cid].record)
 
     def _closest_pair(self, groups: dict[str, list[str]]) -> tuple[str, str] | None:
         best: tuple[float, str, str] | None = None
@@ -291,6 +299,8 @@ class TreePlanner:
             similar = centres @ centres.T
             for i in range(len(ids)):
                 for j in range(i + 1, len(ids)):
+                    if self._topic(ids[i]) and self._topic(ids[j]):
+                        continue  # two named topics stay two, however similar
                     score = float(similar[i, j])
                     if score >= self._config.merge_threshold and (
                         best is None or score > best[0] + 1e-9

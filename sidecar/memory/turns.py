@@ -30,3 +30,6 @@ class Fact:
     importance: float = 0.5
     confidence: float = 1.0
     source: str = "llm"
+    #: The topic the extractor filed the fact under ("" = none: the category tree
+    #: places it by similarity). See :mod:`sidecar.memory.categories`.
+    topic: str = ""

@@ -145,14 +145,18 @@ class MemoryWriter:
         corpus = await self._cache.corpus(Scope(turn.user_id))
         pending = _TurnRows(corpus, turn.user_id)
         result = WriteResult()
+        topics: dict[str, str] = {}
         for fact, text, vector in zip(facts, texts, vectors, strict=True):
             candidates = pending.candidates(vector, config.dedup_candidates)
             judgement = await self._judge.judge(text, candidates, config)
-            pending.put(await self._apply(turn, fact, text, vector, judgement, pending.get))
+            written = await self._apply(turn, fact, text, vector, judgement, pending.get)
+            if written and fact.topic and judgement.decision != Decision.UPDATE:
+                topics[written[0].id] = fact.topic  # a new row (an update keeps its home)
+            pending.put(written)
             result = result.counted(judgement.decision)
         rows = pending.rows()
         if rows:
-            enriched = await self._enricher.enrich(turn.user_id, rows)
+            enriched = await self._enricher.enrich(turn.user_id, rows, topics)
             await self._store.upsert(enriched)
             self._cache.apply(enriched)
         return result

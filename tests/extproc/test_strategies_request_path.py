@@ -16,14 +16,30 @@ import pytest
 from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
 from sidecar.app import Components, Sidecar
 from sidecar.config import SidecarConfig, config_from_mapping
+from sidecar.evaluation.ingest import write_path_enricher
+from sidecar.memory.bulk import bulk_load
 from sidecar.memory.embedder import Embedder
 from sidecar.memory.filters import build_filter
-from sidecar.memory.records import NodeType, Scope
+from sidecar.memory.records import MemoryRecord, NodeType, Scope, memory_id
 from sidecar.memory.retrieval.registry import STRATEGY_NAMES
 from sidecar.memory.turns import Turn
 from tests.extproc import messages as msg
 
 USER = "strategist"
+GARDENER = "gardener"
+#: Stored with the named topic "garden" (as the extraction LLM would file them).
+GARDEN = (
+    "User grows heirloom tomatoes in raised beds.",
+    "The compost heap sits behind the shed.",
+    "Aphids keep attacking the climbing roses.",
+    "User waters the seedlings at dawn.",
+)
+OTHER = (
+    "User's sister lives in Lisbon.",
+    "User drives a blue hatchback.",
+    "User is allergic to penicillin.",
+    "User plays chess on Tuesdays.",
+)
 
 TURNS = [
     # cooking
@@ -81,6 +97,18 @@ async def written(workdir: Path, embedder: Embedder) -> dict[str, Any]:
         assert components.hierarchy is not None
         await components.hierarchy.evolve(USER)
         rows = await components.store.query(build_filter(owner=USER, node_type=None))
+        garden = [
+            MemoryRecord(id=memory_id(GARDENER, t), user_id=GARDENER, content=t, created_at=1)
+            for t in (*GARDEN, *OTHER)
+        ]
+        await bulk_load(
+            garden,
+            embedder=embedder,
+            enricher=write_path_enricher(components),
+            store=components.store,
+            cache=components.memory.cache,
+            topics={r.id: "Garden" for r in garden if r.content in GARDEN},
+        )
     finally:
         await components.close()
     return {"rows": rows}
@@ -93,16 +121,17 @@ async def channel(
     components = await Components.build(make_config(workdir), embedder=embedder)
     server = Sidecar(components)
     await server.start()
-    await components.memory.cache.corpus(Scope(USER))  # warm, as after a first request
+    for user in (USER, GARDENER):  # warm, as after a first request
+        await components.memory.cache.corpus(Scope(user))
     async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as ch:
         yield ch
     await server.stop()
 
 
-async def injected(channel: grpc.aio.Channel, profile: str, question: str) -> str:
+async def injected(channel: grpc.aio.Channel, profile: str, question: str, user: str = USER) -> str:
     stub = pb_grpc.ExternalProcessorStub(channel)
     call = stub.Process(metadata=(("x-memory-profile", profile),))
-    await call.write(msg.request_headers(user=USER))
+    await call.write(msg.request_headers(user=user))
     await call.read()
     await call.write(msg.request_body(msg.chat_body(question)))
     reply = await call.read()
@@ -131,6 +160,16 @@ async def test_every_strategy_injects_through_the_request_path(
     block = await injected(channel, strategy, "When do I bake sourdough bread?")
     assert "<memory>" in block, strategy
     assert "sourdough" in block.lower(), (strategy, block)
+
+
+async def test_members_of_a_named_topic_are_injected_together(
+    channel: grpc.aio.Channel,
+) -> None:
+    question = "How are my heirloom tomatoes doing in the raised beds?"
+    block = await injected(channel, "default", question, GARDENER)
+    assert all(fact.rstrip(".") in block for fact in GARDEN), block
+    assert not any(fact.rstrip(".") in block for fact in OTHER), block
+    assert block.count("[Garden]") == len(GARDEN), block  # labelled with the topic's name
 
 
 async def test_links_persisted_by_one_process_are_followed_by_another(

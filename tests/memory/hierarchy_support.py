@@ -7,7 +7,7 @@ categorizer, upsert, invalidate the cache).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,11 +143,20 @@ class Harness:
             for i, (text, vector) in enumerate(zip(texts, vectors, strict=True))
         ]
 
-    async def write(self, owner: str, texts: Sequence[str], *, batch: int = 4) -> None:
-        """Write ``texts`` through the enricher in small batches (like turns)."""
+    async def write(
+        self,
+        owner: str,
+        texts: Sequence[str],
+        *,
+        batch: int = 4,
+        topic: Callable[[str], str] | None = None,
+    ) -> None:
+        """Write ``texts`` through the enricher in small batches (like turns), each
+        with the topic ``topic`` names for it (none: filed by similarity)."""
         for start in range(0, len(texts), batch):
             fresh = await self.records(owner, texts[start : start + batch], start)
-            rows = await self.enricher.enrich(owner, fresh)
+            topics = {r.id: topic(r.content) for r in fresh} if topic else None
+            rows = await self.enricher.enrich(owner, fresh, topics)
             await self.store.upsert(rows)
             for row in rows:
                 self.cache.invalidate(row)

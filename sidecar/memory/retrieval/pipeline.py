@@ -1,6 +1,7 @@
 """Corpus-scored strategies: one pipeline, configured per strategy name.
 
     signals -> base score (cosine | bm25 | ngram | fused)
+            -> named-topic propagation (optional)
             -> link expansion (optional)
             -> associative expansion (optional; ``config`` = per profile)
             -> evidence gate -> candidate pool -> link share limit
@@ -34,6 +35,7 @@ from sidecar.memory.retrieval.signals import (
     ngram_scores,
     top_indices,
 )
+from sidecar.memory.retrieval.topics import TopicIndex, expand_topics
 
 BaseSignal = Literal["cosine", "bm25", "ngram", "fused"]
 Toggle = Literal["on", "off", "config"]
@@ -62,6 +64,7 @@ class PipelineRetriever:
         links: bool = False,
         associative: Toggle = "off",
         rerank: bool = False,
+        topics: bool = False,
     ) -> None:
         self.name = name
         self._base = base
@@ -69,6 +72,7 @@ class PipelineRetriever:
         self._links = links
         self._associative = associative
         self._rerank = rerank
+        self._topics = TopicIndex() if topics else None
 
     def _hybrid(self, config: RetrievalConfig) -> HybridConfig:
         hybrid = config.hybrid
@@ -76,7 +80,16 @@ class PipelineRetriever:
             hybrid = hybrid.model_copy(update={"fusion": self._fusion})
         return hybrid
 
-    def rank(self, query: Query, corpus: Corpus, config: RetrievalConfig, top_k: int) -> Ranking:
+    def rank(
+        self,
+        query: Query,
+        corpus: Corpus,
+        config: RetrievalConfig,
+        top_k: int,
+        user_id: str | None = None,
+    ) -> Ranking:
+        """Rank ``corpus`` for ``query``; ``user_id`` (the scope's user) is whose named
+        topics count (none: no topic stage)."""
         hybrid = self._hybrid(config)
         signals = compute_signals(query, corpus, hybrid if self._base == "fused" else _NO_NGRAM)
         if self._base == "cosine":
@@ -89,6 +102,9 @@ class PipelineRetriever:
             base, gate = signals.ngram, evidence_mask(signals, config)
         else:
             base, gate = fuse(signals, hybrid), evidence_mask(signals, config)
+        if self._topics is not None and user_id is not None:
+            topics = self._topics.groups(corpus, user_id)
+            base, gate, _ = expand_topics(base, gate, topics, config.topics)
         scores: Scores = base
         via: dict[int, str] = {}
         if self._links:
@@ -111,7 +127,8 @@ class PipelineRetriever:
         return Ranking(order, scores, signals, via)
 
     async def retrieve(self, query: Query, ctx: SearchContext, top_k: int) -> list[Hit]:
-        return self.rank(query, ctx.corpus, ctx.config, top_k).hits(ctx.corpus, top_k)
+        ranking = self.rank(query, ctx.corpus, ctx.config, top_k, ctx.scope.user_id)
+        return ranking.hits(ctx.corpus, top_k)
 
 
 _NO_NGRAM = HybridConfig(ngram_weight=0.0)

@@ -9,7 +9,8 @@ ngram          character-trigram Jaccard
 hybrid         weighted fusion of cosine, BM25 and n-grams
 hybrid-rrf     reciprocal-rank fusion of the same signals
 linked         hybrid + link expansion
-default        hybrid + link expansion + composite re-rank
+default        hybrid + named-topic propagation + link expansion
+               + composite re-rank
                (+ associative expansion when ``associative.enabled``)
 associative    default with associative multi-hop expansion forced on
 hierarchical   two-phase category search with best-first drill-down
@@ -41,8 +42,12 @@ def build_retrievers() -> dict[str, Retriever]:
         PipelineRetriever("hybrid", base="fused"),
         PipelineRetriever("hybrid-rrf", base="fused", fusion="rrf"),
         PipelineRetriever("linked", base="fused", links=True),
-        PipelineRetriever("default", base="fused", links=True, rerank=True, associative="config"),
-        PipelineRetriever("associative", base="fused", links=True, rerank=True, associative="on"),
+        PipelineRetriever(
+            "default", base="fused", topics=True, links=True, rerank=True, associative="config"
+        ),
+        PipelineRetriever(
+            "associative", base="fused", topics=True, links=True, rerank=True, associative="on"
+        ),
         HierarchicalRetriever(),
         TieredRetriever(),
     ]
