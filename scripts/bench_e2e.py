@@ -123,6 +123,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", default="1,16")
     parser.add_argument("--no-stream", action="store_true")
     parser.add_argument("--store-cache", type=Path, help="reuse seeded stores from here")
+    parser.add_argument(
+        "--readonly",
+        action="store_true",
+        help="also measure each store on the read-only route (retrieval and injection, "
+        "no extraction or write): the request path without the write path beside it",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -179,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
                 wait_corpora_loaded(stack, size, warm)
                 measure(f"envoy+sidecar@{size // 1000}k", f"{stack.base_url}/chat/completions",
                         args, users, results)  # fmt: skip
+                if args.readonly:
+                    measure(f"envoy+sidecar@{size // 1000}k ro",
+                            stack.route_url("/readonly/v1/chat/completions"), args, users,
+                            results)  # fmt: skip
                 report[f"mean_injected_{size}"] = stack.sidecar_metric(
                     "memory_sidecar_injected_memories_sum"
                 ) / max(1.0, stack.sidecar_metric("memory_sidecar_injected_memories_count"))
