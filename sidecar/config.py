@@ -582,6 +582,9 @@ class HierarchyConfig(_Model):
     broad_threshold: float = Field(default=0.1, ge=-1, le=1)
     #: Categories opened in phase 1.
     broad_categories: int = Field(default=6, ge=1, le=100)
+    #: A category's relevance is at least the best gated score among the memories of
+    #: its subtree (evidence flowing up), not only its centroid's similarity.
+    member_evidence: bool = True
     #: Stop when the top-k set has not changed for this many popped memories (pops
     #: of categories, and of memories already in the top-k, are not counted).
     convergence_rounds: int = Field(default=3, ge=1, le=100)

@@ -12,9 +12,13 @@ import pytest
 from sidecar.config import RetrievalConfig
 from sidecar.memory.corpus import Corpus
 from sidecar.memory.embedder import Embedder
-from sidecar.memory.records import NodeType, Scope
+from sidecar.memory.records import MemoryRecord, NodeType, Scope
 from sidecar.memory.retrieval.base import Query
-from sidecar.memory.retrieval.hierarchical import CategoryTree, HierarchicalRetriever
+from sidecar.memory.retrieval.hierarchical import (
+    CategoryTree,
+    HierarchicalRetriever,
+    subtree_evidence,
+)
 from sidecar.memory.retrieval.pipeline import PipelineRetriever
 from sidecar.memory.retrieval.registry import build_retrievers
 from sidecar.memory.retrieval.tiered import TieredRetriever
@@ -204,3 +208,37 @@ def test_empty_corpus(embedder: Embedder) -> None:
     )
     assert tiered_hits == []
     assert tier_stats.tiers == 0
+
+
+def test_member_evidence_flows_up_the_category_tree() -> None:
+    def node(cid: str, parent: str = "") -> MemoryRecord:
+        return MemoryRecord(
+            id=cid, user_id="u", content=cid, embedding=(1.0, 0.0), node_type=NodeType.CATEGORY,
+            parent_id=parent,
+        )  # fmt: skip
+
+    def leaf_member(mid: str, home: str) -> MemoryRecord:
+        return MemoryRecord(
+            id=mid, user_id="u", content=mid, embedding=(0.0, 1.0), category_id=home,
+            parent_id=home,
+        )  # fmt: skip
+
+    corpus = Corpus.build(
+        [
+            node("root"),
+            node("left", "root"),
+            node("right", "root"),
+            node("other"),
+            leaf_member("a", "left"),
+            leaf_member("b", "right"),
+            leaf_member("c", "other"),
+        ],
+        2,
+    )
+    tree = CategoryTree.of(corpus, "u")
+    scores = np.asarray([0.9, 0.4, 0.7], dtype=np.float32)  # a, b, c
+    gate = np.asarray([False, True, True])
+    evidence = subtree_evidence(tree, len(corpus.categories), scores, gate)
+    named = {c.id: float(evidence[i]) for i, c in enumerate(corpus.categories)}
+    # "a" is not gated: it lends no evidence; the root gets its best child's.
+    assert named == pytest.approx({"root": 0.4, "left": 0.0, "right": 0.4, "other": 0.7})

@@ -33,6 +33,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from sidecar.config import RetrievalConfig
 from sidecar.memory.corpus import Corpus
@@ -48,6 +49,7 @@ from sidecar.memory.retrieval.signals import (
 )
 
 _CATEGORY, _MEMORY = 0, 1
+Mask = npt.NDArray[np.bool_]
 _KEEP_TREES = 8
 
 
@@ -97,6 +99,30 @@ class CategoryTree:
             {k: tuple(v) for k, v in children.items()},
             {k: tuple(v) for k, v in members.items()},
         )
+
+
+def subtree_evidence(tree: CategoryTree, size: int, scores: Scores, gate: Mask) -> Scores:
+    """Per category (corpus category index): the best gated member score in its
+    subtree (0 where none): evidence that flows up from the memories."""
+    out = np.zeros(size, dtype=np.float32)
+    done: set[int] = set()
+    for root in tree.usable:
+        stack: list[tuple[int, bool]] = [(root, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if node in done:
+                continue
+            if not expanded:
+                stack.append((node, True))
+                stack.extend((c, False) for c in tree.children.get(node, ()) if c not in done)
+                continue
+            done.add(node)
+            members = [m for m in tree.members.get(node, ()) if gate[m]]
+            best = max((float(scores[m]) for m in members), default=0.0)
+            for child in tree.children.get(node, ()):
+                best = max(best, float(out[child]))
+            out[node] = best
+    return out
 
 
 class _TopK:
@@ -165,6 +191,9 @@ class HierarchicalRetriever:
 
         tree = self._tree(corpus, user_id)
         category_cosine, category_relevance = _category_relevance(query, corpus, signals)
+        if hier.member_evidence and len(category_relevance):
+            evidence = subtree_evidence(tree, len(category_relevance), relevance, gate)
+            category_relevance = np.maximum(category_relevance, evidence)
         seeds = sorted(
             (i for i in tree.usable if category_cosine[i] >= hier.broad_threshold),
             key=lambda i: (-float(category_relevance[i]), i),
