@@ -15,30 +15,57 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+Postings = dict[str, tuple[npt.NDArray[np.int32], npt.NDArray[np.float32]]]
+
 
 class BM25Index:
     def __init__(self, documents: Sequence[Sequence[str]], *, k1: float = 1.2, b: float = 0.75):
         self.k1 = k1
         self.b = b
-        self.size = len(documents)
-        lengths = np.array([len(doc) for doc in documents], dtype=np.float32)
-        self._lengths = lengths
-        average = float(lengths.mean()) if self.size else 0.0
+        self._set(np.zeros(0, dtype=np.float32), {}, documents)
+
+    def extended(self, documents: Sequence[Sequence[str]]) -> BM25Index:
+        """A new index over this one's documents followed by ``documents`` (indices
+        continue from ``size``). Costs O(new tokens + touched postings + size): the
+        postings of terms the new documents do not use are shared, not copied. This
+        index is unchanged."""
+        out = object.__new__(BM25Index)
+        out.k1, out.b = self.k1, self.b
+        out._set(self._lengths, self._postings, documents)
+        return out
+
+    def _set(
+        self,
+        lengths: npt.NDArray[np.float32],
+        postings: Postings,
+        documents: Sequence[Sequence[str]],
+    ) -> None:
+        start = len(lengths)
+        added = np.array([len(doc) for doc in documents], dtype=np.float32)
+        self._lengths = np.concatenate([lengths, added]) if len(added) else lengths
+        self.size = len(self._lengths)
+        average = float(self._lengths.mean()) if self.size else 0.0
         self._norm = (
-            k1 * (1 - b + b * lengths / average)
+            self.k1 * (1 - self.b + self.b * self._lengths / average)
             if average > 0
-            else np.full(self.size, k1, dtype=np.float32)
+            else np.full(self.size, self.k1, dtype=np.float32)
         )
-        postings: dict[str, tuple[list[int], list[int]]] = {}
-        for index, doc in enumerate(documents):
+        fresh: dict[str, tuple[list[int], list[int]]] = {}
+        for index, doc in enumerate(documents, start):
             for term, count in Counter(doc).items():
-                docs, counts = postings.setdefault(term, ([], []))
+                docs, counts = fresh.setdefault(term, ([], []))
                 docs.append(index)
                 counts.append(count)
-        self._postings = {
-            term: (np.asarray(docs, dtype=np.int32), np.asarray(counts, dtype=np.float32))
-            for term, (docs, counts) in postings.items()
-        }
+        merged = dict(postings)
+        for term, (docs, counts) in fresh.items():
+            new_docs = np.asarray(docs, dtype=np.int32)
+            new_counts = np.asarray(counts, dtype=np.float32)
+            old = merged.get(term)
+            if old is not None:
+                new_docs = np.concatenate([old[0], new_docs])
+                new_counts = np.concatenate([old[1], new_counts])
+            merged[term] = (new_docs, new_counts)
+        self._postings = merged
 
     def idf(self, term: str) -> float:
         posting = self._postings.get(term)

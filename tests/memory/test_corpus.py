@@ -7,10 +7,11 @@ import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from sidecar.config import CacheConfig, StoreConfig
-from sidecar.memory.corpus import CorpusCache
+from sidecar.memory.corpus import Corpus, CorpusCache
 from sidecar.memory.records import MemoryRecord, Scope, Status, Visibility
 from sidecar.memory.store import MemoryStore
 from sidecar.metrics import Metrics
@@ -150,3 +151,41 @@ async def test_scalar_only_updates_reuse_the_indexes(store: MemoryStore) -> None
     assert edited.vectors is not before.vectors
     assert edited.records[edited.index_of["own"]].content == "a new text"
     assert edited.vectors[edited.index_of["own"]].tolist() == [0.0, 1.0, 0.0, 0.0]
+
+
+def test_appended_memories_extend_the_indexes_exactly_as_a_rebuild() -> None:
+    rng = np.random.default_rng(3)
+    words = ["tea", "dog", "oslo", "chess", "night", "shift", "ramen", "juniper", "beach"]
+
+    def memory(i: int, *, related: tuple[str, ...] = (), session: str = "") -> MemoryRecord:
+        text = " ".join(rng.choice(words, size=int(rng.integers(2, 8))))
+        vector = rng.standard_normal(DIM)
+        return MemoryRecord(
+            id=f"m{i:03d}", user_id="u", content=text, created_at=i, session_id=session,
+            embedding=tuple(float(x) for x in vector / np.linalg.norm(vector)),
+            related_ids=related,
+        )  # fmt: skip
+
+    old_rows = [memory(i, session=f"s{i % 3}") for i in range(30)]
+    old = Corpus.build(old_rows, DIM)
+    new_rows = [memory(30, related=("m004",), session="s1"), memory(31, session="s9")]
+    # A back-link changes an old row's related_ids: still an append.
+    back = old_rows[4].with_changes(related_ids=("m030",))
+    rows = [*old_rows[:4], back, *old_rows[5:], *new_rows]
+    extended = Corpus.build(rows, DIM, old)
+    rebuilt = Corpus.build(rows, DIM)
+    assert extended.bm25 is not old.bm25
+    assert old.bm25.size == 30  # the previous corpus is untouched
+    assert np.array_equal(extended.vectors, rebuilt.vectors)
+    assert extended.links == rebuilt.links
+    assert extended.index_of == rebuilt.index_of
+    assert np.array_equal(extended.session_prev, rebuilt.session_prev)
+    assert np.array_equal(extended.session_next, rebuilt.session_next)
+    for query in (["tea"], ["dog", "oslo", "dog"], ["juniper", "beach", "absent"], []):
+        assert np.allclose(extended.bm25.scores(query), rebuilt.bm25.scores(query))
+        assert extended.bm25.max_score(query) == pytest.approx(rebuilt.bm25.max_score(query))
+    # Not an append (an old memory gone): a full rebuild, same result.
+    dropped = Corpus.build(rows[1:], DIM, old)
+    assert np.allclose(
+        dropped.bm25.scores(["tea"]), Corpus.build(rows[1:], DIM).bm25.scores(["tea"])
+    )
