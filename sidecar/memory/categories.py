@@ -36,17 +36,23 @@ def general_id(owner: str) -> str:
 
 def general_node(owner: str, vector: Vector, now: int) -> MemoryRecord:
     """A fresh "general" category row (``evolve`` refreshes its summary later)."""
-    text = summary_text(GENERAL_NAME, (), ())
+    return _fresh_node(owner, general_id(owner), GENERAL_NAME, vector, now, "hierarchy")
+
+
+def _fresh_node(
+    owner: str, cid: str, name: str, vector: Vector, now: int, source: str
+) -> MemoryRecord:
+    text = summary_text(name, (), ())
     return MemoryRecord(
-        id=general_id(owner),
+        id=cid,
         user_id=owner,
         content=text,
         embedding=tuple(float(x) for x in vector),
         node_type=NodeType.CATEGORY,
         visibility=Visibility.USER,
-        abstract=GENERAL_NAME,
+        abstract=name,
         overview=text,
-        source="hierarchy",
+        source=source,
         created_at=now,
         updated_at=now,
         content_hash=content_hash(text),
@@ -71,21 +77,7 @@ def is_topic(record: MemoryRecord | None) -> bool:
 
 def topic_node(owner: str, name: str, vector: Vector, now: int) -> MemoryRecord:
     """A fresh topic category row (``evolve`` refreshes its summary and centroid)."""
-    text = summary_text(name, (), ())
-    return MemoryRecord(
-        id=topic_id(owner, name),
-        user_id=owner,
-        content=text,
-        embedding=tuple(float(x) for x in vector),
-        node_type=NodeType.CATEGORY,
-        visibility=Visibility.USER,
-        abstract=name,
-        overview=text,
-        source=TOPIC_SOURCE,
-        created_at=now,
-        updated_at=now,
-        content_hash=content_hash(text),
-    )
+    return _fresh_node(owner, topic_id(owner, name), name, vector, now, TOPIC_SOURCE)
 
 
 def blank_category(owner: str, cid: str, now: int) -> MemoryRecord:

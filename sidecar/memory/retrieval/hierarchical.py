@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +38,7 @@ from sidecar.config import RetrievalConfig
 from sidecar.memory.corpus import Corpus
 from sidecar.memory.records import Hit
 from sidecar.memory.retrieval.base import Query, SearchContext
+from sidecar.memory.retrieval.per_corpus import PerCorpus
 from sidecar.memory.retrieval.signals import (
     Scores,
     Signals,
@@ -50,7 +50,6 @@ from sidecar.memory.retrieval.signals import (
 
 _CATEGORY, _MEMORY = 0, 1
 Mask = npt.NDArray[np.bool_]
-_KEEP_TREES = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,21 +157,7 @@ class HierarchicalRetriever:
     name = "hierarchical"
 
     def __init__(self) -> None:
-        #: (id(corpus), user) -> (corpus, tree); the corpus is kept with its tree so the
-        #: id cannot be reused while the entry lives.
-        self._trees: OrderedDict[tuple[int, str], tuple[Corpus, CategoryTree]] = OrderedDict()
-
-    def _tree(self, corpus: Corpus, user_id: str) -> CategoryTree:
-        key = (id(corpus), user_id)
-        found = self._trees.get(key)
-        if found is not None and found[0] is corpus:
-            self._trees.move_to_end(key)
-            return found[1]
-        tree = CategoryTree.of(corpus, user_id)
-        self._trees[key] = (corpus, tree)
-        while len(self._trees) > _KEEP_TREES:
-            self._trees.popitem(last=False)
-        return tree
+        self._trees = PerCorpus(CategoryTree.of)
 
     def search(
         self, query: Query, corpus: Corpus, config: RetrievalConfig, top_k: int, user_id: str
@@ -189,7 +174,7 @@ class HierarchicalRetriever:
         )
         results = {int(i): float(relevance[i]) for i in np.flatnonzero(broad & gate)}
 
-        tree = self._tree(corpus, user_id)
+        tree = self._trees.get(corpus, user_id)
         category_cosine, category_relevance = _category_relevance(query, corpus, signals)
         if hier.member_evidence and len(category_relevance):
             evidence = subtree_evidence(tree, len(category_relevance), relevance, gate)

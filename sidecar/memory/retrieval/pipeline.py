@@ -24,6 +24,7 @@ from sidecar.memory.records import Hit, now_ms
 from sidecar.memory.retrieval.associative import expand_associative
 from sidecar.memory.retrieval.base import Query, SearchContext
 from sidecar.memory.retrieval.links import expand_links, limit_link_share
+from sidecar.memory.retrieval.per_corpus import PerCorpus
 from sidecar.memory.retrieval.rerank import composite
 from sidecar.memory.retrieval.signals import (
     Scores,
@@ -35,7 +36,7 @@ from sidecar.memory.retrieval.signals import (
     ngram_scores,
     top_indices,
 )
-from sidecar.memory.retrieval.topics import TopicIndex, expand_topics
+from sidecar.memory.retrieval.topics import TopicGroups, expand_topics
 
 BaseSignal = Literal["cosine", "bm25", "ngram", "fused"]
 Toggle = Literal["on", "off", "config"]
@@ -72,7 +73,7 @@ class PipelineRetriever:
         self._links = links
         self._associative = associative
         self._rerank = rerank
-        self._topics = TopicIndex() if topics else None
+        self._topics = PerCorpus(TopicGroups.of) if topics else None
 
     def _hybrid(self, config: RetrievalConfig) -> HybridConfig:
         hybrid = config.hybrid
@@ -103,7 +104,7 @@ class PipelineRetriever:
         else:
             base, gate = fuse(signals, hybrid), evidence_mask(signals, config)
         if self._topics is not None and user_id is not None:
-            topics = self._topics.groups(corpus, user_id)
+            topics = self._topics.get(corpus, user_id)
             base, gate, _ = expand_topics(base, gate, topics, config.topics)
         scores: Scores = base
         via: dict[int, str] = {}

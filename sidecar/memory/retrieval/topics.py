@@ -21,7 +21,6 @@ is left exactly as it was.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,7 +33,6 @@ from sidecar.memory.retrieval.signals import Scores
 
 Indices = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]
-_KEEP = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,26 +72,6 @@ class TopicGroups:
             if i is not None and record.user_id == user_id:
                 members[i].append(index)
         return cls(tuple(np.asarray(m, dtype=np.int64) for m in members if m))
-
-
-class TopicIndex:
-    """:class:`TopicGroups` per (corpus, user), for the last few corpora seen."""
-
-    def __init__(self) -> None:
-        #: The corpus is kept with its groups so its id cannot be reused meanwhile.
-        self._seen: OrderedDict[tuple[int, str], tuple[Corpus, TopicGroups]] = OrderedDict()
-
-    def groups(self, corpus: Corpus, user_id: str) -> TopicGroups:
-        key = (id(corpus), user_id)
-        found = self._seen.get(key)
-        if found is not None and found[0] is corpus:
-            self._seen.move_to_end(key)
-            return found[1]
-        groups = TopicGroups.of(corpus, user_id)
-        self._seen[key] = (corpus, groups)
-        while len(self._seen) > _KEEP:
-            self._seen.popitem(last=False)
-        return groups
 
 
 def expand_topics(
