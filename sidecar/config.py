@@ -214,6 +214,10 @@ class EmbeddingConfig(_Model):
     #: Micro-batching: while the model is busy, concurrent ``embed()`` calls queue;
     #: when it frees up, up to this many queued texts run as one batch.
     max_batch: int = Field(default=32, ge=1, le=1024)
+    #: Most texts of background embedding (facts, imports, category summaries) per
+    #: model call: query embeddings of waiting requests always go first, so one waits
+    #: behind at most this many background texts (~1.9 ms each on 2-core x86).
+    background_batch: int = Field(default=4, ge=1, le=1024)
     #: Milliseconds an idle model waits for more calls before running a batch. 0 (the
     #: default): run at once; calls that arrive meanwhile form the next batch.
     batch_wait_ms: float = Field(default=0.0, ge=0, le=100)

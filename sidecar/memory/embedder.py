@@ -16,7 +16,7 @@ import os
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -42,7 +42,10 @@ class Embedder(Protocol):
     @property
     def dim(self) -> int: ...
 
-    async def embed(self, texts: Sequence[str]) -> Vectors: ...
+    async def embed(self, texts: Sequence[str], *, urgent: bool = False) -> Vectors:
+        """One normalised row per text. ``urgent``: a request is waiting (query
+        embeddings), so it goes before background work (facts, imports)."""
+        ...
 
     async def close(self) -> None: ...
 
@@ -99,6 +102,9 @@ def build_embedder(config: EmbeddingConfig) -> BatchingEmbedder:
 class _Call:
     texts: list[str]
     future: asyncio.Future[Vectors]
+    #: Texts handed to the model so far (background calls run in slices).
+    taken: int = 0
+    parts: list[Vectors] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -121,10 +127,14 @@ class BatchingEmbedder:
     Concurrent ``embed()`` calls are coalesced: a call arriving while the model is idle
     runs at once (after ``batch_wait_ms``, 0 by default); calls arriving while it is
     busy queue, and when it frees up everything queued (up to ``max_batch`` texts; a
-    single larger call runs alone) runs as one batch. Each caller gets its own rows
-    back. A failing batch fails only its own calls, with :class:`EmbeddingError`. A
-    cancelled caller is dropped from the queue, or its rows discarded if its batch is
-    already running; other callers are unaffected. At most ``max_queue`` calls wait;
+    single larger call runs alone) runs as one batch. *Urgent* calls (a request is
+    waiting for them) always go first; background calls run in slices of at most
+    ``background_batch`` texts, so an urgent call never waits behind more than one
+    small slice (the model's cost per text hardly depends on the batch size here).
+    Each caller gets its own rows back. A failing batch fails only its own calls
+    (a background call entirely), with :class:`EmbeddingError`. A cancelled caller is
+    dropped from the queue, or its rows discarded if its batch is already running;
+    other callers are unaffected. At most ``max_queue`` calls wait;
     more fail at once. One event loop at a time may use an instance.
     """
 
@@ -136,17 +146,22 @@ class BatchingEmbedder:
         max_batch: int = 32,
         batch_wait_ms: float = 0.0,
         max_queue: int = 1024,
+        background_batch: int = 4,
         thread_name: str = "embed",
     ) -> None:
         if dim <= 0:
             raise EmbeddingError("the embedding model does not report its dimension")
-        if max_batch < 1 or max_queue < 1 or batch_wait_ms < 0:
-            raise ValueError("max_batch and max_queue must be >= 1, batch_wait_ms >= 0")
+        if max_batch < 1 or max_queue < 1 or background_batch < 1 or batch_wait_ms < 0:
+            raise ValueError(
+                "max_batch, max_queue and background_batch must be >= 1, batch_wait_ms >= 0"
+            )
         self._encode = encode
         self._dim = dim
         self._max_batch = max_batch
         self._batch_wait_s = batch_wait_ms / 1000.0
         self._max_queue = max_queue
+        self._background_batch = background_batch
+        self._urgent: deque[_Call] = deque()
         self._pending: deque[_Call] = deque()
         self._worker: asyncio.Task[None] | None = None
         self._closed = False
@@ -161,13 +176,14 @@ class BatchingEmbedder:
             max_batch=config.max_batch,
             batch_wait_ms=config.batch_wait_ms,
             max_queue=config.max_queue,
+            background_batch=config.background_batch,
         )
 
     @property
     def dim(self) -> int:
         return self._dim
 
-    async def embed(self, texts: Sequence[str]) -> Vectors:
+    async def embed(self, texts: Sequence[str], *, urgent: bool = False) -> Vectors:
         if self._closed:
             raise EmbeddingError("the embedder is closed")
         if not texts:
@@ -176,47 +192,68 @@ class BatchingEmbedder:
         worker = self._worker
         if worker is not None and not worker.done() and worker.get_loop() is not loop:
             raise EmbeddingError("the embedder is in use by another event loop")
-        if len(self._pending) >= self._max_queue:
+        if len(self._urgent) + len(self._pending) >= self._max_queue:
             self._drop_cancelled()
-            if len(self._pending) >= self._max_queue:
+            if len(self._urgent) + len(self._pending) >= self._max_queue:
                 self.stats.rejected += 1
                 raise EmbeddingError("the embedding queue is full")
         call = _Call(list(texts), loop.create_future())
-        self._pending.append(call)
+        (self._urgent if urgent else self._pending).append(call)
         if worker is None or worker.done():
             self._worker = loop.create_task(self._drain(), name="embed-batcher")
         # Cancelling the caller cancels ``call.future`` only; the batch goes on.
         return await call.future
 
     def _drop_cancelled(self) -> None:
+        self._urgent = deque(call for call in self._urgent if not call.future.done())
         self._pending = deque(call for call in self._pending if not call.future.done())
 
-    def _take_batch(self) -> list[_Call]:
-        batch: list[_Call] = []
+    def _take_batch(self) -> list[tuple[_Call, int, int]]:
+        """The next model call: (call, start, end) slices of its texts. Urgent calls
+        whole (up to ``max_batch`` texts); else at most ``background_batch`` texts of
+        background calls, the last one possibly cut."""
+        batch: list[tuple[_Call, int, int]] = []
         size = 0
-        while self._pending:
-            call = self._pending[0]
+        while self._urgent:
+            call = self._urgent[0]
             if call.future.done():  # cancelled while queued
-                self._pending.popleft()
+                self._urgent.popleft()
                 continue
             if batch and size + len(call.texts) > self._max_batch:
-                break
-            self._pending.popleft()
-            batch.append(call)
+                return batch
+            self._urgent.popleft()
+            batch.append((call, 0, len(call.texts)))
             size += len(call.texts)
+        if batch:
+            return batch
+        while self._pending and size < self._background_batch:
+            call = self._pending[0]
+            if call.future.done():  # cancelled (or failed) while queued
+                self._pending.popleft()
+                continue
+            start = call.taken
+            end = min(len(call.texts), start + self._background_batch - size)
+            call.taken = end
+            if end == len(call.texts):
+                self._pending.popleft()
+            batch.append((call, start, end))
+            size += end - start
         return batch
+
+    def _waiting(self) -> bool:
+        return bool(self._urgent or self._pending)
 
     async def _drain(self) -> None:
         loop = asyncio.get_running_loop()
-        batch: list[_Call] = []
+        batch: list[tuple[_Call, int, int]] = []
         try:
             if self._batch_wait_s > 0:  # the model was idle: let a few more calls arrive
                 await asyncio.sleep(self._batch_wait_s)
-            while self._pending:
+            while self._waiting():
                 batch = self._take_batch()
                 if not batch:
                     continue
-                texts = [text for call in batch for text in call.texts]
+                texts = [text for call, start, end in batch for text in call.texts[start:end]]
                 try:
                     vectors = await loop.run_in_executor(self._executor, self._run, texts)
                 except Exception as exc:  # the backend's errors of every kind
@@ -239,36 +276,42 @@ class BatchingEmbedder:
             )
         return vectors
 
-    def _deliver(self, batch: list[_Call], vectors: Vectors) -> None:
+    def _deliver(self, batch: list[tuple[_Call, int, int]], vectors: Vectors) -> None:
         stats = self.stats
         stats.batches += 1
         stats.texts += len(vectors)
         stats.largest = max(stats.largest, len(vectors))
-        start = 0
-        for call in batch:
-            end = start + len(call.texts)
-            if not call.future.done():
-                call.future.set_result(vectors[start:end])
-            start = end
+        row = 0
+        for call, start, end in batch:
+            part = vectors[row : row + end - start]
+            row += end - start
+            if call.future.done():
+                continue
+            call.parts.append(part)
+            if end == len(call.texts):
+                rows = call.parts[0] if len(call.parts) == 1 else np.concatenate(call.parts)
+                call.parts = []
+                call.future.set_result(rows)
 
     @staticmethod
-    def _fail(batch: list[_Call], exc: BaseException) -> None:
+    def _fail(batch: list[tuple[_Call, int, int]], exc: BaseException) -> None:
         message = (
             str(exc)
             if isinstance(exc, EmbeddingError)
             else f"embedding failed: {type(exc).__name__}"
         )
-        for call in batch:
+        for call, _start, _end in batch:
             if not call.future.done():
                 error = EmbeddingError(message)
                 error.__cause__ = exc
                 call.future.set_exception(error)
 
     def _fail_pending(self, error: EmbeddingError) -> None:
-        while self._pending:
-            call = self._pending.popleft()
-            if not call.future.done():
-                call.future.set_exception(EmbeddingError(str(error)))
+        for queue in (self._urgent, self._pending):
+            while queue:
+                call = queue.popleft()
+                if not call.future.done():
+                    call.future.set_exception(EmbeddingError(str(error)))
 
     async def close(self) -> None:
         """Fail queued and running calls and stop the inference thread (no waiting)."""

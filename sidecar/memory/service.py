@@ -70,7 +70,7 @@ class MemoryService:
     async def embed_query(self, text: str, config: RetrievalConfig) -> Query:
         started = time.perf_counter()
         clipped = text[: config.max_query_chars]
-        vector = (await self.embedder.embed([clipped]))[0]
+        vector = (await self.embedder.embed([clipped], urgent=True))[0]
         self._metrics.embed_seconds.observe(time.perf_counter() - started)
         return Query(clipped, vector)
 
@@ -125,7 +125,7 @@ class MemoryService:
         """Several queries embedded in one model call."""
         started = time.perf_counter()
         clipped = [text[: config.max_query_chars] for text in texts]
-        vectors = await self.embedder.embed(clipped)
+        vectors = await self.embedder.embed(clipped, urgent=True)
         self._metrics.embed_seconds.observe(time.perf_counter() - started)
         return [Query(text, vector) for text, vector in zip(clipped, vectors, strict=True)]
 

@@ -357,9 +357,9 @@ async def settle() -> None:
 
 async def test_calls_queued_behind_a_busy_model_run_as_one_batch(gated: GatedModel) -> None:
     batcher = BatchingEmbedder(gated.encode, dim=GatedModel.dim, max_batch=32)
-    first = asyncio.create_task(batcher.embed(["text 0"]))
+    first = asyncio.create_task(batcher.embed(["text 0"], urgent=True))
     await wait_started(gated)
-    rest = [asyncio.create_task(batcher.embed([f"text {i}"])) for i in range(1, 11)]
+    rest = [asyncio.create_task(batcher.embed([f"text {i}"], urgent=True)) for i in range(1, 11)]
     await settle()
     gated.release.set()
     results = await asyncio.gather(first, *rest)
@@ -374,11 +374,11 @@ async def test_calls_queued_behind_a_busy_model_run_as_one_batch(gated: GatedMod
 
 async def test_max_batch_splits_the_queue(gated: GatedModel) -> None:
     batcher = BatchingEmbedder(gated.encode, dim=GatedModel.dim, max_batch=4)
-    first = asyncio.create_task(batcher.embed(["text 0"]))
+    first = asyncio.create_task(batcher.embed(["text 0"], urgent=True))
     await wait_started(gated)
-    two = asyncio.create_task(batcher.embed(["text 1", "text 2"]))
-    rest = [asyncio.create_task(batcher.embed([f"text {i}"])) for i in range(3, 9)]
-    big = asyncio.create_task(batcher.embed([f"text {i}" for i in range(9, 15)]))
+    two = asyncio.create_task(batcher.embed(["text 1", "text 2"], urgent=True))
+    rest = [asyncio.create_task(batcher.embed([f"text {i}"], urgent=True)) for i in range(3, 9)]
+    big = asyncio.create_task(batcher.embed([f"text {i}" for i in range(9, 15)], urgent=True))
     await settle()
     gated.release.set()
     await asyncio.gather(first, two, *rest, big)
@@ -388,12 +388,53 @@ async def test_max_batch_splits_the_queue(gated: GatedModel) -> None:
     await batcher.close()
 
 
+async def test_urgent_calls_go_before_background_work_sliced_small(gated: GatedModel) -> None:
+    batcher = BatchingEmbedder(gated.encode, dim=GatedModel.dim, max_batch=32, background_batch=3)
+    facts = asyncio.create_task(batcher.embed([f"text {i}" for i in range(10)]))
+    await wait_started(gated)
+    more = asyncio.create_task(batcher.embed(["text 10", "text 11"]))
+    queries = [asyncio.create_task(batcher.embed([f"text {i}"], urgent=True)) for i in (20, 21)]
+    await settle()
+    gated.release.set()
+    done = await facts
+    # The first slice was running; then both queries at once, then the rest in slices
+    # of at most 3 texts, the second call's texts following the first's.
+    assert gated.batches == [
+        ["text 0", "text 1", "text 2"],
+        ["text 20", "text 21"],
+        ["text 3", "text 4", "text 5"],
+        ["text 6", "text 7", "text 8"],
+        ["text 9", "text 10", "text 11"],
+    ]
+    assert [int(np.argmax(row)) for row in done] == [i % GatedModel.dim for i in range(10)]
+    assert [int(np.argmax(row)) for row in await more] == [10 % 8, 11 % 8]
+    assert [int(np.argmax((await q)[0])) for q in queries] == [20 % 8, 21 % 8]
+    await batcher.close()
+
+
+async def test_a_failing_slice_fails_its_whole_call(gated: GatedModel) -> None:
+    batcher = BatchingEmbedder(gated.encode, dim=GatedModel.dim, background_batch=2)
+    first = asyncio.create_task(batcher.embed(["text 0", "text 1", "boom", "text 3", "text 5"]))
+    await wait_started(gated)
+    after = asyncio.create_task(batcher.embed(["text 4"]))
+    await settle()
+    gated.release.set()
+    with pytest.raises(EmbeddingError):
+        await first
+    assert int(np.argmax((await after)[0])) == 4
+    # The failed call's last slice was never sent to the model.
+    assert gated.batches == [["text 0", "text 1"], ["boom", "text 3"], ["text 4"]]
+    await batcher.close()
+
+
 async def test_a_failing_batch_fails_only_its_calls(gated: GatedModel) -> None:
     batcher = BatchingEmbedder(gated.encode, dim=GatedModel.dim, max_batch=3)
-    first = asyncio.create_task(batcher.embed(["text 0"]))
+    first = asyncio.create_task(batcher.embed(["text 0"], urgent=True))
     await wait_started(gated)
-    doomed = [asyncio.create_task(batcher.embed([t])) for t in ("text 1", "boom", "text 2")]
-    later = asyncio.create_task(batcher.embed(["text 3"]))
+    doomed = [
+        asyncio.create_task(batcher.embed([t], urgent=True)) for t in ("text 1", "boom", "text 2")
+    ]
+    later = asyncio.create_task(batcher.embed(["text 3"], urgent=True))
     await settle()
     gated.release.set()
     assert (await first).shape == (1, GatedModel.dim)
@@ -403,17 +444,17 @@ async def test_a_failing_batch_fails_only_its_calls(gated: GatedModel) -> None:
         assert "private" not in str(caught.value)
         assert "ValueError" in str(caught.value)
     assert int(np.argmax((await later)[0])) == 3
-    assert (await batcher.embed(["text 5"])).shape == (1, GatedModel.dim)
+    assert (await batcher.embed(["text 5"], urgent=True)).shape == (1, GatedModel.dim)
     await batcher.close()
 
 
 async def test_cancelled_callers_do_not_break_the_batch(gated: GatedModel) -> None:
     batcher = BatchingEmbedder(gated.encode, dim=GatedModel.dim)
-    running = asyncio.create_task(batcher.embed(["text 0"]))
-    running_too = asyncio.create_task(batcher.embed(["text 1"]))
+    running = asyncio.create_task(batcher.embed(["text 0"], urgent=True))
+    running_too = asyncio.create_task(batcher.embed(["text 1"], urgent=True))
     await wait_started(gated)
-    queued = asyncio.create_task(batcher.embed(["text 2"]))
-    queued_too = asyncio.create_task(batcher.embed(["text 3"]))
+    queued = asyncio.create_task(batcher.embed(["text 2"], urgent=True))
+    queued_too = asyncio.create_task(batcher.embed(["text 3"], urgent=True))
     await settle()
     running.cancel()  # its batch is already on the model
     queued.cancel()  # still waiting
@@ -431,12 +472,12 @@ async def test_cancelled_callers_do_not_break_the_batch(gated: GatedModel) -> No
 
 async def test_the_queue_is_bounded(gated: GatedModel) -> None:
     batcher = BatchingEmbedder(gated.encode, dim=GatedModel.dim, max_queue=2)
-    first = asyncio.create_task(batcher.embed(["text 0"]))
+    first = asyncio.create_task(batcher.embed(["text 0"], urgent=True))
     await wait_started(gated)
-    waiting = [asyncio.create_task(batcher.embed([f"text {i}"])) for i in (1, 2)]
+    waiting = [asyncio.create_task(batcher.embed([f"text {i}"], urgent=True)) for i in (1, 2)]
     await settle()
     with pytest.raises(EmbeddingError, match="queue is full"):
-        await batcher.embed(["text 3"])
+        await batcher.embed(["text 3"], urgent=True)
     assert batcher.stats.rejected == 1
     gated.release.set()
     await asyncio.gather(first, *waiting)
@@ -445,16 +486,16 @@ async def test_the_queue_is_bounded(gated: GatedModel) -> None:
 
 async def test_close_fails_waiting_calls(gated: GatedModel) -> None:
     batcher = BatchingEmbedder(gated.encode, dim=GatedModel.dim)
-    running = asyncio.create_task(batcher.embed(["text 0"]))
+    running = asyncio.create_task(batcher.embed(["text 0"], urgent=True))
     await wait_started(gated)
-    queued = asyncio.create_task(batcher.embed(["text 1"]))
+    queued = asyncio.create_task(batcher.embed(["text 1"], urgent=True))
     await settle()
     await batcher.close()
     for task in (running, queued):
         with pytest.raises(EmbeddingError, match="closed"):
             await task
     with pytest.raises(EmbeddingError, match="closed"):
-        await batcher.embed(["text 2"])
+        await batcher.embed(["text 2"], urgent=True)
 
 
 async def test_batch_wait_gathers_calls_arriving_at_an_idle_model() -> None:
@@ -465,9 +506,9 @@ async def test_batch_wait_gathers_calls_arriving_at_an_idle_model() -> None:
         return np.ones((len(texts), 4), dtype=np.float32) / 2
 
     batcher = BatchingEmbedder(encode, dim=4, batch_wait_ms=200)
-    first = asyncio.create_task(batcher.embed(["a"]))
+    first = asyncio.create_task(batcher.embed(["a"], urgent=True))
     await asyncio.sleep(0.02)
-    second = asyncio.create_task(batcher.embed(["b"]))
+    second = asyncio.create_task(batcher.embed(["b"], urgent=True))
     await asyncio.gather(first, second)
     assert batches == [2]
     await batcher.close()
@@ -479,7 +520,7 @@ async def test_wrong_shape_from_a_backend_is_an_error() -> None:
 
     batcher = BatchingEmbedder(encode, dim=4)
     with pytest.raises(EmbeddingError, match="shape"):
-        await batcher.embed(["a"])
+        await batcher.embed(["a"], urgent=True)
     await batcher.close()
 
 
