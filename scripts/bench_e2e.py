@@ -41,7 +41,7 @@ from bench_latency import (  # noqa: E402
     summarize,
 )
 
-from e2e.stack import PYTHON, ManagedProcess, Stack  # noqa: E402
+from e2e.stack import PYTHON, ManagedProcess, Stack, http_get  # noqa: E402
 
 
 def seeded_store(size: int, per_user: int, cache: Path | None, workdir: Path) -> Path:
@@ -87,6 +87,17 @@ def wait_corpora_loaded(
     print(f"  warning: only {rows:.0f} of {size} rows cached after {timeout:.0f}s", flush=True)
 
 
+def fact_decisions(stack: Stack) -> dict[str, float]:
+    """The write path's fact decisions so far (add_*, noop_*, supersede_*, ...)."""
+    _, body = http_get(f"{stack.sidecar_admin_url}/metrics")
+    out: dict[str, float] = {}
+    for line in body.decode().splitlines():
+        if line.startswith('memory_sidecar_facts_total{decision="'):
+            head, _, value = line.rpartition(" ")
+            out[head.split('"')[1]] = float(value)
+    return out
+
+
 def measure(
     name: str, url: str, args: argparse.Namespace, users: int, results: list[Result]
 ) -> None:
@@ -101,6 +112,7 @@ def measure(
                     users=users,
                     warmup=args.warmup,
                     seed=concurrency,
+                    statements=args.statements,
                 )
             )
             result = summarize(name, concurrency, stream, data)
@@ -128,6 +140,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also measure each store on the read-only route (retrieval and injection, "
         "no extraction or write): the request path without the write path beside it",
+    )
+    parser.add_argument(
+        "--statements",
+        type=float,
+        default=0.0,
+        help="share of requests that state a new fact (extracted and stored by the "
+        "write path while the load runs); the rest ask questions (default 0)",
     )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
@@ -195,12 +214,14 @@ def main(argv: list[str] | None = None) -> int:
                 report[f"cold_fallbacks_{size}"] = stack.sidecar_metric(
                     "memory_sidecar_cold_corpus_fallbacks_total"
                 )
+                report[f"facts_{size}"] = fact_decisions(stack)
             finally:
                 stack.stop()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print()
     print_table(results)
+    report["statements"] = args.statements
     report["results"] = [asdict(r) for r in results]
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

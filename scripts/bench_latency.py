@@ -52,6 +52,22 @@ TEMPLATES = [
 ]
 #: Varied questions (templates x subjects): query embeddings are not repeats.
 QUESTIONS = [template.format(subject) for template in TEMPLATES for subject in SUBJECTS]
+#: Statements the mock LLM extracts a fact from (``--statements``): every one new.
+STATEMENT_TEMPLATES = [
+    "I went to the {place} with {name} on day {n}.",
+    "I started learning {skill} after meeting {name}, note {n}.",
+    "My neighbour {name} lent me a book about {skill} ({n}).",
+    "I booked a trip to the {place} for week {n}.",
+]
+PLACES = ["lake", "old harbour", "botanical garden", "science museum", "night market"]
+NAMES = ["Ana", "Bruno", "Chen", "Dara", "Emeka", "Farah"]
+SKILLS = ["pottery", "sailing", "Portuguese", "chess openings", "bread baking"]
+
+
+def statement(rng: random.Random, n: int) -> str:
+    return rng.choice(STATEMENT_TEMPLATES).format(
+        place=rng.choice(PLACES), name=rng.choice(NAMES), skill=rng.choice(SKILLS), n=n
+    )
 
 
 @dataclass
@@ -100,10 +116,27 @@ async def one_request(
 
 
 async def run_load(
-    url: str, *, requests: int, concurrency: int, stream: bool, users: int, warmup: int, seed: int
+    url: str,
+    *,
+    requests: int,
+    concurrency: int,
+    stream: bool,
+    users: int,
+    warmup: int,
+    seed: int,
+    statements: float = 0.0,
 ) -> tuple[list[float], list[float], int, float]:
+    """``statements``: the share of requests that state a new fact (the rest ask)."""
     rng = random.Random(seed)
-    plan = [(user_name(rng.randrange(users)), rng.choice(QUESTIONS)) for _ in range(requests)]
+    plan = [
+        (
+            user_name(rng.randrange(users)),
+            statement(rng, seed * 1_000_000 + i)
+            if rng.random() < statements
+            else rng.choice(QUESTIONS),
+        )
+        for i in range(requests)
+    ]
     latencies: list[float] = []
     ttfbs: list[float] = []
     errors = 0

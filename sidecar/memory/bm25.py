@@ -22,7 +22,7 @@ class BM25Index:
     def __init__(self, documents: Sequence[Sequence[str]], *, k1: float = 1.2, b: float = 0.75):
         self.k1 = k1
         self.b = b
-        self._set(np.zeros(0, dtype=np.float32), {}, documents)
+        self._set(np.zeros(0, dtype=np.float32), {}, (), documents)
 
     def extended(self, documents: Sequence[Sequence[str]]) -> BM25Index:
         """A new index over this one's documents followed by ``documents`` (indices
@@ -31,16 +31,18 @@ class BM25Index:
         index is unchanged."""
         out = object.__new__(BM25Index)
         out.k1, out.b = self.k1, self.b
-        out._set(self._lengths, self._postings, documents)
+        out._set(self._lengths, self._postings, self._documents, documents)
         return out
 
     def _set(
         self,
         lengths: npt.NDArray[np.float32],
         postings: Postings,
+        kept: tuple[list[str], ...],
         documents: Sequence[Sequence[str]],
     ) -> None:
         start = len(lengths)
+        self._documents: tuple[list[str], ...] = (*kept, *(list(d) for d in documents))
         added = np.array([len(doc) for doc in documents], dtype=np.float32)
         self._lengths = np.concatenate([lengths, added]) if len(added) else lengths
         self.size = len(self._lengths)
@@ -66,6 +68,10 @@ class BM25Index:
                 new_counts = np.concatenate([old[1], new_counts])
             merged[term] = (new_docs, new_counts)
         self._postings = merged
+
+    def document(self, index: int) -> list[str]:
+        """The tokens of document ``index`` (kept to rebuild without re-tokenising)."""
+        return self._documents[index]
 
     def idf(self, term: str) -> float:
         posting = self._postings.get(term)

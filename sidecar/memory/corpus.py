@@ -101,6 +101,12 @@ class Corpus:
             )
             bm25 = previous.bm25.extended([tokens(r.content) for r in tail])
             ngrams = dict(previous._ngrams)
+        elif previous is not None:
+            # Rows removed or reordered (a superseded fact, a delta refresh): still
+            # reuse the vectors and tokens of every row the previous corpus had.
+            vectors, documents = _reuse(previous, memories, dim)
+            bm25 = BM25Index(documents)
+            ngrams = {}
         else:
             vectors = _matrix(memories, dim)
             bm25 = BM25Index([tokens(r.content) for r in memories])
@@ -135,6 +141,38 @@ class Corpus:
             category_vectors=_matrix(categories, dim),
             _ngrams=ngrams,
         )
+
+
+def _reuse(
+    old: Corpus, memories: Sequence[MemoryRecord], dim: int
+) -> tuple[Matrix, list[list[str]]]:
+    """The matrix and BM25 documents of ``memories``, taken from ``old`` for every row
+    it has with the same text and vector (converting tuples of floats and tokenising
+    are most of a rebuild's cost)."""
+    vectors = np.empty((len(memories), dim), dtype=np.float32)
+    documents: list[list[str]] = []
+    fresh: list[int] = []
+    taken: list[tuple[int, int]] = []
+    for i, record in enumerate(memories):
+        j = old.index_of.get(record.id, -1)
+        prev = old.records[j] if j >= 0 else None
+        if (
+            prev is not None
+            and prev.content == record.content
+            and (prev.embedding is record.embedding or prev.embedding == record.embedding)
+            and old.vectors.shape == (len(old.records), dim)
+        ):
+            taken.append((i, j))
+            documents.append(old.bm25.document(j))
+        else:
+            fresh.append(i)
+            documents.append(tokens(record.content))
+    if taken:
+        rows, sources = zip(*taken, strict=True)
+        vectors[list(rows)] = old.vectors[list(sources)]
+    if fresh:
+        vectors[fresh] = _matrix([memories[i] for i in fresh], dim)
+    return vectors, documents
 
 
 def _appended_after(old: Corpus, memories: Sequence[MemoryRecord]) -> int | None:
