@@ -138,9 +138,25 @@ class Corpus:
             session_prev=prev,
             session_next=nxt,
             categories=tuple(categories),
-            category_vectors=_matrix(categories, dim),
+            category_vectors=_category_matrix(previous, categories, dim),
             _ngrams=ngrams,
         )
+
+
+def _category_matrix(
+    old: Corpus | None, categories: Sequence[MemoryRecord], dim: int
+) -> Matrix:
+    """The categories' vectors, ``old``'s matrix when they are the same rows."""
+    if (
+        old is not None
+        and len(old.categories) == len(categories)
+        and all(
+            new.id == prev.id and new.embedding is prev.embedding
+            for new, prev in zip(categories, old.categories, strict=True)
+        )
+    ):
+        return old.category_vectors
+    return _matrix(categories, dim)
 
 
 def _reuse(
