@@ -1,9 +1,12 @@
 """Okapi BM25 over one scope's visible memories.
 
-The index is built once per corpus snapshot in O(total tokens) (postings per term);
-a query costs O(sum of the query terms' posting lengths) — it grows with the
-user's visible corpus, never with other users' data, and never quadratically.
-IDF is computed over exactly the documents the scope may see.
+The index is a compressed posting table: for every (term, document) pair its term
+frequency, sorted by term then document, with each term's slice found through an
+offsets array. Building it is O(total tokens) (one dictionary lookup per token, the
+rest vectorised); appending documents merges their pairs in without touching the
+old documents' tokens; a query costs O(sum of the query terms' posting lengths). It
+grows with the user's visible corpus, never with other users' data, and never
+quadratically. IDF is computed over exactly the documents the scope may see.
 """
 
 from __future__ import annotations
@@ -15,81 +18,98 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-Postings = dict[str, tuple[npt.NDArray[np.int32], npt.NDArray[np.float32]]]
+Ints = npt.NDArray[np.int64]
 
 
 class BM25Index:
     def __init__(self, documents: Sequence[Sequence[str]], *, k1: float = 1.2, b: float = 0.75):
         self.k1 = k1
         self.b = b
-        self._set(np.zeros(0, dtype=np.float32), {}, (), documents)
+        empty = np.zeros(0, dtype=np.int64)
+        self._set((), {}, empty, empty, np.zeros(0, dtype=np.float32), documents)
 
     def extended(self, documents: Sequence[Sequence[str]]) -> BM25Index:
         """A new index over this one's documents followed by ``documents`` (indices
-        continue from ``size``). Costs O(new tokens + touched postings + size): the
-        postings of terms the new documents do not use are shared, not copied. This
-        index is unchanged."""
+        continue from ``size``); the old documents are not tokenised or counted
+        again. This index is unchanged."""
         out = object.__new__(BM25Index)
         out.k1, out.b = self.k1, self.b
-        out._set(self._lengths, self._postings, self._documents, documents)
+        out._set(self._documents, self._vocab, self._terms, self._docs, self._tf, documents)
         return out
 
     def _set(
         self,
-        lengths: npt.NDArray[np.float32],
-        postings: Postings,
         kept: tuple[list[str], ...],
+        vocab: dict[str, int],
+        terms: Ints,
+        docs: Ints,
+        tf: npt.NDArray[np.float32],
         documents: Sequence[Sequence[str]],
     ) -> None:
-        start = len(lengths)
-        self._documents: tuple[list[str], ...] = (*kept, *(list(d) for d in documents))
-        added = np.array([len(doc) for doc in documents], dtype=np.float32)
-        self._lengths = np.concatenate([lengths, added]) if len(added) else lengths
-        self.size = len(self._lengths)
-        average = float(self._lengths.mean()) if self.size else 0.0
+        start = len(kept)
+        added = tuple(list(doc) for doc in documents)
+        self._documents: tuple[list[str], ...] = (*kept, *added)
+        self.size = len(self._documents)
+        lengths = np.fromiter((len(d) for d in self._documents), np.float32, self.size)
+        average = float(lengths.mean()) if self.size else 0.0
         self._norm = (
-            self.k1 * (1 - self.b + self.b * self._lengths / average)
+            self.k1 * (1 - self.b + self.b * lengths / average)
             if average > 0
             else np.full(self.size, self.k1, dtype=np.float32)
         )
-        fresh: dict[str, tuple[list[int], list[int]]] = {}
-        for index, doc in enumerate(documents, start):
-            for term, count in Counter(doc).items():
-                docs, counts = fresh.setdefault(term, ([], []))
-                docs.append(index)
-                counts.append(count)
-        merged = dict(postings)
-        for term, (docs, counts) in fresh.items():
-            new_docs = np.asarray(docs, dtype=np.int32)
-            new_counts = np.asarray(counts, dtype=np.float32)
-            old = merged.get(term)
-            if old is not None:
-                new_docs = np.concatenate([old[0], new_docs])
-                new_counts = np.concatenate([old[1], new_counts])
-            merged[term] = (new_docs, new_counts)
-        self._postings = merged
+        self._vocab = dict(vocab) if added else vocab
+        lookup = self._vocab.setdefault
+        new_terms = np.fromiter(
+            (lookup(t, len(self._vocab)) for doc in added for t in doc),
+            np.int64,
+            sum(len(doc) for doc in added),
+        )
+        new_docs = np.repeat(
+            np.arange(start, self.size, dtype=np.int64),
+            np.fromiter((len(doc) for doc in added), np.int64, len(added)),
+        )
+        # (term, document) pairs counted: a key orders them by term, then document.
+        keys, counts = np.unique(new_terms * max(self.size, 1) + new_docs, return_counts=True)
+        if len(terms):
+            old_keys = terms * max(self.size, 1) + docs
+            keys = np.concatenate([old_keys, keys])
+            counts = np.concatenate([tf, counts.astype(np.float32)])
+            order = np.argsort(keys, kind="stable")
+            keys, counts = keys[order], counts[order]
+        self._terms = keys // max(self.size, 1)
+        self._docs = keys % max(self.size, 1)
+        self._tf = counts.astype(np.float32)
+        self._offsets = np.searchsorted(self._terms, np.arange(len(self._vocab) + 1))
 
     def document(self, index: int) -> list[str]:
         """The tokens of document ``index`` (kept to rebuild without re-tokenising)."""
         return self._documents[index]
 
+    def _df(self, term: str) -> tuple[int, int]:
+        """(start, end) of ``term``'s postings ((0, 0) when unknown)."""
+        tid = self._vocab.get(term)
+        if tid is None:
+            return 0, 0
+        return int(self._offsets[tid]), int(self._offsets[tid + 1])
+
     def idf(self, term: str) -> float:
-        posting = self._postings.get(term)
-        df = 0 if posting is None else len(posting[0])
+        start, end = self._df(term)
+        df = end - start
         return math.log(1 + (self.size - df + 0.5) / (df + 0.5))
 
     def scores(self, query: Sequence[str]) -> npt.NDArray[np.float32]:
         """BM25 score of every document for the query tokens (0 for no match)."""
         out = np.zeros(self.size, dtype=np.float32)
         for term, qtf in Counter(query).items():
-            posting = self._postings.get(term)
-            if posting is None:
+            start, end = self._df(term)
+            if start == end:
                 continue
-            docs, tf = posting
+            docs = self._docs[start:end]
+            tf = self._tf[start:end]
             weight = self.idf(term) * qtf
             out[docs] += weight * tf * (self.k1 + 1) / (tf + self._norm[docs])
         return out
 
     def max_score(self, query: Sequence[str]) -> float:
         """An upper bound of any document's score for ``query`` (for normalisation)."""
-        return sum(self.idf(t) * (self.k1 + 1) for t in set(query) if t in self._postings)
+        return sum(self.idf(t) * (self.k1 + 1) for t in set(query) if self._df(t)[1] > 0)

@@ -143,9 +143,7 @@ class Corpus:
         )
 
 
-def _category_matrix(
-    old: Corpus | None, categories: Sequence[MemoryRecord], dim: int
-) -> Matrix:
+def _category_matrix(old: Corpus | None, categories: Sequence[MemoryRecord], dim: int) -> Matrix:
     """The categories' vectors, ``old``'s matrix when they are the same rows."""
     if (
         old is not None
