@@ -23,7 +23,7 @@ from sidecar.extproc.chat import ChatDeps
 from sidecar.extproc.service import ExternalProcessorService, ProfileRouter
 from sidecar.llm import LLMClient
 from sidecar.memory.access import AccessTracker
-from sidecar.memory.corpus import CorpusCache
+from sidecar.memory.corpus_cache import CorpusCache
 from sidecar.memory.dedup import DedupJudge
 from sidecar.memory.embedder import Embedder, build_embedder
 from sidecar.memory.enrich import Enricher
@@ -167,6 +167,7 @@ class Components:
             await self.access.stop()  # writes the accesses recorded so far
         await self.queue.close()
         await self.memory.close()
+        await self.memory.cache.close()  # its refresher and loads use the store
         await self.llm.close()
         await self.store.close()
         if self.owns_embedder:

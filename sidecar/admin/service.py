@@ -40,7 +40,7 @@ from sidecar.admin.models import (
 from sidecar.config import SidecarConfig
 from sidecar.errors import SidecarError
 from sidecar.memory.bulk import bulk_load, chunks
-from sidecar.memory.corpus import CorpusCache
+from sidecar.memory.corpus_cache import CorpusCache
 from sidecar.memory.embedder import Embedder
 from sidecar.memory.enrich import Enricher
 from sidecar.memory.filters import build_filter, validate_identifier

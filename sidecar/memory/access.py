@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from sidecar.config import RetentionConfig
 from sidecar.errors import SidecarError
-from sidecar.memory.corpus import CorpusCache
+from sidecar.memory.corpus_cache import CorpusCache
 from sidecar.memory.filters import build_filter
 from sidecar.memory.records import Hit, NodeType, now_ms
 from sidecar.memory.store import MemoryStore

@@ -22,7 +22,7 @@ from typing import Protocol
 import numpy as np
 
 from sidecar.config import EnrichmentConfig
-from sidecar.memory.corpus import CorpusCache
+from sidecar.memory.corpus_cache import CorpusCache
 from sidecar.memory.records import MemoryRecord, NodeType, Scope
 from sidecar.memory.store import MAX_RELATED
 

@@ -40,7 +40,8 @@ import numpy as np
 from sidecar.config import HierarchyBuildConfig
 from sidecar.memory.categories import general_id, general_node, topic_id, topic_name, topic_node
 from sidecar.memory.clustering import Matrix, centroid, unit
-from sidecar.memory.corpus import Corpus, CorpusCache
+from sidecar.memory.corpus import Corpus
+from sidecar.memory.corpus_cache import CorpusCache
 from sidecar.memory.embedder import Embedder
 from sidecar.memory.filters import build_filter
 from sidecar.memory.hierarchy_plan import TreePlan, TreePlanner

@@ -55,7 +55,7 @@ from collections.abc import Callable, Sequence
 
 from sidecar.config import RetentionConfig
 from sidecar.errors import SidecarError
-from sidecar.memory.corpus import CorpusCache
+from sidecar.memory.corpus_cache import CorpusCache
 from sidecar.memory.filters import build_filter
 from sidecar.memory.records import MemoryRecord, MemoryType, Status, now_ms
 from sidecar.memory.store import MemoryStore

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from sidecar.config import Profile, RetrievalConfig
 from sidecar.errors import ConfigError
 from sidecar.llm import LLMClient
-from sidecar.memory.corpus import Corpus, CorpusCache
+from sidecar.memory.corpus import Corpus
+from sidecar.memory.corpus_cache import CorpusCache
 from sidecar.memory.deep_search import DeepReport, DeepResult, DeepSearcher, PrimaryConfidence
 from sidecar.memory.embedder import Embedder
 from sidecar.memory.records import Hit, Scope

@@ -185,6 +185,7 @@ class MemoryStore:
         # milvus-lite has no partitions (StoreConfig rejects partition_key there).
         self._partition_key = config.partition_key and not config.is_local_file
         self._executor = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="milvus")
+        self._closed = False
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -203,6 +204,7 @@ class MemoryStore:
 
     async def close(self) -> None:
         loop = asyncio.get_running_loop()
+        self._closed = True
         try:
             await loop.run_in_executor(self._executor, self._client.close)
         except Exception as exc:  # closing is best effort; pymilvus raises many types
@@ -236,6 +238,8 @@ class MemoryStore:
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
         with self._translated(operation):
+            if self._closed:
+                raise StoreError(f"{operation} failed: the store is closed")
             try:
                 return await loop.run_in_executor(self._executor, fn)
             finally:

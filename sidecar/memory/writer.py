@@ -14,7 +14,8 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.config import ExtractionConfig
-from sidecar.memory.corpus import Corpus, CorpusCache
+from sidecar.memory.corpus import Corpus
+from sidecar.memory.corpus_cache import CorpusCache
 from sidecar.memory.dedup import Candidate, Decision, DedupJudge, Judgement
 from sidecar.memory.embedder import Embedder
 from sidecar.memory.enrich import Enricher

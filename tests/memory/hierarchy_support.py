@@ -13,7 +13,7 @@ from pathlib import Path
 
 from sidecar.config import CacheConfig, EnrichmentConfig, HierarchyBuildConfig, StoreConfig
 from sidecar.memory.clustering import words
-from sidecar.memory.corpus import CorpusCache
+from sidecar.memory.corpus_cache import CorpusCache
 from sidecar.memory.embedder import Embedder
 from sidecar.memory.enrich import Enricher
 from sidecar.memory.filters import build_filter
@@ -172,4 +172,5 @@ class Harness:
 
     async def close(self) -> None:
         await self.hierarchy.stop()
+        await self.cache.close()
         await self.store.close()

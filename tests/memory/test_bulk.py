@@ -11,7 +11,7 @@ import pytest
 from sidecar.config import CacheConfig, StoreConfig
 from sidecar.errors import StoreError
 from sidecar.memory.bulk import bulk_load
-from sidecar.memory.corpus import CorpusCache
+from sidecar.memory.corpus_cache import CorpusCache
 from sidecar.memory.embedder import Embedder
 from sidecar.memory.filters import build_filter
 from sidecar.memory.records import MemoryRecord, Scope
@@ -57,6 +57,7 @@ async def test_lanes_load_every_owner_once_and_stop_on_failure(
             stored = await store.query(build_filter(owner=f"owner-{o}"), limit=100)
             assert sorted(r.id for r in stored) == sorted(f"o{o}-{i}" for i in range(30))
         assert (await cache.corpus(Scope("owner-3"))).size == 30  # written through
+        await cache.close()
 
         calls: list[str] = []
 

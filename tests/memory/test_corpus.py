@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from sidecar.config import CacheConfig, StoreConfig
-from sidecar.memory.corpus import Corpus, CorpusCache
+from sidecar.memory.corpus import Corpus
+from sidecar.memory.corpus_cache import CorpusCache
 from sidecar.memory.records import MemoryRecord, Scope, Status, Visibility
 from sidecar.memory.store import MemoryStore
 from sidecar.metrics import Metrics
@@ -90,7 +91,8 @@ async def test_nowait_loads_in_the_background(store: MemoryStore) -> None:
 
 
 async def test_stale_snapshot_is_served_while_it_refreshes(store: MemoryStore) -> None:
-    cache = CorpusCache(store, CacheConfig(ttl_s=0.05), Metrics())
+    # A unit due for its full reload: the request path gets the snapshot it has.
+    cache = CorpusCache(store, CacheConfig(ttl_s=3600, full_reload_s=0.05), Metrics())
     await cache.corpus(Scope("alice"))
     await store.upsert([rec("from-another-replica", "alice")])
     await asyncio.sleep(0.06)
@@ -123,11 +125,47 @@ async def test_ttl_refresh_is_a_delta_that_also_drops_superseded_rows(
             rec("own", "alice", updated_at=11, status=Status.SUPERSEDED),
         ]
     )
-    await asyncio.sleep(0.06)
+    await asyncio.sleep(0.25)
     fresh = await cache.corpus(Scope("alice"))
     assert "replica-new" in fresh.index_of
     assert "own" not in fresh.index_of
     assert metrics.value("memory_sidecar_corpus_cache_lookups_total", {"outcome": "delta"}) >= 1
+    await cache.close()
+
+
+async def test_one_refresh_query_serves_every_cached_user(store: MemoryStore) -> None:
+    metrics = Metrics()
+    cache = CorpusCache(store, CacheConfig(ttl_s=3600), metrics)
+    for user in ("alice", "bob", "dave"):
+        await cache.corpus(Scope(user, ("team",)))
+    loads = metrics.value("memory_sidecar_corpus_cache_lookups_total", {"outcome": "load"})
+    # Another replica writes for two of them (and for someone not cached).
+    await store.upsert(
+        [
+            rec("alice-new", "alice", updated_at=50),
+            rec("bob-new", "bob", updated_at=51),
+            rec("team-new", "carol", group_id="team", visibility=Visibility.GROUP,
+                updated_at=52),
+            rec("erin-new", "erin", updated_at=53),
+        ]
+    )  # fmt: skip
+    # One query from the oldest unit's watermark (the fixture's rows have
+    # updated_at 0, so they are read again too: 5 + 4).
+    assert await cache.refresh() == 9
+    assert metrics.value("memory_sidecar_corpus_cache_lookups_total", {"outcome": "delta"}) == 1
+    alice = cache.corpus_nowait(Scope("alice", ("team",)))
+    bob = cache.corpus_nowait(Scope("bob"))
+    assert alice is not None
+    assert bob is not None
+    assert {"alice-new", "team-new"} <= set(alice.index_of)
+    assert "bob-new" in bob.index_of
+    assert "erin-new" not in alice.index_of
+    assert "bob-new" not in alice.index_of
+    # Nothing was loaded unit by unit.
+    assert metrics.value("memory_sidecar_corpus_cache_lookups_total", {"outcome": "load"}) == loads
+    # The next refresh starts where this one ended: only rows changed since.
+    await store.upsert([rec("alice-later", "alice", updated_at=60)])
+    assert await cache.refresh() == 2  # the newest row is re-read once, plus the new one
     await cache.close()
 
 

@@ -17,7 +17,7 @@ from sidecar.app import Components
 from sidecar.config import CacheConfig, RetentionConfig, StoreConfig, config_from_mapping
 from sidecar.errors import StoreError
 from sidecar.memory.access import AccessTracker
-from sidecar.memory.corpus import CorpusCache
+from sidecar.memory.corpus_cache import CorpusCache
 from sidecar.memory.embedder import Embedder
 from sidecar.memory.filters import build_filter
 from sidecar.memory.records import Hit, MemoryRecord, MemoryType, Scope, Status
@@ -110,10 +110,13 @@ async def shared_store(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterato
 
 
 @pytest.fixture
-def harness(shared_store: MemoryStore, request: pytest.FixtureRequest) -> Harness:
+async def harness(
+    shared_store: MemoryStore, request: pytest.FixtureRequest
+) -> AsyncIterator[Harness]:
     metrics = Metrics()
     cache = CorpusCache(shared_store, CacheConfig(), metrics)
-    return Harness(shared_store, cache, metrics, KeyedLocks(), f"{request.node.name}:")
+    yield Harness(shared_store, cache, metrics, KeyedLocks(), f"{request.node.name}:")
+    await cache.close()
 
 
 # -- the score and the order ----------------------------------------------------------

@@ -1,0 +1,317 @@
+"""The cache of per-scope corpora (:class:`~sidecar.memory.corpus.Corpus`).
+
+The :class:`CorpusCache` builds corpora from cache *units* — one user's own rows,
+one group's shared rows, all public rows — each loaded from the store with a filter
+from :func:`sidecar.memory.filters.build_filter`, so the visibility rule is applied
+by the same single function as everywhere else. This process's writes go through
+to the cached units at once; other replicas' writes arrive through one background
+refresh every ``ttl_s`` (a single query for the rows changed since the last one,
+whatever the number of cached users); each unit is fully reloaded at most every
+``full_reload_s`` (deletions). Loads are single-flight per unit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sidecar.config import CacheConfig
+from sidecar.errors import SidecarError
+from sidecar.memory.corpus import Corpus
+from sidecar.memory.filters import Filter, build_filter
+from sidecar.memory.records import MemoryRecord, Scope, Status, Visibility
+from sidecar.memory.store import MemoryStore
+from sidecar.metrics import Metrics
+
+
+@dataclass(slots=True)
+class _Unit:
+    rows: tuple[MemoryRecord, ...]
+    loaded_at: float  # last refresh (full or delta)
+    seq: int  # unique per load: corpora built from it are keyed by it
+    full_at: float = 0.0  # last full load (deletions are only seen by those)
+    max_updated: int = 0  # newest updated_at seen: delta refreshes start there
+
+
+def unit_keys(scope: Scope) -> list[str]:
+    """The cache units whose union is exactly what ``scope`` may read."""
+    keys = [f"user:{scope.user_id}", "public"]
+    keys.extend(f"group:{g}" for g in scope.group_ids)
+    return keys
+
+
+def units_of(record: MemoryRecord) -> list[str]:
+    """The cache units a stored row belongs to (mirrors :func:`unit_filter`)."""
+    keys = [f"user:{record.user_id}"]
+    if record.group_id and record.visibility in (Visibility.GROUP, Visibility.PUBLIC):
+        keys.append(f"group:{record.group_id}")
+    if record.visibility == Visibility.PUBLIC:
+        keys.append("public")
+    return keys
+
+
+def unit_filter(key: str, *, updated_since: int | None = None) -> Filter:
+    """Rows of a unit: active ones for a full load; for a delta refresh every row
+    changed since ``updated_since`` (superseded ones included, so they leave)."""
+    kind, _, value = key.partition(":")
+    status = Status.ACTIVE if updated_since is None else None
+    if kind == "user":
+        return build_filter(owner=value, node_type=None, status=status, updated_since=updated_since)
+    if kind == "group":
+        return build_filter(
+            equals={"group_id": value},
+            node_type=None,
+            status=status,
+            visibilities=(Visibility.GROUP, Visibility.PUBLIC),
+            updated_since=updated_since,
+        )
+    return build_filter(
+        equals={"visibility": Visibility.PUBLIC},
+        node_type=None,
+        status=status,
+        updated_since=updated_since,
+    )
+
+
+class CorpusCache:
+    def __init__(self, store: MemoryStore, config: CacheConfig, metrics: Metrics) -> None:
+        self._store = store
+        self._config = config
+        self._metrics = metrics
+        self._units: OrderedDict[str, _Unit] = OrderedDict()
+        self._invalidations: dict[str, int] = {}
+        self._seq = 0
+        self._loading: dict[str, asyncio.Future[_Unit]] = {}
+        self._tasks: set[asyncio.Task[_Unit]] = set()
+        self._corpora: OrderedDict[tuple[str, ...], tuple[tuple[int, ...], Corpus]] = OrderedDict()
+        #: One background task refreshes every cached unit each ``ttl_s`` with a
+        #: single store query (rows changed since ``_watermark``), so the refresh
+        #: cost does not grow with the number of cached users.
+        self._refresher: asyncio.Task[None] | None = None
+        self._watermark: int | None = None
+
+    async def corpus(self, scope: Scope) -> Corpus:
+        """The scope's corpus, loading (and waiting for) whatever is missing or stale."""
+        keys = unit_keys(scope)
+        units = [await self._unit(key) for key in keys]
+        return self._merge(keys, units)
+
+    def corpus_nowait(self, scope: Scope) -> Corpus | None:
+        """The cached corpus without waiting: stale units are served while they are
+        refreshed in the background; ``None`` (and a background load) when a unit
+        was never loaded or was invalidated. For the request path."""
+        keys = unit_keys(scope)
+        units = []
+        missing = False
+        for key in keys:
+            unit = self._units.get(key)
+            if unit is None or self._stale(unit):
+                self._background(key)
+            if unit is None:
+                missing = True
+            else:
+                units.append(unit)
+        if missing:
+            self._metrics.cache_lookups.labels(outcome="cold").inc()
+            return None
+        self._metrics.cache_lookups.labels(outcome="hit").inc()
+        return self._merge(keys, units)
+
+    def _merge(self, keys: list[str], units: list[_Unit]) -> Corpus:
+        versions = tuple(u.seq for u in units)
+        cache_key = tuple(keys)
+        cached = self._corpora.get(cache_key)
+        if cached is not None and cached[0] == versions:
+            self._corpora.move_to_end(cache_key)
+            return cached[1]
+        rows = [row for unit in units for row in unit.rows]
+        corpus = Corpus.build(rows, self._store.dim, cached[1] if cached else None)
+        self._corpora[cache_key] = (versions, corpus)
+        while len(self._corpora) > self._config.max_scopes:
+            self._corpora.popitem(last=False)
+        return corpus
+
+    def _background(self, key: str) -> None:
+        if key in self._loading:
+            return
+        task = asyncio.get_running_loop().create_task(self._load(key))
+        self._tasks.add(task)
+        task.add_done_callback(self._loaded)
+
+    def _loaded(self, task: asyncio.Task[_Unit]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self._metrics.cache_lookups.labels(outcome="load_error").inc()
+
+    async def close(self) -> None:
+        refresher, self._refresher = self._refresher, None
+        if refresher is not None:
+            refresher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await refresher
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, SidecarError):
+                await task
+
+    def apply(self, records: Sequence[MemoryRecord]) -> None:
+        """Write-through after this process stored ``records``: every cached unit a
+        record belongs to gets the new version (by id), so the next request sees it.
+        Loads in flight are not kept (they may predate the write)."""
+        changed: dict[str, dict[str, MemoryRecord]] = {}
+        for record in records:
+            for key in units_of(record):
+                changed.setdefault(key, {})[record.id] = record
+        for key, updates in changed.items():
+            self._invalidations[key] = self._invalidations.get(key, 0) + 1
+            unit = self._units.get(key)
+            if unit is None:
+                continue
+            kept = []
+            for row in unit.rows:
+                update = updates.get(row.id)
+                if update is None:
+                    kept.append(row)
+                elif update.embedding is not row.embedding and update.embedding == row.embedding:
+                    # Same vector re-read from the store (e.g. an access-count flush):
+                    # share the cached one so corpora see an unchanged vector at once.
+                    updates[row.id] = update.with_changes(embedding=row.embedding)
+            self._seq += 1
+            unit.rows = (*kept, *sorted(updates.values(), key=lambda r: r.id))
+            unit.seq = self._seq
+
+    def _start_refresher(self) -> None:
+        if self._refresher is None or self._refresher.done():
+            loop = asyncio.get_running_loop()
+            self._refresher = loop.create_task(self._refresh_loop(), name="corpus-refresh")
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._config.ttl_s)
+            try:
+                await self.refresh()
+            except SidecarError:  # the store is down: units age, per-unit loads retry
+                self._metrics.cache_lookups.labels(outcome="load_error").inc()
+
+    async def refresh(self) -> int:
+        """Apply every row changed since the last refresh (one store query, all
+        users) to the cached units and mark them fresh; returns the rows read."""
+        units = [u for u in self._units.values() if u.loaded_at > float("-inf")]
+        if not units:
+            return 0
+        started = time.monotonic()
+        since = self._watermark
+        if since is None:
+            since = min(u.max_updated for u in units)
+        changed = await self._store.scan(
+            build_filter(node_type=None, status=None, updated_since=since), with_vectors=True
+        )
+        self._metrics.cache_lookups.labels(outcome="delta").inc()
+        newest = max((r.updated_at for r in changed), default=since)
+        if changed:
+            self.apply(changed)
+        for unit in units:
+            if unit.loaded_at > float("-inf"):  # not invalidated meanwhile
+                unit.loaded_at = max(unit.loaded_at, started)
+                unit.max_updated = max(unit.max_updated, newest)
+        self._watermark = max(since, newest)
+        return len(changed)
+
+    def invalidate(self, record: MemoryRecord) -> None:
+        """Mark every unit ``record`` belongs to stale (e.g. after a delete)."""
+        for key in units_of(record):
+            self._bump(key)
+
+    def invalidate_user(self, user_id: str) -> None:
+        self._bump(f"user:{user_id}")
+
+    def clear(self) -> None:
+        for key in list(self._units):
+            self._bump(key)
+
+    def _bump(self, key: str) -> None:
+        """Mark a unit stale: waiting readers reload it, the request path keeps
+        serving the old snapshot while it reloads in the background."""
+        self._invalidations[key] = self._invalidations.get(key, 0) + 1
+        unit = self._units.get(key)
+        if unit is not None:
+            unit.loaded_at = float("-inf")
+            unit.full_at = float("-inf")  # e.g. a delete: only a full load shows it
+
+    def _stale(self, unit: _Unit) -> bool:
+        """Due for a load of its own: the shared refresh is overdue (it refreshes
+        every ``ttl_s``; a unit is given twice that), or a full reload is due."""
+        now = time.monotonic()
+        return (
+            now - unit.loaded_at >= 2 * self._config.ttl_s
+            or now - unit.full_at >= self._config.full_reload_s
+        )
+
+    async def _unit(self, key: str) -> _Unit:
+        unit = self._units.get(key)
+        if unit is not None and not self._stale(unit):
+            self._units.move_to_end(key)
+            return unit
+        return await self._load(key)
+
+    async def _load(self, key: str) -> _Unit:
+        """Load one unit; concurrent loads of the same unit share one store query."""
+        pending = self._loading.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        self._metrics.cache_lookups.labels(outcome="load").inc()
+        future: asyncio.Future[_Unit] = asyncio.get_running_loop().create_future()
+        self._loading[key] = future
+        try:
+            invalidations = self._invalidations.get(key, 0)
+            unit = await self._fetch(key, self._units.get(key))
+            # A write during the load invalidated it: use this snapshot once, don't keep it.
+            if self._invalidations.get(key, 0) == invalidations:
+                self._units[key] = unit
+                self._units.move_to_end(key)
+                self._evict()
+                self._start_refresher()
+            future.set_result(unit)
+            return unit
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # waiters may be gone: never "exception was never retrieved"
+            raise
+        finally:
+            self._loading.pop(key, None)
+
+    async def _fetch(self, key: str, old: _Unit | None) -> _Unit:
+        """A full load, or — when ``old`` had a full load recently — a delta refresh
+        of the rows changed since (milvus-lite returns full rows slowly: ~0.7 s for
+        1,000 memories; a delta costs a filtered scan)."""
+        now = time.monotonic()
+        self._seq += 1
+        if old is None or now - old.full_at >= self._config.full_reload_s:
+            rows = await self._store.scan(unit_filter(key), with_vectors=True)
+            active = tuple(r for r in rows if r.status == Status.ACTIVE)
+            newest = max((r.updated_at for r in rows), default=0)
+            return _Unit(active, now, self._seq, now, newest)
+        # Rows written in the same millisecond as the newest one seen are re-read.
+        changed = await self._store.scan(
+            unit_filter(key, updated_since=old.max_updated), with_vectors=True
+        )
+        self._metrics.cache_lookups.labels(outcome="delta").inc()
+        if not changed:
+            return _Unit(old.rows, now, old.seq, old.full_at, old.max_updated)
+        updates = {r.id: r for r in changed}
+        kept = [r for r in old.rows if r.id not in updates]
+        fresh = [r for r in updates.values() if r.status == Status.ACTIVE]
+        newest = max(old.max_updated, *(r.updated_at for r in changed))
+        return _Unit((*kept, *fresh), now, self._seq, old.full_at, newest)
+
+    def _evict(self) -> None:
+        total = sum(len(u.rows) for u in self._units.values())
+        while total > self._config.max_rows and len(self._units) > 1:
+            _, unit = self._units.popitem(last=False)
+            total -= len(unit.rows)
+        self._metrics.cache_rows.set(total)
