@@ -17,15 +17,19 @@ import contextlib
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sidecar.config import CacheConfig
 from sidecar.errors import SidecarError
 from sidecar.memory.corpus import Corpus
 from sidecar.memory.filters import Filter, build_filter
-from sidecar.memory.records import MemoryRecord, Scope, Status, Visibility
+from sidecar.memory.records import MemoryRecord, Scope, Status, Visibility, now_ms
 from sidecar.memory.store import MemoryStore
 from sidecar.metrics import Metrics
+
+#: Allowance for clocks of writers (other replicas) behind this process's: the shared
+#: refresh reads rows updated from this long before its last query on.
+CLOCK_SKEW_MS = 5_000
 
 
 @dataclass(slots=True)
@@ -35,6 +39,9 @@ class _Unit:
     seq: int  # unique per load: corpora built from it are keyed by it
     full_at: float = 0.0  # last full load (deletions are only seen by those)
     max_updated: int = 0  # newest updated_at seen: delta refreshes start there
+    #: Wall clock (epoch ms) when its last load started: rows written after it have
+    #: a later updated_at (up to the writers' clock skew).
+    loaded_wall_ms: int = field(default_factory=now_ms)
 
 
 def unit_keys(scope: Scope) -> list[str]:
@@ -205,9 +212,10 @@ class CorpusCache:
         if not units:
             return 0
         started = time.monotonic()
+        started_wall = now_ms()
         since = self._watermark
         if since is None:
-            since = min(u.max_updated for u in units)
+            since = min(u.loaded_wall_ms for u in units) - CLOCK_SKEW_MS
         changed = await self._store.scan(
             build_filter(node_type=None, status=None, updated_since=since), with_vectors=True
         )
@@ -219,7 +227,8 @@ class CorpusCache:
             if unit.loaded_at > float("-inf"):  # not invalidated meanwhile
                 unit.loaded_at = max(unit.loaded_at, started)
                 unit.max_updated = max(unit.max_updated, newest)
-        self._watermark = max(since, newest)
+        # Next time: rows written from just before this query on (skew allowed for).
+        self._watermark = max(since, started_wall - CLOCK_SKEW_MS)
         return len(changed)
 
     def invalidate(self, record: MemoryRecord) -> None:
@@ -290,24 +299,25 @@ class CorpusCache:
         of the rows changed since (milvus-lite returns full rows slowly: ~0.7 s for
         1,000 memories; a delta costs a filtered scan)."""
         now = time.monotonic()
+        wall = now_ms()
         self._seq += 1
         if old is None or now - old.full_at >= self._config.full_reload_s:
             rows = await self._store.scan(unit_filter(key), with_vectors=True)
             active = tuple(r for r in rows if r.status == Status.ACTIVE)
             newest = max((r.updated_at for r in rows), default=0)
-            return _Unit(active, now, self._seq, now, newest)
+            return _Unit(active, now, self._seq, now, newest, wall)
         # Rows written in the same millisecond as the newest one seen are re-read.
         changed = await self._store.scan(
             unit_filter(key, updated_since=old.max_updated), with_vectors=True
         )
         self._metrics.cache_lookups.labels(outcome="delta").inc()
         if not changed:
-            return _Unit(old.rows, now, old.seq, old.full_at, old.max_updated)
+            return _Unit(old.rows, now, old.seq, old.full_at, old.max_updated, wall)
         updates = {r.id: r for r in changed}
         kept = [r for r in old.rows if r.id not in updates]
         fresh = [r for r in updates.values() if r.status == Status.ACTIVE]
         newest = max(old.max_updated, *(r.updated_at for r in changed))
-        return _Unit((*kept, *fresh), now, self._seq, old.full_at, newest)
+        return _Unit((*kept, *fresh), now, self._seq, old.full_at, newest, wall)
 
     def _evict(self) -> None:
         total = sum(len(u.rows) for u in self._units.values())

@@ -223,6 +223,7 @@ class MemoryStore:
 
     @contextmanager
     def _translated(self, operation: str) -> Iterator[None]:
+        import grpc
         from pymilvus.exceptions import MilvusException
 
         try:
@@ -230,6 +231,10 @@ class MemoryStore:
         except MilvusException as exc:
             self._metrics.store_errors.labels(operation=operation).inc()
             raise StoreError(f"{operation} failed: {exc.message}") from exc
+        except grpc.RpcError as exc:  # pymilvus lets some (deadline exceeded) through
+            self._metrics.store_errors.labels(operation=operation).inc()
+            code = exc.code() if isinstance(exc, grpc.Call) else None
+            raise StoreError(f"{operation} failed: gRPC {code}") from exc
         except (ConnectionError, OSError, ValueError, TypeError) as exc:
             self._metrics.store_errors.labels(operation=operation).inc()
             raise StoreError(f"{operation} failed: {type(exc).__name__}: {exc}") from exc

@@ -12,8 +12,8 @@ import pytest
 
 from sidecar.config import CacheConfig, StoreConfig
 from sidecar.memory.corpus import Corpus
-from sidecar.memory.corpus_cache import CorpusCache
-from sidecar.memory.records import MemoryRecord, Scope, Status, Visibility
+from sidecar.memory.corpus_cache import CLOCK_SKEW_MS, CorpusCache
+from sidecar.memory.records import MemoryRecord, Scope, Status, Visibility, now_ms
 from sidecar.memory.store import MemoryStore
 from sidecar.metrics import Metrics
 
@@ -121,8 +121,8 @@ async def test_ttl_refresh_is_a_delta_that_also_drops_superseded_rows(
     # Another replica adds one memory and supersedes another (newer updated_at).
     await store.upsert(
         [
-            rec("replica-new", "alice", updated_at=10),
-            rec("own", "alice", updated_at=11, status=Status.SUPERSEDED),
+            rec("replica-new", "alice", updated_at=now_ms()),
+            rec("own", "alice", updated_at=now_ms(), status=Status.SUPERSEDED),
         ]
     )
     await asyncio.sleep(0.25)
@@ -142,16 +142,15 @@ async def test_one_refresh_query_serves_every_cached_user(store: MemoryStore) ->
     # Another replica writes for two of them (and for someone not cached).
     await store.upsert(
         [
-            rec("alice-new", "alice", updated_at=50),
-            rec("bob-new", "bob", updated_at=51),
+            rec("alice-new", "alice", updated_at=now_ms()),
+            rec("bob-new", "bob", updated_at=now_ms()),
             rec("team-new", "carol", group_id="team", visibility=Visibility.GROUP,
-                updated_at=52),
-            rec("erin-new", "erin", updated_at=53),
+                updated_at=now_ms()),
+            rec("erin-new", "erin", updated_at=now_ms()),
         ]
     )  # fmt: skip
-    # One query from the oldest unit's watermark (the fixture's rows have
-    # updated_at 0, so they are read again too: 5 + 4).
-    assert await cache.refresh() == 9
+    # One query for the rows written since the units were loaded (all users).
+    assert await cache.refresh() == 4
     assert metrics.value("memory_sidecar_corpus_cache_lookups_total", {"outcome": "delta"}) == 1
     alice = cache.corpus_nowait(Scope("alice", ("team",)))
     bob = cache.corpus_nowait(Scope("bob"))
@@ -163,9 +162,16 @@ async def test_one_refresh_query_serves_every_cached_user(store: MemoryStore) ->
     assert "bob-new" not in alice.index_of
     # Nothing was loaded unit by unit.
     assert metrics.value("memory_sidecar_corpus_cache_lookups_total", {"outcome": "load"}) == loads
-    # The next refresh starts where this one ended: only rows changed since.
-    await store.upsert([rec("alice-later", "alice", updated_at=60)])
-    assert await cache.refresh() == 2  # the newest row is re-read once, plus the new one
+    # The next refresh starts where this one began (less the clock-skew allowance).
+    await store.upsert([rec("alice-later", "alice", updated_at=now_ms())])
+    assert await cache.refresh() == 5
+    later = cache.corpus_nowait(Scope("alice"))
+    assert later is not None
+    assert "alice-later" in later.index_of
+    # Rows older than the allowance are not read again.
+    old = now_ms() - 10 * CLOCK_SKEW_MS
+    await store.upsert([rec("ancient", "alice", updated_at=old)])
+    assert await cache.refresh() == 5
     await cache.close()
 
 
