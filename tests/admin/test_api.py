@@ -18,9 +18,11 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from sidecar.admin.api import MemoryApi
 from sidecar.admin.http import build_admin_app
+from sidecar.admin.service import owner_id
 from sidecar.app import Sidecar
 from sidecar.config import AdminConfig
 from sidecar.logs import JsonFormatter
+from sidecar.memory.categories import topic_id
 from sidecar.memory.turns import Turn
 from sidecar.metrics import Metrics
 from tests.admin.conftest import ADMIN, SCOPED
@@ -246,6 +248,21 @@ async def test_crud(http: aiohttp.ClientSession) -> None:
     assert page["total"] == 2
     status, found = await call(http, "GET", f"{base(user)}/search", params={"q": "cello"})
     assert second not in [hit["memory"]["id"] for hit in found["items"]]
+
+
+async def test_memories_added_with_a_topic_share_its_category(
+    http: aiohttp.ClientSession,
+) -> None:
+    user = new_user()
+    first = await add(http, user, "User flew to Lisbon in May.", topic="Travel")
+    second = await add(http, user, "User's passport expires next year.", topic="  travel ")
+    _, one = await call(http, "GET", f"{base(user)}/memories/{first}")
+    _, two = await call(http, "GET", f"{base(user)}/memories/{second}")
+    assert one["category_id"] == two["category_id"] == topic_id(owner_id(user), "travel")
+    status, body = await call(
+        http, "POST", f"{base(user)}/memories", json_body={"content": "x y", "topic": "t" * 201}
+    )
+    assert status == 400, body
 
 
 async def test_validation_errors_name_every_field(http: aiohttp.ClientSession) -> None:
