@@ -554,6 +554,9 @@ class TopicConfig(_Model):
     evidence: int = Field(default=1, ge=1, le=100)
     #: Categories opened per query.
     max_topics: int = Field(default=6, ge=1, le=100)
+    #: Members lifted per opened category, its best by own score (a big topic that
+    #: ``evolve`` has not split yet must not flood the results).
+    max_members: int = Field(default=20, ge=1, le=10_000)
 
 
 class AssociativeConfig(_Model):

@@ -223,6 +223,16 @@ def test_a_topic_without_evidence_is_not_opened() -> None:
     assert set(raised) == {1, 4}
 
 
+def test_a_big_topic_lifts_only_its_best_members() -> None:
+    groups = TopicGroups((np.arange(6, dtype=np.int64),))
+    scores = np.asarray([0.9, 0.1, 0.5, 0.2, 0.4, 0.3, 0.8], dtype=np.float32)
+    gate = np.asarray([True, False, False, False, False, False, True])
+    out, admitted, raised = expand_topics(scores, gate, groups, TopicConfig(max_members=3))
+    assert set(raised) == {2, 4}  # the best three are 0, 2, 4; 0 keeps its own score
+    assert admitted.tolist() == [True, False, True, False, True, False, True]
+    assert out[1] == scores[1]
+
+
 def test_only_the_scope_users_topics_count() -> None:
     foreign = PET_TOPIC.with_changes(user_id="someone-else")
     corpus = Corpus.build([*RECORDS, foreign], DIM)

@@ -13,7 +13,9 @@ For one query, over base scores ``s`` and the evidence gate:
     opened      = the ``max_topics`` best categories with a member in the gate
     s'[m]       = max(s[m], alpha * s[m] + (1 - alpha) * category(c))   (m in opened c)
 
-and members of opened categories are admitted on their category's evidence. Only the
+and members of opened categories are admitted on their category's evidence (at most
+``max_members`` per category, its best: a big topic ``evolve`` has not split yet
+does not flood the results). Only the
 scope user's own categories and the corpus' records are used (nothing outside the
 scope), ties break by category order: deterministic. A corpus without named topics
 is left exactly as it was.
@@ -98,6 +100,9 @@ def expand_topics(
     alpha = config.alpha
     for category, position in ranked[: config.max_topics]:
         members = topics.groups[position]
+        if len(members) > config.max_members:  # a big topic lifts its best members only
+            best_first = np.lexsort((members, -scores[members]))
+            members = members[best_first[: config.max_members]]
         propagated = (alpha * scores[members] + (1 - alpha) * category).astype(np.float32)
         higher = propagated > out[members]
         out[members] = np.where(higher, propagated, out[members])
