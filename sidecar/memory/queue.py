@@ -204,7 +204,9 @@ class WriteQueue:
         deadline = loop.time() + timeout_s
         while True:
             self._progress.clear()
-            if self.depth == 0 and self._appending == 0:
+            # In-flight turns count until their worker has finished with them (the
+            # journal may already say done while the worker still counts the turn).
+            if self.depth == 0 and self._appending == 0 and not self._in_flight:
                 return True
             remaining = deadline - loop.time()
             if remaining <= 0:
