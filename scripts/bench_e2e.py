@@ -25,6 +25,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,17 @@ def wait_corpora_loaded(
     print(f"  warning: only {rows:.0f} of {size} rows cached after {timeout:.0f}s", flush=True)
 
 
+def wait_writes_drained(stack: Stack, timeout: float = 300.0) -> None:
+    """Until the write queue is empty: turns left from earlier requests would be
+    written while the next run measures, and slow it down by work it did not cause."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if stack.sidecar_metric("memory_sidecar_write_queue_depth") == 0:
+            return
+        time.sleep(0.5)
+    print("  warning: the write queue did not drain before measuring", flush=True)
+
+
 def fact_decisions(stack: Stack) -> dict[str, float]:
     """The write path's fact decisions so far (add_*, noop_*, supersede_*, ...)."""
     _, body = http_get(f"{stack.sidecar_admin_url}/metrics")
@@ -99,10 +111,18 @@ def fact_decisions(stack: Stack) -> dict[str, float]:
 
 
 def measure(
-    name: str, url: str, args: argparse.Namespace, users: int, results: list[Result]
+    name: str,
+    url: str,
+    args: argparse.Namespace,
+    users: int,
+    results: list[Result],
+    settle: Callable[[], None] | None = None,
 ) -> None:
+    """One run per mode and concurrency; ``settle`` runs before each."""
     for stream in [False] if args.no_stream else [False, True]:
         for concurrency in [int(c) for c in args.concurrency.split(",")]:
+            if settle is not None:
+                settle()
             data = asyncio.run(
                 run_load(
                     url,
@@ -193,21 +213,24 @@ def main(argv: list[str] | None = None) -> int:
                 stack.start()
 
                 # Warm every user's corpus (the first request of a scope is served by
-                # the store while its corpus loads in the background).
-                def warm(seed: int, stack: Stack = stack, users: int = users) -> None:
+                # the store while its corpus loads in the background) on the read-only
+                # route: warming leaves no turns for the write path to catch up on.
+                readonly = stack.route_url("/readonly/v1/chat/completions")
+
+                def warm(seed: int, url: str = readonly, users: int = users) -> None:
                     asyncio.run(
-                        run_load(f"{stack.base_url}/chat/completions", requests=users * 10,
-                                 concurrency=4, stream=False, users=users, warmup=0, seed=seed)
+                        run_load(url, requests=users * 10, concurrency=4, stream=False,
+                                 users=users, warmup=0, seed=seed)
                     )  # fmt: skip
 
                 warm(99)
                 wait_corpora_loaded(stack, size, warm)
+                drained = partial(wait_writes_drained, stack)
                 measure(f"envoy+sidecar@{size // 1000}k", f"{stack.base_url}/chat/completions",
-                        args, users, results)  # fmt: skip
+                        args, users, results, drained)  # fmt: skip
                 if args.readonly:
-                    measure(f"envoy+sidecar@{size // 1000}k ro",
-                            stack.route_url("/readonly/v1/chat/completions"), args, users,
-                            results)  # fmt: skip
+                    measure(f"envoy+sidecar@{size // 1000}k ro", readonly, args, users,
+                            results, drained)  # fmt: skip
                 report[f"mean_injected_{size}"] = stack.sidecar_metric(
                     "memory_sidecar_injected_memories_sum"
                 ) / max(1.0, stack.sidecar_metric("memory_sidecar_injected_memories_count"))
@@ -215,6 +238,12 @@ def main(argv: list[str] | None = None) -> int:
                     "memory_sidecar_cold_corpus_fallbacks_total"
                 )
                 report[f"facts_{size}"] = fact_decisions(stack)
+                report[f"write_queue_depth_{size}"] = stack.sidecar_metric(
+                    "memory_sidecar_write_queue_depth"
+                )
+                report[f"turns_written_{size}"] = stack.sidecar_metric(
+                    "memory_sidecar_turns_total", {"outcome": "written"}
+                )
             finally:
                 stack.stop()
     finally:
