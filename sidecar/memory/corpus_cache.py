@@ -44,6 +44,17 @@ class _Unit:
     loaded_wall_ms: int = field(default_factory=now_ms)
 
 
+def _same_version(cached: dict[str, MemoryRecord], row: MemoryRecord) -> bool:
+    old = cached.get(row.id)
+    return (
+        old is not None
+        and old.updated_at == row.updated_at
+        and old.status == row.status
+        and old.access_count == row.access_count
+        and old.content == row.content
+    )
+
+
 def unit_keys(scope: Scope) -> list[str]:
     """The cache units whose union is exactly what ``scope`` may read."""
     keys = [f"user:{scope.user_id}", "public"]
@@ -166,17 +177,26 @@ class CorpusCache:
             with contextlib.suppress(asyncio.CancelledError, SidecarError):
                 await task
 
-    def apply(self, records: Sequence[MemoryRecord]) -> None:
+    def apply(self, records: Sequence[MemoryRecord], *, known_unchanged: bool = False) -> None:
         """Write-through after this process stored ``records``: every cached unit a
-        record belongs to gets the new version (by id), so the next request sees it.
-        Loads in flight are not kept (they may predate the write)."""
+        record belongs to gets the new version (by id), so the next request sees it;
+        rows no longer active leave the unit. Loads in flight are not kept (they may
+        predate the write). ``known_unchanged`` (the shared refresh): rows identical
+        to the cached version (same update time, status, text and access count —
+        typically this process's own writes, read back) change nothing."""
         changed: dict[str, dict[str, MemoryRecord]] = {}
         for record in records:
             for key in units_of(record):
                 changed.setdefault(key, {})[record.id] = record
         for key, updates in changed.items():
-            self._invalidations[key] = self._invalidations.get(key, 0) + 1
             unit = self._units.get(key)
+            if known_unchanged and unit is not None:
+                cached = {row.id: row for row in unit.rows}
+                for rid in [rid for rid, row in updates.items() if _same_version(cached, row)]:
+                    del updates[rid]
+                if not updates:
+                    continue
+            self._invalidations[key] = self._invalidations.get(key, 0) + 1
             if unit is None:
                 continue
             kept = []
@@ -188,8 +208,11 @@ class CorpusCache:
                     # Same vector re-read from the store (e.g. an access-count flush):
                     # share the cached one so corpora see an unchanged vector at once.
                     updates[row.id] = update.with_changes(embedding=row.embedding)
+            fresh = sorted(
+                (r for r in updates.values() if r.status == Status.ACTIVE), key=lambda r: r.id
+            )
             self._seq += 1
-            unit.rows = (*kept, *sorted(updates.values(), key=lambda r: r.id))
+            unit.rows = (*kept, *fresh)
             unit.seq = self._seq
 
     def _start_refresher(self) -> None:
@@ -222,7 +245,7 @@ class CorpusCache:
         self._metrics.cache_lookups.labels(outcome="delta").inc()
         newest = max((r.updated_at for r in changed), default=since)
         if changed:
-            self.apply(changed)
+            self.apply(changed, known_unchanged=True)
         for unit in units:
             if unit.loaded_at > float("-inf"):  # not invalidated meanwhile
                 unit.loaded_at = max(unit.loaded_at, started)

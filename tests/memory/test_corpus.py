@@ -168,6 +168,9 @@ async def test_one_refresh_query_serves_every_cached_user(store: MemoryStore) ->
     later = cache.corpus_nowait(Scope("alice"))
     assert later is not None
     assert "alice-later" in later.index_of
+    # Rows read again unchanged (e.g. this process's own writes) rebuild nothing.
+    assert await cache.refresh() == 5
+    assert cache.corpus_nowait(Scope("alice")) is later
     # Rows older than the allowance are not read again.
     old = now_ms() - 10 * CLOCK_SKEW_MS
     await store.upsert([rec("ancient", "alice", updated_at=old)])
