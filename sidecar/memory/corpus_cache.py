@@ -30,6 +30,8 @@ from sidecar.metrics import Metrics
 #: Allowance for clocks of writers (other replicas) behind this process's: the shared
 #: refresh reads rows updated from this long before its last query on.
 CLOCK_SKEW_MS = 5_000
+#: Ids per store query when the shared refresh fetches rows with their vectors.
+_ID_BATCH = 500
 
 
 @dataclass(slots=True)
@@ -239,11 +241,25 @@ class CorpusCache:
         since = self._watermark
         if since is None:
             since = min(u.loaded_wall_ms for u in units) - CLOCK_SKEW_MS
-        changed = await self._store.scan(
-            build_filter(node_type=None, status=None, updated_since=since), with_vectors=True
+        # Scalars first; vectors only for the rows not already held in that version
+        # (in a single replica that is none: its own writes went through already).
+        heads = await self._store.scan(
+            build_filter(node_type=None, status=None, updated_since=since)
         )
+        index: dict[str, dict[str, MemoryRecord]] = {}
+        wanted = sorted({r.id for r in heads if not self._held(r, index)})
+        changed: list[MemoryRecord] = []
+        for start in range(0, len(wanted), _ID_BATCH):
+            chunk = wanted[start : start + _ID_BATCH]
+            changed.extend(
+                await self._store.query(
+                    build_filter(ids=chunk, node_type=None, status=None),
+                    limit=len(chunk),
+                    with_vectors=True,
+                )
+            )
         self._metrics.cache_lookups.labels(outcome="delta").inc()
-        newest = max((r.updated_at for r in changed), default=since)
+        newest = max((r.updated_at for r in heads), default=since)
         if changed:
             self.apply(changed, known_unchanged=True)
         for unit in units:
@@ -253,6 +269,24 @@ class CorpusCache:
         # Next time: rows written from just before this query on (skew allowed for).
         self._watermark = max(since, started_wall - CLOCK_SKEW_MS)
         return len(changed)
+
+    def _held(self, row: MemoryRecord, index: dict[str, dict[str, MemoryRecord]]) -> bool:
+        """Every cached unit ``row`` belongs to has it in this version (or, for a row no
+        longer active, no longer has it). ``index``: the units' rows by id, filled
+        as needed."""
+        for key in units_of(row):
+            unit = self._units.get(key)
+            if unit is None:
+                continue
+            rows = index.get(key)
+            if rows is None:
+                rows = index[key] = {r.id: r for r in unit.rows}
+            if row.status != Status.ACTIVE:
+                if row.id in rows:
+                    return False
+            elif not _same_version(rows, row):
+                return False
+        return True
 
     def invalidate(self, record: MemoryRecord) -> None:
         """Mark every unit ``record`` belongs to stale (e.g. after a delete)."""
