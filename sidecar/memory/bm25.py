@@ -69,15 +69,16 @@ class BM25Index:
             np.fromiter((len(doc) for doc in added), np.int64, len(added)),
         )
         # (term, document) pairs counted: a key orders them by term, then document.
-        keys, counts = np.unique(new_terms * max(self.size, 1) + new_docs, return_counts=True)
+        width = max(self.size, 1)
+        keys, counts = np.unique(new_terms * width + new_docs, return_counts=True)
         if len(terms):
-            old_keys = terms * max(self.size, 1) + docs
+            old_keys = terms * width + docs
             keys = np.concatenate([old_keys, keys])
             counts = np.concatenate([tf, counts.astype(np.float32)])
             order = np.argsort(keys, kind="stable")
             keys, counts = keys[order], counts[order]
-        self._terms = keys // max(self.size, 1)
-        self._docs = keys % max(self.size, 1)
+        self._terms = keys // width
+        self._docs = keys % width
         self._tf = counts.astype(np.float32)
         self._offsets = np.searchsorted(self._terms, np.arange(len(self._vocab) + 1))
 

@@ -11,6 +11,7 @@ but never merges two topics or renames one.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -78,6 +79,26 @@ def is_topic(record: MemoryRecord | None) -> bool:
 def topic_node(owner: str, name: str, vector: Vector, now: int) -> MemoryRecord:
     """A fresh topic category row (``evolve`` refreshes its summary and centroid)."""
     return _fresh_node(owner, topic_id(owner, name), name, vector, now, TOPIC_SOURCE)
+
+
+def leaves_under(root: str, children: Mapping[str, list[str]]) -> list[str]:
+    """The leaf categories below ``root``, sorted (none when ``root`` is itself a
+    leaf); ``children`` maps a category id to its subcategories' ids. Cycles in
+    stored rows are tolerated (each category is visited once)."""
+    leaves: list[str] = []
+    stack = list(children.get(root, ()))
+    seen = {root}
+    while stack:
+        cid = stack.pop()
+        if cid in seen:
+            continue
+        seen.add(cid)
+        below = children.get(cid, [])
+        if below:
+            stack.extend(below)
+        else:
+            leaves.append(cid)
+    return sorted(leaves)
 
 
 def blank_category(owner: str, cid: str, now: int) -> MemoryRecord:

@@ -152,15 +152,10 @@ def _reuse(
     documents: list[list[str]] = []
     fresh: list[int] = []
     taken: list[tuple[int, int]] = []
+    usable = old.vectors.shape == (len(old.records), dim)
     for i, record in enumerate(memories):
-        j = old.index_of.get(record.id, -1)
-        prev = old.records[j] if j >= 0 else None
-        if (
-            prev is not None
-            and prev.content == record.content
-            and (prev.embedding is record.embedding or prev.embedding == record.embedding)
-            and old.vectors.shape == (len(old.records), dim)
-        ):
+        j = old.index_of.get(record.id, -1) if usable else -1
+        if j >= 0 and _same_document(record, old.records[j]):
             taken.append((i, j))
             documents.append(old.bm25.document(j))
         else:
@@ -179,16 +174,18 @@ def _appended_after(old: Corpus, memories: Sequence[MemoryRecord]) -> int | None
     same text and vectors (other fields may differ), else None."""
     if len(memories) < len(old.records) or old.vectors.shape[0] != len(old.records):
         return None
-    for new, prev in zip(memories, old.records, strict=False):
-        if new is prev:
-            continue
-        if (
-            new.id != prev.id
-            or new.content != prev.content
-            or not (new.embedding is prev.embedding or new.embedding == prev.embedding)
-        ):
-            return None
-    return len(old.records)
+    if all(_same_document(new, prev) for new, prev in zip(memories, old.records, strict=False)):
+        return len(old.records)
+    return None
+
+
+def _same_document(new: MemoryRecord, prev: MemoryRecord) -> bool:
+    """Same id, text and vector: its matrix row and BM25 tokens can be reused."""
+    return new is prev or (
+        new.id == prev.id
+        and new.content == prev.content
+        and (new.embedding is prev.embedding or new.embedding == prev.embedding)
+    )
 
 
 def _same_structure(
@@ -200,14 +197,10 @@ def _same_structure(
         return False
     for new_rows, old_rows in ((memories, old.records), (categories, old.categories)):
         for new, prev in zip(new_rows, old_rows, strict=True):
-            if new is prev:
-                continue
-            if (
-                new.id != prev.id
-                or new.content != prev.content
-                or new.related_ids != prev.related_ids
-                or new.session_id != prev.session_id
-                or not (new.embedding is prev.embedding or new.embedding == prev.embedding)
+            if new is not prev and not (
+                _same_document(new, prev)
+                and new.related_ids == prev.related_ids
+                and new.session_id == prev.session_id
             ):
                 return False
     return True

@@ -179,26 +179,19 @@ class CorpusCache:
             with contextlib.suppress(asyncio.CancelledError, SidecarError):
                 await task
 
-    def apply(self, records: Sequence[MemoryRecord], *, known_unchanged: bool = False) -> None:
-        """Write-through after this process stored ``records``: every cached unit a
-        record belongs to gets the new version (by id), so the next request sees it;
-        rows no longer active leave the unit. Loads in flight are not kept (they may
-        predate the write). ``known_unchanged`` (the shared refresh): rows identical
-        to the cached version (same update time, status, text and access count —
-        typically this process's own writes, read back) change nothing."""
+    def apply(self, records: Sequence[MemoryRecord]) -> None:
+        """Write-through after this process stored ``records`` (and the shared
+        refresh's rows from other replicas): every cached unit a record belongs to
+        gets the new version (by id), so the next request sees it; rows no longer
+        active leave the unit. Loads in flight are not kept (they may predate the
+        write)."""
         changed: dict[str, dict[str, MemoryRecord]] = {}
         for record in records:
             for key in units_of(record):
                 changed.setdefault(key, {})[record.id] = record
         for key, updates in changed.items():
-            unit = self._units.get(key)
-            if known_unchanged and unit is not None:
-                cached = {row.id: row for row in unit.rows}
-                for rid in [rid for rid, row in updates.items() if _same_version(cached, row)]:
-                    del updates[rid]
-                if not updates:
-                    continue
             self._invalidations[key] = self._invalidations.get(key, 0) + 1
+            unit = self._units.get(key)
             if unit is None:
                 continue
             kept = []
@@ -261,7 +254,7 @@ class CorpusCache:
         self._metrics.cache_lookups.labels(outcome="delta").inc()
         newest = max((r.updated_at for r in heads), default=since)
         if changed:
-            self.apply(changed, known_unchanged=True)
+            self.apply(changed)
         for unit in units:
             if unit.loaded_at > float("-inf"):  # not invalidated meanwhile
                 unit.loaded_at = max(unit.loaded_at, started)

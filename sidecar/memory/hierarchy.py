@@ -38,7 +38,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from sidecar.config import HierarchyBuildConfig
-from sidecar.memory.categories import general_id, general_node, topic_id, topic_name, topic_node
+from sidecar.memory.categories import (
+    general_id,
+    general_node,
+    leaves_under,
+    topic_id,
+    topic_name,
+    topic_node,
+)
 from sidecar.memory.clustering import Matrix, centroid, unit
 from sidecar.memory.corpus import Corpus
 from sidecar.memory.corpus_cache import CorpusCache
@@ -329,7 +336,7 @@ def _file_topics(
     now = now_ms()
     for tid in sorted(by_topic):
         members = by_topic[tid]
-        leaves = _leaves_under(tid, children) if tid in existing else []
+        leaves = leaves_under(tid, children) if tid in existing else []
         ids, centres = _leaf_centroids(corpus.records, corpus.vectors, owner, leaves)
         for record in members:
             target = tid
@@ -344,24 +351,6 @@ def _file_topics(
             if len(vectors):
                 out.append(topic_node(owner, names[tid], centroid(vectors), now))
     return out
-
-
-def _leaves_under(root: str, children: Mapping[str, list[str]]) -> list[str]:
-    """The leaf categories below ``root`` (none when ``root`` is itself a leaf)."""
-    leaves: list[str] = []
-    stack = list(children.get(root, ()))
-    seen = {root}
-    while stack:
-        cid = stack.pop()
-        if cid in seen:
-            continue
-        seen.add(cid)
-        below = children.get(cid, [])
-        if below:
-            stack.extend(below)
-        else:
-            leaves.append(cid)
-    return sorted(leaves)
 
 
 def _leaf_centroids(

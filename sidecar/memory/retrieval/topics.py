@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.config import TopicConfig
-from sidecar.memory.categories import is_topic
+from sidecar.memory.categories import is_topic, leaves_under
 from sidecar.memory.corpus import Corpus
 from sidecar.memory.retrieval.signals import Scores
 
@@ -53,20 +53,9 @@ class TopicGroups:
         for category in mine:
             if category.parent_id in ids and category.parent_id != category.id:
                 children.setdefault(category.parent_id, []).append(category.id)
-        leaves: list[str] = []
-        seen: set[str] = set()
+        leaves: dict[str, None] = {}  # ordered, each leaf once
         for root in sorted(c.id for c in mine if is_topic(c)):
-            stack = [root]
-            while stack:
-                cid = stack.pop()
-                if cid in seen:
-                    continue
-                seen.add(cid)
-                below = children.get(cid)
-                if below:
-                    stack.extend(sorted(below, reverse=True))
-                else:
-                    leaves.append(cid)
+            leaves.update(dict.fromkeys(leaves_under(root, children) or [root]))
         slot = {cid: i for i, cid in enumerate(leaves)}
         members: list[list[int]] = [[] for _ in leaves]
         for index, record in enumerate(corpus.records):
