@@ -7,7 +7,8 @@ Per backend:
 * ``encode``     p50/p99 ms of one single-text model call, called directly
 * ``embed``      p50/p99 ms of one single-text ``embed()`` through the micro-batcher
 * ``c=N``        N coroutines each embedding one query at a time: req/s, latency
-                 p50/p99 and the mean micro-batch size
+                 p50/p99 and the mean micro-batch size; with ``--lanes 1,2,4`` once
+                 per number of inference threads (``embedding.lanes``)
 * ``cosine``     vectors of ~300 varied texts (questions, facts, chat turns, code,
                  other languages, texts past the 256-token limit), each embedded
                  alone, against the torch backend's; and each text alone against
@@ -387,30 +388,35 @@ async def main_async(args: argparse.Namespace) -> int:
         backends = ["torch", *[b for b in backends if b != "torch"]]
     results: list[Result] = []
     reference: Vectors | None = None
+    lanes = [int(n) for n in args.lanes.split(",")]
     for backend in backends:
-        config = EmbeddingConfig(
-            backend=backend,
-            cache_dir=str(cache_dir),
-            threads=args.threads,
-            batch_wait_ms=args.batch_wait_ms,
-            max_batch=args.max_batch,
-        )
-        print(f"== {backend}", file=sys.stderr, flush=True)
-        result, vectors = await bench_backend(
-            backend,
-            config,
-            single=args.single,
-            requests=args.requests,
-            concurrency=concurrency,
-            corpus=corpus,
-            reference=reference,
-        )
-        if backend == "torch":
-            reference = vectors
-        results.append(result)
+        for n_lanes in lanes:
+            config = EmbeddingConfig(
+                backend=backend,
+                cache_dir=str(cache_dir),
+                threads=args.threads,
+                batch_wait_ms=args.batch_wait_ms,
+                max_batch=args.max_batch,
+                lanes=n_lanes,
+            )
+            label = backend if len(lanes) == 1 else f"{backend} x{n_lanes}"
+            print(f"== {label}", file=sys.stderr, flush=True)
+            result, vectors = await bench_backend(
+                backend,
+                config,
+                single=args.single,
+                requests=args.requests,
+                concurrency=concurrency,
+                corpus=corpus if n_lanes == lanes[0] else None,
+                reference=reference,
+            )
+            result.backend = label
+            if backend == "torch" and vectors is not None:
+                reference = vectors
+            results.append(result)
     print(
         f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-        f"threads={args.threads}, max_batch={args.max_batch}, "
+        f"threads={args.threads}, lanes={args.lanes}, max_batch={args.max_batch}, "
         f"batch_wait_ms={args.batch_wait_ms}, corpus={len(corpus or [])} texts\n"
     )
     print_table(results, concurrency)
@@ -424,6 +430,7 @@ async def main_async(args: argparse.Namespace) -> int:
             },
             "settings": {
                 "threads": args.threads,
+                "lanes": lanes,
                 "max_batch": args.max_batch,
                 "batch_wait_ms": args.batch_wait_ms,
                 "single": args.single,
@@ -454,6 +461,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--single", type=int, default=300, help="single-query samples")
     parser.add_argument("--requests", type=int, default=600, help="per concurrency level")
     parser.add_argument("--threads", type=int, default=EmbeddingConfig().threads)
+    parser.add_argument(
+        "--lanes",
+        default=str(EmbeddingConfig().lanes),
+        help="inference threads (embedding.lanes), comma-separated: one run each",
+    )
     parser.add_argument("--max-batch", type=int, default=EmbeddingConfig().max_batch)
     parser.add_argument("--batch-wait-ms", type=float, default=0.0)
     parser.add_argument(

@@ -221,6 +221,12 @@ class EmbeddingConfig(_Model):
     #: Milliseconds an idle model waits for more calls before running a batch. 0 (the
     #: default): run at once; calls that arrive meanwhile form the next batch.
     batch_wait_ms: float = Field(default=0.0, ge=0, le=100)
+    #: Model calls that may run at once, each on its own inference thread; queued
+    #: query embeddings are split over them. One lane embeds ~390 queries/s here
+    #: (2-core x86, int8), two ~630/s when nothing else wants the cores
+    #: (``scripts/bench_embedder.py --lanes 1,2``). Raise it where the sidecar has
+    #: idle cores; on a machine saturated by Envoy and the load it changes nothing.
+    lanes: int = Field(default=1, ge=1, le=64)
     #: Most ``embed()`` calls waiting for the model; beyond it calls fail at once
     #: (retrieval then goes on without memory) instead of queueing without bound.
     max_queue: int = Field(default=1024, ge=1, le=1_000_000)

@@ -2,8 +2,8 @@
 backend runs behind, and the torch (sentence-transformers) backend.
 
 Model inference is blocking. A backend is an :class:`Encoder` (plain, blocking
-``encode(texts)``); :class:`BatchingEmbedder` owns the single thread it runs on and
-coalesces concurrent ``embed()`` calls into batches, so callers simply
+``encode(texts)``); :class:`BatchingEmbedder` owns the inference threads it runs on
+and coalesces concurrent ``embed()`` calls into batches, so callers simply
 ``await embedder.embed(texts)``. :func:`build_embedder` picks the backend from the
 config (the ONNX Runtime ones live in :mod:`sidecar.memory.onnx_embedder`).
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -104,7 +105,9 @@ class _Call:
     future: asyncio.Future[Vectors]
     #: Texts handed to the model so far (background calls run in slices).
     taken: int = 0
-    parts: list[Vectors] = field(default_factory=list)
+    #: Rows back so far; slices may come back out of order (several lanes).
+    delivered: int = 0
+    parts: list[tuple[int, Vectors]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -122,12 +125,15 @@ class BatchStats:
 
 
 class BatchingEmbedder:
-    """An :class:`Embedder` running a blocking ``encode`` on its own inference thread.
+    """An :class:`Embedder` running a blocking ``encode`` on its own inference threads.
 
-    Concurrent ``embed()`` calls are coalesced: a call arriving while the model is idle
-    runs at once (after ``batch_wait_ms``, 0 by default); calls arriving while it is
-    busy queue, and when it frees up everything queued (up to ``max_batch`` texts; a
-    single larger call runs alone) runs as one batch. *Urgent* calls (a request is
+    Up to ``lanes`` model calls run at once, each on its own thread (ONNX Runtime and
+    torch release the GIL while they compute). Concurrent ``embed()`` calls are
+    coalesced: a call arriving while a lane is idle runs at once (after
+    ``batch_wait_ms``, 0 by default); calls arriving while every lane is busy queue,
+    and when one frees up it takes its share of what is queued (the queued texts split
+    evenly over the lanes, up to ``max_batch`` texts; a single larger call runs
+    alone) as one batch. *Urgent* calls (a request is
     waiting for them) always go first; background calls run in slices of at most
     ``background_batch`` texts, so an urgent call never waits behind more than one
     small slice (the model's cost per text hardly depends on the batch size here).
@@ -147,13 +153,14 @@ class BatchingEmbedder:
         batch_wait_ms: float = 0.0,
         max_queue: int = 1024,
         background_batch: int = 4,
+        lanes: int = 1,
         thread_name: str = "embed",
     ) -> None:
         if dim <= 0:
             raise EmbeddingError("the embedding model does not report its dimension")
-        if max_batch < 1 or max_queue < 1 or background_batch < 1 or batch_wait_ms < 0:
+        if min(max_batch, max_queue, background_batch, lanes) < 1 or batch_wait_ms < 0:
             raise ValueError(
-                "max_batch, max_queue and background_batch must be >= 1, batch_wait_ms >= 0"
+                "max_batch, max_queue, background_batch and lanes must be >= 1, batch_wait_ms >= 0"
             )
         self._encode = encode
         self._dim = dim
@@ -161,11 +168,12 @@ class BatchingEmbedder:
         self._batch_wait_s = batch_wait_ms / 1000.0
         self._max_queue = max_queue
         self._background_batch = background_batch
+        self._lanes = lanes
         self._urgent: deque[_Call] = deque()
         self._pending: deque[_Call] = deque()
         self._worker: asyncio.Task[None] | None = None
         self._closed = False
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=thread_name)
+        self._executor = ThreadPoolExecutor(max_workers=lanes, thread_name_prefix=thread_name)
         self.stats = BatchStats()
 
     @classmethod
@@ -177,6 +185,7 @@ class BatchingEmbedder:
             batch_wait_ms=config.batch_wait_ms,
             max_queue=config.max_queue,
             background_batch=config.background_batch,
+            lanes=config.lanes,
         )
 
     @property
@@ -210,16 +219,22 @@ class BatchingEmbedder:
 
     def _take_batch(self) -> list[tuple[_Call, int, int]]:
         """The next model call: (call, start, end) slices of its texts. Urgent calls
-        whole (up to ``max_batch`` texts); else at most ``background_batch`` texts of
-        background calls, the last one possibly cut."""
+        whole (up to ``max_batch`` texts, and with several lanes up to an even share
+        of the queued urgent texts: a model call costs the same per text whatever its
+        size, so a queue split over the lanes is done sooner); else at most
+        ``background_batch`` texts of background calls, the last one possibly cut."""
         batch: list[tuple[_Call, int, int]] = []
         size = 0
+        limit = self._max_batch
+        if self._lanes > 1 and self._urgent:
+            queued = sum(len(call.texts) for call in self._urgent if not call.future.done())
+            limit = min(limit, max(1, math.ceil(queued / self._lanes)))
         while self._urgent:
             call = self._urgent[0]
             if call.future.done():  # cancelled while queued
                 self._urgent.popleft()
                 continue
-            if batch and size + len(call.texts) > self._max_batch:
+            if batch and size + len(call.texts) > limit:
                 return batch
             self._urgent.popleft()
             batch.append((call, 0, len(call.texts)))
@@ -244,27 +259,35 @@ class BatchingEmbedder:
         return bool(self._urgent or self._pending)
 
     async def _drain(self) -> None:
-        loop = asyncio.get_running_loop()
-        batch: list[tuple[_Call, int, int]] = []
+        """Feeds the lanes until nothing is queued or running."""
+        running: dict[asyncio.Future[Vectors], list[tuple[_Call, int, int]]] = {}
         try:
             if self._batch_wait_s > 0:  # the model was idle: let a few more calls arrive
                 await asyncio.sleep(self._batch_wait_s)
-            while self._waiting():
-                batch = self._take_batch()
-                if not batch:
+            while self._waiting() or running:
+                while self._waiting() and len(running) < self._lanes:
+                    batch = self._take_batch()
+                    if batch:
+                        running[self._start(batch)] = batch
+                if not running:
                     continue
-                texts = [text for call, start, end in batch for text in call.texts[start:end]]
-                try:
-                    vectors = await loop.run_in_executor(self._executor, self._run, texts)
-                except Exception as exc:  # the backend's errors of every kind
-                    self._fail(batch, exc)
-                else:
-                    self._deliver(batch, vectors)
-                batch = []
+                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for future in done:
+                    batch = running.pop(future)
+                    exc = future.exception()
+                    if exc is not None:  # the backend's errors of every kind
+                        self._fail(batch, exc)
+                    else:
+                        self._deliver(batch, future.result())
         except asyncio.CancelledError:  # close(): nobody may wait forever
-            self._fail(batch, EmbeddingError("the embedder is closed"))
+            for batch in running.values():
+                self._fail(batch, EmbeddingError("the embedder is closed"))
             self._fail_pending(EmbeddingError("the embedder is closed"))
             raise
+
+    def _start(self, batch: list[tuple[_Call, int, int]]) -> asyncio.Future[Vectors]:
+        texts = [text for call, start, end in batch for text in call.texts[start:end]]
+        return asyncio.get_running_loop().run_in_executor(self._executor, self._run, texts)
 
     def _run(self, texts: list[str]) -> Vectors:
         """On the inference thread: one model call, its shape checked."""
@@ -287,9 +310,11 @@ class BatchingEmbedder:
             row += end - start
             if call.future.done():
                 continue
-            call.parts.append(part)
-            if end == len(call.texts):
-                rows = call.parts[0] if len(call.parts) == 1 else np.concatenate(call.parts)
+            call.parts.append((start, part))
+            call.delivered += end - start
+            if call.delivered == len(call.texts):
+                parts = sorted(call.parts, key=lambda item: item[0])
+                rows = parts[0][1] if len(parts) == 1 else np.concatenate([p for _, p in parts])
                 call.parts = []
                 call.future.set_result(rows)
 

@@ -11,7 +11,7 @@ import json
 import os
 import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -410,6 +410,101 @@ async def test_urgent_calls_go_before_background_work_sliced_small(gated: GatedM
     assert [int(np.argmax(row)) for row in await more] == [10 % 8, 11 % 8]
     assert [int(np.argmax((await q)[0])) for q in queries] == [20 % 8, 21 % 8]
     await batcher.close()
+
+
+class LaneModel:
+    """A fake model whose calls each block on their own gate, so a test decides the
+    order they finish in; records how many run at once."""
+
+    dim = 8
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+        self.gates: dict[str, threading.Event] = {}
+        self.lock = threading.Lock()
+        self.running = 0
+        self.most_running = 0
+
+    def gate(self, first_text: str) -> threading.Event:
+        with self.lock:
+            return self.gates.setdefault(first_text, threading.Event())
+
+    def encode(self, texts: list[str]) -> Vectors:
+        with self.lock:
+            self.batches.append(list(texts))
+            self.running += 1
+            self.most_running = max(self.most_running, self.running)
+        try:
+            if not self.gate(texts[0]).wait(timeout=10):
+                raise TimeoutError
+        finally:
+            with self.lock:
+                self.running -= 1
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            out[row, int(text.split()[-1]) % self.dim] = 1.0
+        return out
+
+    def release_all(self) -> None:
+        for text in [f"text {i}" for i in range(64)]:
+            self.gate(text).set()
+
+
+async def wait_for(condition: Callable[[], bool]) -> None:
+    for _ in range(1000):
+        if condition():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("condition never met")
+
+
+async def test_lanes_run_model_calls_side_by_side_and_split_the_queue() -> None:
+    model = LaneModel()
+    batcher = BatchingEmbedder(model.encode, dim=LaneModel.dim, lanes=2, max_batch=32)
+    try:
+        first = asyncio.create_task(batcher.embed(["text 0"], urgent=True))
+        second = asyncio.create_task(batcher.embed(["text 1"], urgent=True))
+        await wait_for(lambda: model.running == 2)  # both lanes busy at once
+        queued = [
+            asyncio.create_task(batcher.embed([f"text {i}"], urgent=True)) for i in (2, 3, 4, 5)
+        ]
+        await settle()
+        model.gate("text 1").set()  # the second lane frees first: it takes its half
+        await wait_for(lambda: len(model.batches) == 3)
+        assert model.batches[2] == ["text 2", "text 3"]
+        model.release_all()
+        results = await asyncio.gather(first, second, *queued)
+        assert [int(np.argmax(r[0])) for r in results] == [0, 1, 2, 3, 4, 5]
+        assert sorted(t for batch in model.batches[3:] for t in batch) == ["text 4", "text 5"]
+        assert model.most_running == 2
+    finally:
+        model.release_all()
+        await batcher.close()
+
+
+async def test_background_slices_finishing_out_of_order_come_back_in_order() -> None:
+    model = LaneModel()
+    batcher = BatchingEmbedder(model.encode, dim=LaneModel.dim, lanes=2, background_batch=2)
+    try:
+        call = asyncio.create_task(batcher.embed([f"text {i}" for i in range(6)]))
+        await wait_for(lambda: model.running == 2)
+        assert model.batches == [["text 0", "text 1"], ["text 2", "text 3"]]
+        model.gate("text 2").set()  # the second slice finishes first
+        model.gate("text 4").set()
+        await wait_for(lambda: len(model.batches) == 3)
+        await settle()
+        assert not call.done()
+        model.gate("text 0").set()
+        rows = await call
+        assert [int(np.argmax(row)) for row in rows] == [0, 1, 2, 3, 4, 5]
+    finally:
+        model.release_all()
+        await batcher.close()
+
+
+def test_lanes_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="lanes"):
+        BatchingEmbedder(lambda texts: np.zeros((len(texts), 4), np.float32), dim=4, lanes=0)
 
 
 async def test_a_failing_slice_fails_its_whole_call(gated: GatedModel) -> None:
