@@ -8,6 +8,7 @@ SIGTERM (SIGKILL after a grace period) and its output kept in the work directory
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import os
 import signal
@@ -38,6 +39,23 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def free_port_run(count: int, attempts: int = 50) -> int:
+    """The first of ``count`` consecutive free loopback ports (sidecar workers)."""
+    for _ in range(attempts):
+        base = free_port()
+        if base + count > 65535:
+            continue
+        with contextlib.ExitStack() as held:
+            try:
+                for port in range(base, base + count):
+                    sock = held.enter_context(socket.socket())
+                    sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return base
+    raise RuntimeError(f"no {count} consecutive free ports")
+
+
 def http_get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
@@ -49,7 +67,9 @@ def http_get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
 def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        with contextlib.suppress(OSError):
+        # HTTPException too: polling a loopback port nobody listens on yet can connect
+        # the socket to itself (same ephemeral port) and read its own request back.
+        with contextlib.suppress(OSError, http.client.HTTPException):
             if check():
                 return
         time.sleep(0.05)
@@ -167,8 +187,15 @@ class Stack:
         ports: Ports | None = None,
     ) -> None:
         self.workdir = workdir
+        overrides = dict(config_overrides or {})
+        #: Sidecar processes (``server.workers``): worker i on ports + i.
+        self.workers = int(overrides.get("server", {}).get("workers", 1))
+        if ports is None and self.workers > 1:
+            ports = Ports(
+                sidecar=free_port_run(self.workers), sidecar_admin=free_port_run(self.workers)
+            )
         self.ports = ports or Ports()
-        self.config = demo_config(workdir, self.ports, **dict(config_overrides or {}))
+        self.config = demo_config(workdir, self.ports, **overrides)
         self.config_path = workdir / "sidecar.yaml"
         self.envoy_path = workdir / "envoy.yaml"
         self._mock_args = mock_args
@@ -215,6 +242,12 @@ class Stack:
     def sidecar_admin_url(self) -> str:
         return f"http://127.0.0.1:{self.ports.sidecar_admin}"
 
+    @property
+    def sidecar_admin_urls(self) -> list[str]:
+        """Every worker's admin URL (one unless ``server.workers`` > 1)."""
+        base = self.ports.sidecar_admin
+        return [f"http://127.0.0.1:{base + i}" for i in range(self.workers)]
+
     # -- lifecycle ------------------------------------------------------------------
 
     def write_configs(self) -> None:
@@ -245,7 +278,7 @@ class Stack:
     def wait_sidecar(self, timeout: float) -> None:
         def ready() -> bool:
             self.sidecar.check_alive()
-            return http_get(f"{self.sidecar_admin_url}/ready")[0] == 200
+            return all(http_get(f"{url}/ready")[0] == 200 for url in self.sidecar_admin_urls)
 
         wait_until(ready, timeout, "sidecar")
 
@@ -292,8 +325,19 @@ class Stack:
         return list(json.loads(body))
 
     def sidecar_metric(self, name: str, labels: Mapping[str, str] | None = None) -> float:
-        """The current value of one sidecar metric sample (0 when absent)."""
-        _, body = http_get(f"{self.sidecar_admin_url}/metrics")
+        """The current value of one sidecar metric sample (0 when absent), summed
+        over the workers."""
+        return sum(self.sidecar_metric_per_worker(name, labels))
+
+    def sidecar_metric_per_worker(
+        self, name: str, labels: Mapping[str, str] | None = None
+    ) -> list[float]:
+        """One metric sample's current value in each worker (0 when absent)."""
+        return [self._metric(url, name, labels) for url in self.sidecar_admin_urls]
+
+    @staticmethod
+    def _metric(admin_url: str, name: str, labels: Mapping[str, str] | None) -> float:
+        _, body = http_get(f"{admin_url}/metrics")
         wanted = {f'{k}="{v}"' for k, v in (labels or {}).items()}
         for line in body.decode().splitlines():
             if not line.startswith(name):

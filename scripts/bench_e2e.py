@@ -9,6 +9,10 @@ each concurrency. Queries vary (templates x topics), users are drawn from all
 seeded users; every user's corpus is warmed first. Prints a table, writes JSON.
 
     .venv/bin/python scripts/bench_e2e.py --sizes 10000,100000 --json out/bench_e2e.json
+
+``--workers 1,4`` runs the sidecar once per worker count (``server.workers``), and
+the do-nothing baseline with as many processes behind the same Envoy cluster, so
+each sidecar row has a baseline of its own shape (``w4`` in the name).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from bench_latency import (  # noqa: E402
     Result,
-    noop_processor,
+    noop_processors,
     print_table,
     run_load,
     start_envoy,
@@ -75,7 +79,8 @@ def wait_corpora_loaded(
     deadline = time.monotonic() + timeout
     rows, last, stalled = 0.0, -1.0, 0
     while time.monotonic() < deadline:
-        rows = stack.sidecar_metric("memory_sidecar_corpus_cache_rows")
+        # Every worker caches every user it serves: the least-loaded one decides.
+        rows = min(stack.sidecar_metric_per_worker("memory_sidecar_corpus_cache_rows"))
         if rows >= size:
             print(f"  corpora loaded: {rows:.0f} rows cached", flush=True)
             return
@@ -101,12 +106,14 @@ def wait_writes_drained(stack: Stack, timeout: float = 300.0) -> None:
 
 def fact_decisions(stack: Stack) -> dict[str, float]:
     """The write path's fact decisions so far (add_*, noop_*, supersede_*, ...)."""
-    _, body = http_get(f"{stack.sidecar_admin_url}/metrics")
     out: dict[str, float] = {}
-    for line in body.decode().splitlines():
-        if line.startswith('memory_sidecar_facts_total{decision="'):
-            head, _, value = line.rpartition(" ")
-            out[head.split('"')[1]] = float(value)
+    for url in stack.sidecar_admin_urls:
+        _, body = http_get(f"{url}/metrics")
+        for line in body.decode().splitlines():
+            if line.startswith('memory_sidecar_facts_total{decision="'):
+                head, _, value = line.rpartition(" ")
+                decision = head.split('"')[1]
+                out[decision] = out.get(decision, 0.0) + float(value)
     return out
 
 
@@ -168,9 +175,17 @@ def main(argv: list[str] | None = None) -> int:
         help="share of requests that state a new fact (extracted and stored by the "
         "write path while the load runs); the rest ask questions (default 0)",
     )
+    parser.add_argument(
+        "--workers",
+        default="1",
+        help="sidecar processes (server.workers), comma-separated: one run each, and a"
+        " do-nothing baseline with as many processes",
+    )
+    parser.add_argument("--lanes", type=int, help="embedding.lanes of the sidecar")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
+    worker_counts = [int(w) for w in args.workers.split(",")]
     workdir = Path(tempfile.mkdtemp(prefix="bench-e2e-"))
     results: list[Result] = []
     report: dict[str, Any] = {
@@ -184,31 +199,40 @@ def main(argv: list[str] | None = None) -> int:
         }
         # Baselines: mock, Envoy alone, Envoy + do-nothing ext_proc.
         base = Stack(workdir / "base", with_sidecar=False)
-        noop, noop_port = noop_processor(workdir)
         extra: list[ManagedProcess] = []
         try:
             base.start()
-            noop.start()
             bare, bare_port = start_envoy(base, "bare", None, workdir)
-            noop_envoy, noop_envoy_port = start_envoy(base, "noop", noop_port, workdir)
-            extra += [bare, noop_envoy]
+            extra.append(bare)
             measure("direct", f"{base.mock_url}/v1/chat/completions", args, 10, results)
             measure("envoy", f"http://127.0.0.1:{bare_port}/v1/chat/completions", args, 10, results)
-            measure(
-                "envoy+noop", f"http://127.0.0.1:{noop_envoy_port}/v1/chat/completions", args, 10,
-                results,
-            )  # fmt: skip
+            for workers in worker_counts:
+                noops, noop_port = noop_processors(workdir, workers)
+                extra += [noop.start() for noop in noops]
+                noop_envoy, noop_envoy_port = start_envoy(
+                    base, f"noop-w{workers}", noop_port, workdir, workers=workers
+                )
+                extra.append(noop_envoy)
+                name = "envoy+noop" + (f" w{workers}" if workers > 1 else "")
+                url = f"http://127.0.0.1:{noop_envoy_port}/v1/chat/completions"
+                measure(name, url, args, 10, results)
+                for process in extra[1:]:
+                    process.stop()
+                del extra[1:]
         finally:
             for process in extra:
                 process.stop()
-            noop.stop()
             base.stop()
-        for size in sizes:
+        for size, workers in [(size, w) for size in sizes for w in worker_counts]:
             users = size // args.per_user
-            stack_dir = workdir / f"sidecar-{size}"
+            label = f"{size // 1000}k" + (f" w{workers}" if workers > 1 else "")
+            stack_dir = workdir / f"sidecar-{size}-w{workers}"
             stack_dir.mkdir()
             shutil.copy(stores[size], stack_dir / "memory.db")
-            stack = Stack(stack_dir)
+            overrides: dict[str, Any] = {"server": {"workers": workers}}
+            if args.lanes:
+                overrides["embedding"] = {"lanes": args.lanes}
+            stack = Stack(stack_dir, config_overrides=overrides)
             try:
                 stack.start()
 
@@ -226,22 +250,23 @@ def main(argv: list[str] | None = None) -> int:
                 warm(99)
                 wait_corpora_loaded(stack, size, warm)
                 drained = partial(wait_writes_drained, stack)
-                measure(f"envoy+sidecar@{size // 1000}k", f"{stack.base_url}/chat/completions",
+                measure(f"envoy+sidecar@{label}", f"{stack.base_url}/chat/completions",
                         args, users, results, drained)  # fmt: skip
                 if args.readonly:
-                    measure(f"envoy+sidecar@{size // 1000}k ro", readonly, args, users,
+                    measure(f"envoy+sidecar@{label} ro", readonly, args, users,
                             results, drained)  # fmt: skip
-                report[f"mean_injected_{size}"] = stack.sidecar_metric(
+                key = label.replace(" ", "_")
+                report[f"mean_injected_{key}"] = stack.sidecar_metric(
                     "memory_sidecar_injected_memories_sum"
                 ) / max(1.0, stack.sidecar_metric("memory_sidecar_injected_memories_count"))
-                report[f"cold_fallbacks_{size}"] = stack.sidecar_metric(
+                report[f"cold_fallbacks_{key}"] = stack.sidecar_metric(
                     "memory_sidecar_cold_corpus_fallbacks_total"
                 )
-                report[f"facts_{size}"] = fact_decisions(stack)
-                report[f"write_queue_depth_{size}"] = stack.sidecar_metric(
+                report[f"facts_{key}"] = fact_decisions(stack)
+                report[f"write_queue_depth_{key}"] = stack.sidecar_metric(
                     "memory_sidecar_write_queue_depth"
                 )
-                report[f"turns_written_{size}"] = stack.sidecar_metric(
+                report[f"turns_written_{key}"] = stack.sidecar_metric(
                     "memory_sidecar_turns_total", {"outcome": "written"}
                 )
             finally:

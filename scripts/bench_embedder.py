@@ -392,6 +392,7 @@ async def main_async(args: argparse.Namespace) -> int:
     for backend in backends:
         for n_lanes in lanes:
             config = EmbeddingConfig(
+                model=args.model,
                 backend=backend,
                 cache_dir=str(cache_dir),
                 threads=args.threads,
@@ -457,6 +458,9 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--backends", default=",".join(BACKENDS))
+    parser.add_argument(
+        "--model", default=EmbeddingConfig().model, help="model name or local directory"
+    )
     parser.add_argument("--concurrency", default="1,4,16")
     parser.add_argument("--single", type=int, default=300, help="single-query samples")
     parser.add_argument("--requests", type=int, default=600, help="per concurrency level")

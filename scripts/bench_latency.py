@@ -39,7 +39,15 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from e2e.seed import SUBJECTS, user_name  # noqa: E402
-from e2e.stack import PYTHON, ManagedProcess, Ports, Stack, free_port, http_get  # noqa: E402
+from e2e.stack import (  # noqa: E402
+    PYTHON,
+    ManagedProcess,
+    Ports,
+    Stack,
+    free_port,
+    free_port_run,
+    http_get,
+)
 from sidecar.config import config_from_mapping  # noqa: E402
 from sidecar.envoy_config import render_yaml  # noqa: E402
 
@@ -197,21 +205,34 @@ def summarize(
 
 def noop_processor(workdir: Path) -> tuple[ManagedProcess, int]:
     """The do-nothing ext_proc baseline (not started) and its port."""
-    port = free_port()
-    process = ManagedProcess(
-        "noop-extproc",
-        [PYTHON, "-m", "e2e.noop_extproc", "--port", str(port)],
-        workdir / "noop.log",
-    )
-    return process, port
+    processes, port = noop_processors(workdir, 1)
+    return processes[0], port
+
+
+def noop_processors(workdir: Path, count: int) -> tuple[list[ManagedProcess], int]:
+    """``count`` do-nothing ext_proc processes (not started) on consecutive ports,
+    the baseline for ``server.workers: count``; the first port."""
+    port = free_port_run(count)
+    processes = [
+        ManagedProcess(
+            f"noop-extproc-{i}",
+            [PYTHON, "-m", "e2e.noop_extproc", "--port", str(port + i)],
+            workdir / f"noop-{port + i}.log",
+        )
+        for i in range(count)
+    ]
+    return processes, port
 
 
 def start_envoy(
-    stack: Stack, name: str, sidecar_port: int | None, workdir: Path
+    stack: Stack, name: str, sidecar_port: int | None, workdir: Path, *, workers: int = 1
 ) -> tuple[ManagedProcess, int]:
-    """An extra Envoy: without ext_proc (None) or in front of another ext_proc port."""
+    """An extra Envoy: without ext_proc (None) or in front of another ext_proc port
+    (``workers`` of them on consecutive ports)."""
     port, admin = free_port(), free_port()
     document = dict(stack.config)
+    if workers > 1:
+        document["server"] = {**stack.config["server"], "workers": workers}
     document["envoy"] = {
         **stack.config["envoy"],
         "listen_port": port,

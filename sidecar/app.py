@@ -8,6 +8,7 @@ import asyncio
 import gc
 import logging
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import grpc
@@ -271,8 +272,20 @@ def freeze_startup_objects() -> None:
     gc.freeze()
 
 
-async def serve(config: SidecarConfig) -> None:
-    """Run until SIGTERM or SIGINT, then shut down gracefully."""
+async def serve(
+    config: SidecarConfig,
+    *,
+    announce: Callable[[int, int], None] | None = None,
+    supervisor_pid: int | None = None,
+    worker: int | None = None,
+) -> None:
+    """Run until SIGTERM or SIGINT, then shut down gracefully.
+
+    ``announce(grpc_port, admin_port)`` replaces the ``SIDECAR_READY`` line (a worker
+    tells its supervisor); with ``supervisor_pid`` the sidecar also stops when that
+    process is gone."""
+    if worker is not None:
+        log.info("worker %d starting", worker)
     components = await Components.build(config)
     sidecar = Sidecar(components)
     await sidecar.start()
@@ -281,7 +294,17 @@ async def serve(config: SidecarConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    print(f"SIDECAR_READY grpc_port={sidecar.port} admin_port={sidecar.admin_port}", flush=True)
+    watcher = None
+    if supervisor_pid is not None:
+        from sidecar.workers import watch_supervisor
+
+        watcher = loop.create_task(watch_supervisor(supervisor_pid, stop))
+    if announce is not None:
+        announce(sidecar.port, sidecar.admin_port)
+    else:
+        print(f"SIDECAR_READY grpc_port={sidecar.port} admin_port={sidecar.admin_port}", flush=True)
     await stop.wait()
+    if watcher is not None:
+        watcher.cancel()
     log.info("shutting down")
     await sidecar.stop()

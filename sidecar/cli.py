@@ -20,6 +20,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     configure_logging(config.logging)
+    if config.server.workers > 1:
+        from sidecar.workers import Supervisor
+
+        return Supervisor(config).run()
     asyncio.run(serve(config))
     return 0
 

@@ -81,6 +81,13 @@ class ServerConfig(_Model):
     #: Allow several processes to share the port (SO_REUSEPORT). Off: a stale second
     #: sidecar must not silently take traffic.
     reuse_port: bool = False
+    #: Sidecar processes on this host. One process is held back by its interpreter
+    #: lock well before the cores are busy; with N > 1, ``serve`` supervises N
+    #: complete sidecars: worker i on ``port + i`` (admin on ``admin.port + i``),
+    #: journals ``<journal>.w<i>``, one embedded store server for a milvus-lite file,
+    #: each a replica (others' writes visible within ``cache.ttl_s``). The generated
+    #: Envoy config balances over all of them. Needs a fixed ``port``.
+    workers: int = Field(default=1, ge=1, le=64)
 
     _check_key = field_validator("profile_metadata_key")(_header_name)
 
@@ -175,8 +182,9 @@ class StoreConfig(_Model):
 
     @property
     def is_local_file(self) -> bool:
-        """True for a milvus-lite file, False for an http(s)/tcp server URI."""
-        return "://" not in self.uri
+        """True for a milvus-lite file, False for an http(s)/tcp server URI or the
+        ``unix:`` socket of a running embedded server (what ``server.workers`` uses)."""
+        return "://" not in self.uri and not self.uri.startswith("unix:")
 
     @model_validator(mode="after")
     def _check_server_features(self) -> StoreConfig:
@@ -988,6 +996,13 @@ class SidecarConfig(_Model):
                 raise ValueError(
                     f"envoy route {route.prefix!r} names unknown profile {route.profile!r}"
                 )
+        workers = self.server.workers
+        if workers > 1:
+            if self.server.port == 0:
+                raise ValueError("server.workers > 1 needs a fixed server.port (0 picks any)")
+            for name, port in (("server.port", self.server.port), ("admin.port", self.admin.port)):
+                if port and port + workers - 1 > 65535:
+                    raise ValueError(f"{name} + server.workers - 1 is past port 65535")
         if self.envoy.buffer_limit_bytes >= self.server.max_message_bytes:
             raise ValueError("envoy.buffer_limit_bytes must be below server.max_message_bytes")
         for name in self.profile_names():

@@ -103,6 +103,7 @@ def _cluster(
     host: str,
     port: int,
     *,
+    more_ports: int = 0,
     connect_timeout: timedelta,
     buffer_limit: int,
     http2: bool,
@@ -116,17 +117,26 @@ def _cluster(
     )
     dns = not _is_ip(host)
     kind, family = cluster_v3.ClusterDiscoveryType, cluster_v3.ClusterDnsLookupFamily
-    endpoint = endpoint_v3.LbEndpoint(endpoint=endpoint_v3.Endpoint(address=_address(host, port)))
+    endpoints = [
+        endpoint_v3.LbEndpoint(endpoint=endpoint_v3.Endpoint(address=_address(host, p)))
+        for p in range(port, port + 1 + more_ports)
+    ]
     return cluster_v3.Cluster(
         name=name,
         type=kind.STRICT_DNS if dns else kind.STATIC,
         # "localhost" may resolve to ::1 first while the service listens on 127.0.0.1.
         dns_lookup_family=family.V4_PREFERRED if dns else family.AUTO,
+        # Several endpoints (sidecar workers): each stream to the one with fewest open.
+        lb_policy=(
+            cluster_v3.ClusterLbPolicy.LEAST_REQUEST
+            if more_ports
+            else cluster_v3.ClusterLbPolicy.ROUND_ROBIN
+        ),
         connect_timeout=connect_timeout,
         per_connection_buffer_limit_bytes=buffer_limit,
         load_assignment=endpoint_v3.ClusterLoadAssignment(
             cluster_name=name,
-            endpoints=[endpoint_v3.LocalityLbEndpoints(lb_endpoints=[endpoint])],
+            endpoints=[endpoint_v3.LocalityLbEndpoints(lb_endpoints=endpoints)],
         ),
         typed_extension_protocol_options={
             _HTTP_OPTIONS: pb.Any.pack(http_v3.HttpProtocolOptions(explicit_http_config=explicit))
@@ -162,10 +172,14 @@ def _sidecar_cluster(config: SidecarConfig) -> cluster_v3.Cluster:
     # the first request reaches it; sidecar started after Envoy -> the next request
     # reaches it (lb_healthy_panic); with threshold 0 it is bypassed instead
     # (upstream_cx_none_healthy, ext_proc failure_mode_allowed).
+    # server.workers: worker i listens on sidecar_port + i (see sidecar.workers).
+    if envoy.sidecar_port + config.server.workers - 1 > 65535:
+        raise ConfigError("envoy.sidecar_port + server.workers - 1 is past port 65535")
     return _cluster(
         SIDECAR_CLUSTER,
         envoy.sidecar_host,
         envoy.sidecar_port,
+        more_ports=config.server.workers - 1,
         connect_timeout=timedelta(seconds=1),
         buffer_limit=envoy.buffer_limit_bytes,
         http2=True,

@@ -223,6 +223,61 @@ def _lock_file(path: Path) -> int:
     return fd
 
 
+def _ensure_schema(conn: sqlite3.Connection, path: str) -> None:
+    """Create the tables (inside the caller's transaction); refuse a newer schema."""
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if version > SCHEMA_VERSION:
+        raise JournalError(
+            f"journal {path} has schema version {version}; "
+            f"this sidecar knows up to {SCHEMA_VERSION}"
+        )
+    for statement in _SCHEMA:
+        conn.execute(statement)
+    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+
+def adopt_journal(target: Path, source: Path) -> int:
+    """Copy every turn of ``source`` not yet done (unwritten ones as pending, dead
+    letters as they are) into ``target``, in their order, after ``target``'s own;
+    the number of unwritten turns copied. Both files must be free (their locks are
+    taken). The copy commits before the caller removes ``source``: a crash between
+    the two copies the turns again next time, which the idempotent writer absorbs.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    locks = [_lock_file(target), _lock_file(source)]
+    try:
+        os.close(os.open(target, os.O_RDWR | os.O_CREAT, 0o600))
+        conn = sqlite3.connect(str(target), isolation_level=None, timeout=5.0)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("ATTACH DATABASE ? AS stray", (str(source),))
+            has_turns = conn.execute(
+                "SELECT 1 FROM stray.sqlite_master WHERE type = 'table' AND name = 'turns'"
+            ).fetchone()
+            if has_turns is None:
+                return 0
+            with _transaction(conn):
+                _ensure_schema(conn, str(target))
+                cursor = conn.execute(
+                    "INSERT INTO main.turns (user_id, payload, state, is_head, attempts,"
+                    " next_attempt_at, last_error, created_at, updated_at)"
+                    " SELECT user_id, payload,"
+                    " CASE state WHEN 'dead' THEN 'dead' ELSE 'pending' END, 0, attempts,"
+                    " next_attempt_at, last_error, created_at, updated_at"
+                    " FROM stray.turns WHERE state <> 'done' ORDER BY id"
+                )
+                copied = cursor.rowcount
+                dead = conn.execute(
+                    "SELECT COUNT(*) FROM stray.turns WHERE state = 'dead'"
+                ).fetchone()[0]
+            return int(copied) - int(dead)
+        finally:
+            conn.close()
+    finally:
+        for fd in locks:
+            os.close(fd)
+
+
 class TurnJournal:
     """The durable queue storage; see the module docstring. Open it before use
     (:meth:`open`), close it when done; all methods but the properties are
@@ -319,16 +374,8 @@ class TurnJournal:
             if self._path != MEMORY_PATH and mode != "wal":
                 raise JournalError(f"SQLite did not switch {self._path} to WAL mode ({mode})")
             conn.execute(f"PRAGMA synchronous={'FULL' if self._sync == 'full' else 'NORMAL'}")
-            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-            if version > SCHEMA_VERSION:
-                raise JournalError(
-                    f"journal {self._path} has schema version {version}; "
-                    f"this sidecar knows up to {SCHEMA_VERSION}"
-                )
             with _transaction(conn):
-                for statement in _SCHEMA:
-                    conn.execute(statement)
-                conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                _ensure_schema(conn, self._path)
                 # Heads are derived data: rebuild them, whatever state the file is in.
                 conn.execute("UPDATE turns SET is_head = 0 WHERE is_head <> 0")
                 conn.execute(

@@ -1,0 +1,183 @@
+"""server.workers through the real Envoy: two sidecar processes behind one
+supervisor, one embedded store server. Traffic reaches both; a memory written by
+one is served by the other; a worker killed with SIGKILL costs no client error
+(fail-open) and comes back; SIGTERM stops everything, the store server included."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e.stack import Stack, http_get, running_stack
+
+pytestmark = pytest.mark.e2e
+
+WORKERS = 2
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    overrides: dict[str, Any] = {
+        "server": {"workers": WORKERS},
+        # Another worker's write reaches a corpus this worker holds within ttl_s.
+        "cache": {"ttl_s": 0.5},
+    }
+    with running_stack(tmp_path_factory.mktemp("workers"), config_overrides=overrides) as running:
+        yield running
+
+
+def ask(stack: Stack, user: str, text: str) -> tuple[int, str]:
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": text}]}).encode()
+    request = urllib.request.Request(
+        f"{stack.base_url}/chat/completions",
+        data=body,
+        headers={"content-type": "application/json", "x-user-id": user},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        answer = json.loads(response.read())
+        return response.status, answer["choices"][0]["message"]["content"]
+
+
+def requests_per_worker(stack: Stack) -> list[float]:
+    return stack.sidecar_metric_per_worker("memory_sidecar_streams_total")
+
+
+def wait_for(check: Any, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.1)
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:
+            found.append(int(entry))
+    return found
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie waiting for its reaper counts as gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+def worker_pids(stack: Stack) -> list[int]:
+    assert stack.sidecar.process is not None
+    return [
+        pid
+        for pid in children(stack.sidecar.process.pid)
+        if "spawn_main" in cmdline(pid) and "resource_tracker" not in cmdline(pid)
+    ]
+
+
+def envoy_health(stack: Stack) -> list[str]:
+    """Envoy's health flags of each worker endpoint, in port order."""
+    _, body = http_get(f"http://127.0.0.1:{stack.ports.envoy_admin}/clusters")
+    flags = {}
+    for line in body.decode().splitlines():
+        parts = line.split("::")
+        if len(parts) == 4 and parts[0] == "memory_sidecar" and parts[2] == "health_flags":
+            flags[int(parts[1].rsplit(":", 1)[1])] = parts[3]
+    return [flags[port] for port in sorted(flags)]
+
+
+def test_both_workers_take_traffic_and_share_memories(stack: Stack) -> None:
+    wait_for(lambda: envoy_health(stack) == ["healthy"] * WORKERS)
+    before = requests_per_worker(stack)
+    for i in range(40):
+        status, _ = ask(stack, f"spread-{i}", "What do you know about me?")
+        assert status == 200
+    after = requests_per_worker(stack)
+    assert all(b > a for a, b in zip(before, after, strict=True)), (before, after)
+
+    # A memory written by whichever worker took the turn reaches the next question,
+    # whichever worker takes that: the store is shared, corpora refresh within ttl_s.
+    user = f"erin-{uuid.uuid4().hex[:6]}"
+    ask(stack, user, "I live in Lisbon and I play the cello.")
+    wait_for(lambda: stack.sidecar_metric("memory_sidecar_turns_total", {"outcome": "written"}) > 0)
+    time.sleep(1.0)  # every worker's refresh has run
+    for _ in range(6):  # least-request balancing spreads these over both workers
+        _, echo = ask(stack, user, "Where do I live?")
+        assert "Lisbon" in echo
+
+
+def answers(url: str) -> bool:
+    try:
+        return http_get(url)[0] == 200
+    except (OSError, http.client.HTTPException):  # not listening (yet)
+        return False
+
+
+def test_a_killed_worker_costs_no_client_error_and_comes_back(stack: Stack) -> None:
+    pids = worker_pids(stack)
+    assert len(pids) == WORKERS
+    victim = pids[-1]
+    os.kill(victim, signal.SIGKILL)
+    statuses = [ask(stack, f"during-{i}", "Hello there")[0] for i in range(30)]
+    assert statuses == [200] * 30  # fail-open: answered, with or without memory
+
+    def restarted() -> bool:
+        now = worker_pids(stack)
+        ready = all(answers(f"{url}/ready") for url in stack.sidecar_admin_urls)
+        return len(now) == WORKERS and victim not in now and ready
+
+    wait_for(restarted, timeout=90)
+    assert "exited" in stack.sidecar.tail(200)
+    for i in range(10):
+        assert ask(stack, f"after-{i}", "Hello again")[0] == 200
+
+
+def test_sigterm_stops_workers_and_the_store_server(tmp_path: Path) -> None:
+    with running_stack(tmp_path, config_overrides={"server": {"workers": WORKERS}}) as stack:
+        assert stack.sidecar.process is not None
+        supervisor = stack.sidecar.process.pid
+        family = children(supervisor)
+        assert any("milvus" in cmdline(pid) for pid in family)
+        assert len(worker_pids(stack)) == WORKERS
+        assert ask(stack, "zed", "I like green tea.")[0] == 200
+        code = stack.sidecar.stop(timeout=60)
+        assert code == 0
+        assert not [cmdline(pid) for pid in family if alive(pid)]
+
+
+def test_workers_and_store_server_do_not_outlive_a_killed_supervisor(tmp_path: Path) -> None:
+    with running_stack(tmp_path, config_overrides={"server": {"workers": WORKERS}}) as stack:
+        assert stack.sidecar.process is not None
+        family = children(stack.sidecar.process.pid)
+        assert len(family) >= WORKERS + 1  # the workers and the store server at least
+        stack.sidecar.kill()
+
+        def gone() -> bool:
+            return not any(alive(pid) for pid in family)
+
+        wait_for(gone, timeout=20)
+        # Envoy fails open meanwhile: the route still answers.
+        assert ask(stack, "after-the-fall", "Still there?")[0] == 200
