@@ -15,6 +15,7 @@ from sidecar.errors import ConfigError
 from sidecar.memory.journal import TurnJournal, adopt_journal
 from sidecar.memory.turns import Turn
 from sidecar.workers import adopt_stray_journals, worker_config, worker_journals, worker_path
+from tests.memory.test_journal import turn
 
 
 def config(**overrides: Any) -> SidecarConfig:
@@ -27,16 +28,6 @@ def config(**overrides: Any) -> SidecarConfig:
     }
     data.update(overrides)
     return config_from_mapping(data, env={})
-
-
-def turn(user: str, text: str) -> Turn:
-    return Turn(
-        user_id=user,
-        user_text=text,
-        assistant_text="Noted.",
-        created_at=1_700_000_000_000,
-        request_id=text,
-    )
 
 
 def test_worker_paths_keep_worker_zero_and_number_the_others() -> None:
