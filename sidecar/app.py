@@ -31,6 +31,7 @@ from sidecar.memory.enrich import Enricher
 from sidecar.memory.extraction import FactExtractor
 from sidecar.memory.filters import build_filter
 from sidecar.memory.hierarchy import Hierarchy
+from sidecar.memory.host_locks import host_locks_for
 from sidecar.memory.queue import WriteQueue
 from sidecar.memory.records import Scope
 from sidecar.memory.retention import Retention
@@ -129,6 +130,8 @@ class Components:
             max_content_chars=config.store.max_content_chars,
             locks=locks,
             on_stored=retention.note,
+            host_locks=host_locks_for(config),
+            other_writers=config.server.workers > 1 or not config.store.is_local_file,
         )
         queue = WriteQueue(writer, config.write_queue, metrics)
         return cls(

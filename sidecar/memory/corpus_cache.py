@@ -120,6 +120,16 @@ class CorpusCache:
         units = [await self._unit(key) for key in keys]
         return self._merge(keys, units)
 
+    async def current(self, scope: Scope) -> Corpus:
+        """The scope's corpus with the owner's rows written by anyone up to now: the
+        owner's cached unit is brought up to date first (a delta query of the rows
+        changed since it was read; a full load when none is cached). For the write
+        path when other processes write the same store."""
+        unit = self._units.get(f"user:{scope.user_id}")
+        if unit is not None:
+            unit.loaded_at = float("-inf")  # due now; full_at kept: a delta, not a reload
+        return await self.corpus(scope)
+
     def corpus_nowait(self, scope: Scope) -> Corpus | None:
         """The cached corpus without waiting: stale units are served while they are
         refreshed in the background; ``None`` (and a background load) when a unit

@@ -5,6 +5,7 @@ current (write-through)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import weakref
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from sidecar.memory.dedup import Candidate, Decision, DedupJudge, Judgement
 from sidecar.memory.embedder import Embedder
 from sidecar.memory.enrich import Enricher
 from sidecar.memory.extraction import FactExtractor
+from sidecar.memory.host_locks import HostLocks
 from sidecar.memory.records import MemoryRecord, Scope, Status, content_hash, memory_id
 from sidecar.memory.retrieval.signals import top_indices
 from sidecar.memory.sanitize import clean_text, clean_turn, is_meaningful
@@ -94,6 +96,8 @@ class MemoryWriter:
         max_content_chars: int,
         locks: KeyedLocks | None = None,
         on_stored: StoredHook | None = None,
+        host_locks: HostLocks | None = None,
+        other_writers: bool = False,
     ) -> None:
         self._store = store
         self._embedder = embedder
@@ -106,6 +110,11 @@ class MemoryWriter:
         self._max_chars = max_content_chars
         self._locks = locks or KeyedLocks()
         self._on_stored = on_stored
+        #: Other processes of this host writing the same store (``server.workers``).
+        self._host_locks = host_locks
+        #: Other writers may exist (workers, replicas on a Milvus server): read the
+        #: owner's rows written since the cached snapshot before judging against it.
+        self._other_writers = other_writers
 
     def lock(self, owner: str) -> asyncio.Lock:
         """The lock that serialises every write of ``owner``'s rows."""
@@ -117,7 +126,10 @@ class MemoryWriter:
         facts = self._clean_facts(await self._extractor.extract(turn, config))
         if not facts:
             return WriteResult()
-        async with self._locks.get(turn.user_id):
+        async with contextlib.AsyncExitStack() as held:
+            await held.enter_async_context(self._locks.get(turn.user_id))
+            if self._host_locks is not None:
+                await held.enter_async_context(self._host_locks.hold(turn.user_id))
             result = await self._store_facts(turn, facts, config)
         if self._on_stored is not None and (result.stored or result.updated or result.superseded):
             self._on_stored(turn.user_id)
@@ -143,7 +155,13 @@ class MemoryWriter:
         a failure stores nothing (the retry starts from the same state)."""
         texts = [f.text for f in facts]
         vectors = await self._embedder.embed(texts)
-        corpus = await self._cache.corpus(Scope(turn.user_id))
+        scope = Scope(turn.user_id)
+        if self._other_writers:
+            # Another worker or replica may have written this owner's rows since the
+            # snapshot (a stated fact to deduplicate against, one to supersede).
+            corpus = await self._cache.current(scope)
+        else:
+            corpus = await self._cache.corpus(scope)
         pending = _TurnRows(corpus, turn.user_id)
         result = WriteResult()
         topics: dict[str, str] = {}

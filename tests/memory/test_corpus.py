@@ -133,6 +133,21 @@ async def test_ttl_refresh_is_a_delta_that_also_drops_superseded_rows(
     await cache.close()
 
 
+async def test_current_reads_the_owners_rows_written_elsewhere_at_once(
+    store: MemoryStore,
+) -> None:
+    metrics = Metrics()
+    cache = CorpusCache(store, CacheConfig(ttl_s=3600), metrics)  # no refresh due
+    await cache.corpus(Scope("alice"))
+    await store.upsert([rec("other-worker", "alice", updated_at=now_ms())])
+    assert "other-worker" not in (await cache.corpus(Scope("alice"))).index_of  # snapshot
+    fresh = await cache.current(Scope("alice"))
+    assert "other-worker" in fresh.index_of
+    assert metrics.value("memory_sidecar_corpus_cache_lookups_total", {"outcome": "delta"}) == 1
+    assert metrics.value("memory_sidecar_corpus_cache_lookups_total", {"outcome": "load"}) >= 1
+    await cache.close()
+
+
 async def test_one_refresh_query_serves_every_cached_user(store: MemoryStore) -> None:
     metrics = Metrics()
     cache = CorpusCache(store, CacheConfig(ttl_s=3600), metrics)

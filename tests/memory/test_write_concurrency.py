@@ -22,7 +22,7 @@ from sidecar.app import Components
 from sidecar.config import config_from_mapping
 from sidecar.memory.embedder import Embedder
 from sidecar.memory.filters import build_filter
-from sidecar.memory.records import normalize_text
+from sidecar.memory.records import Scope, normalize_text
 from sidecar.memory.turns import Turn
 
 #: Distinct facts (pairwise cosine < 0.41 with MiniLM: never dedup candidates of
@@ -135,6 +135,41 @@ async def test_concurrent_turns_of_one_user(
             assert mock.stats()["tasks"].get("extract", 0) == 30
     finally:
         await components.close()
+
+
+async def test_two_workers_writing_one_user_judge_each_fact_new_once(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """server.workers: two sidecar processes (here two Components on one embedded
+    store server, as the supervisor wires them) write one user's turns at once, each
+    from a corpus snapshot taken before any of them. The host's owner locks and the
+    delta read before judging make every fact 'new' exactly once across both."""
+    from milvus_lite.server_manager import server_manager_instance
+
+    workers = {"server": {"port": 50100, "workers": 2}}
+    first = await build(tmp_path, embedder, **workers)
+    uri = server_manager_instance.start_and_get_uri(str(tmp_path / "concurrency.db"))
+    second = await build(
+        tmp_path,
+        embedder,
+        **workers,
+        store={"uri": uri},
+        write_queue={"journal_path": str(tmp_path / "journal.w1.sqlite3")},
+    )
+    try:
+        for components in (first, second):  # both hold a snapshot without the facts
+            await components.memory.cache.corpus(Scope("solo"))
+        turns = plan(["solo"], 30, seed=13)
+        results = await asyncio.gather(
+            *((first if i % 2 else second).writer.write_turn(turn) for i, turn in enumerate(turns))
+        )
+        expected = stated(turns)
+        await assert_stored_exactly_once(first, expected)
+        assert sum(r.stored for r in results) == len(expected["solo"])
+        assert sum(r.updated + r.superseded for r in results) == 0
+    finally:
+        await second.close()
+        await first.close()
 
 
 async def test_concurrent_turns_of_many_users(tmp_path: Path, embedder: Embedder) -> None:
