@@ -121,13 +121,30 @@ class CorpusCache:
         return self._merge(keys, units)
 
     async def current(self, scope: Scope) -> Corpus:
-        """The scope's corpus with the owner's rows written by anyone up to now: the
-        owner's cached unit is brought up to date first (a delta query of the rows
-        changed since it was read; a full load when none is cached). For the write
-        path when other processes write the same store."""
-        unit = self._units.get(f"user:{scope.user_id}")
-        if unit is not None:
-            unit.loaded_at = float("-inf")  # due now; full_at kept: a delta, not a reload
+        """The scope's corpus with the owner's rows as stored now, whoever wrote them:
+        for the write path when other processes write the same store. The owner's
+        cached unit is compared with a scalar scan of all the owner's rows and the
+        rows it does not hold in that version are fetched (with vectors) and applied
+        (a unit not cached is loaded in full). Not by ``updated_at``: a row carries
+        its turn's time, and a turn written late by another process would be missed."""
+        key = f"user:{scope.user_id}"
+        if key in self._units:
+            heads = await self._store.scan(unit_filter(key, updated_since=0))
+            index: dict[str, dict[str, MemoryRecord]] = {}
+            wanted = sorted({r.id for r in heads if not self._held(r, index)})
+            changed: list[MemoryRecord] = []
+            for start in range(0, len(wanted), _ID_BATCH):
+                chunk = wanted[start : start + _ID_BATCH]
+                changed.extend(
+                    await self._store.query(
+                        build_filter(ids=chunk, node_type=None, status=None),
+                        limit=len(chunk),
+                        with_vectors=True,
+                    )
+                )
+            self._metrics.cache_lookups.labels(outcome="delta").inc()
+            if changed:
+                self.apply(changed)
         return await self.corpus(scope)
 
     def corpus_nowait(self, scope: Scope) -> Corpus | None:

@@ -139,11 +139,15 @@ async def test_current_reads_the_owners_rows_written_elsewhere_at_once(
     metrics = Metrics()
     cache = CorpusCache(store, CacheConfig(ttl_s=3600), metrics)  # no refresh due
     await cache.corpus(Scope("alice"))
-    await store.upsert([rec("other-worker", "alice", updated_at=now_ms())])
+    await store.upsert([rec("alice-newer", "alice", updated_at=now_ms())])
+    assert "alice-newer" in (await cache.current(Scope("alice"))).index_of
+    # Another worker stores a row of a turn accepted long ago: its updated_at (the
+    # turn's time) is older than rows the cache already holds.
+    await store.upsert([rec("other-worker", "alice", updated_at=1_000)])
     assert "other-worker" not in (await cache.corpus(Scope("alice"))).index_of  # snapshot
     fresh = await cache.current(Scope("alice"))
-    assert "other-worker" in fresh.index_of
-    assert metrics.value("memory_sidecar_corpus_cache_lookups_total", {"outcome": "delta"}) == 1
+    assert {"other-worker", "alice-newer"} <= set(fresh.index_of)
+    assert metrics.value("memory_sidecar_corpus_cache_lookups_total", {"outcome": "delta"}) == 2
     assert metrics.value("memory_sidecar_corpus_cache_lookups_total", {"outcome": "load"}) >= 1
     await cache.close()
 
