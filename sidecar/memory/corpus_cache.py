@@ -130,18 +130,7 @@ class CorpusCache:
         key = f"user:{scope.user_id}"
         if key in self._units:
             heads = await self._store.scan(unit_filter(key, updated_since=0))
-            index: dict[str, dict[str, MemoryRecord]] = {}
-            wanted = sorted({r.id for r in heads if not self._held(r, index)})
-            changed: list[MemoryRecord] = []
-            for start in range(0, len(wanted), _ID_BATCH):
-                chunk = wanted[start : start + _ID_BATCH]
-                changed.extend(
-                    await self._store.query(
-                        build_filter(ids=chunk, node_type=None, status=None),
-                        limit=len(chunk),
-                        with_vectors=True,
-                    )
-                )
+            changed = await self._changed_rows(heads)
             self._metrics.cache_lookups.labels(outcome="delta").inc()
             if changed:
                 self.apply(changed)
@@ -266,6 +255,22 @@ class CorpusCache:
         heads = await self._store.scan(
             build_filter(node_type=None, status=None, updated_since=since)
         )
+        changed = await self._changed_rows(heads)
+        self._metrics.cache_lookups.labels(outcome="delta").inc()
+        newest = max((r.updated_at for r in heads), default=since)
+        if changed:
+            self.apply(changed)
+        for unit in units:
+            if unit.loaded_at > float("-inf"):  # not invalidated meanwhile
+                unit.loaded_at = max(unit.loaded_at, started)
+                unit.max_updated = max(unit.max_updated, newest)
+        # Next time: rows written from just before this query on (skew allowed for).
+        self._watermark = max(since, started_wall - CLOCK_SKEW_MS)
+        return len(changed)
+
+    async def _changed_rows(self, heads: list[MemoryRecord]) -> list[MemoryRecord]:
+        """The full rows (with vectors) of ``heads`` (scalar rows) that some cached
+        unit does not hold in that version."""
         index: dict[str, dict[str, MemoryRecord]] = {}
         wanted = sorted({r.id for r in heads if not self._held(r, index)})
         changed: list[MemoryRecord] = []
@@ -278,17 +283,7 @@ class CorpusCache:
                     with_vectors=True,
                 )
             )
-        self._metrics.cache_lookups.labels(outcome="delta").inc()
-        newest = max((r.updated_at for r in heads), default=since)
-        if changed:
-            self.apply(changed)
-        for unit in units:
-            if unit.loaded_at > float("-inf"):  # not invalidated meanwhile
-                unit.loaded_at = max(unit.loaded_at, started)
-                unit.max_updated = max(unit.max_updated, newest)
-        # Next time: rows written from just before this query on (skew allowed for).
-        self._watermark = max(since, started_wall - CLOCK_SKEW_MS)
-        return len(changed)
+        return changed
 
     def _held(self, row: MemoryRecord, index: dict[str, dict[str, MemoryRecord]]) -> bool:
         """Every cached unit ``row`` belongs to has it in this version (or, for a row no
