@@ -105,8 +105,9 @@ class Components:
         )
         enricher = Enricher(cache, config.enrichment, hierarchy)
         # One lock per owner for every read-modify-write of their rows: turns being
-        # written, retention pruning, access-count flushes.
-        locks = KeyedLocks()
+        # written, retention pruning, access-count flushes (and, with several workers,
+        # across the host's processes).
+        locks = KeyedLocks(host_locks_for(config))
         retention = Retention(store, cache, config.retention, metrics, locks=locks)
         access = (
             AccessTracker(store, cache, config.retention, metrics, locks=locks)
@@ -130,7 +131,6 @@ class Components:
             max_content_chars=config.store.max_content_chars,
             locks=locks,
             on_stored=retention.note,
-            host_locks=host_locks_for(config),
             other_writers=config.server.workers > 1 or not config.store.is_local_file,
         )
         queue = WriteQueue(writer, config.write_queue, metrics)

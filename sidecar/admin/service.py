@@ -59,7 +59,7 @@ from sidecar.memory.records import (
 )
 from sidecar.memory.service import MemoryService
 from sidecar.memory.store import MemoryStore
-from sidecar.memory.writer import KeyedLocks
+from sidecar.memory.writer import KeyedLocks, OwnerLock
 from sidecar.metrics import Metrics
 
 if TYPE_CHECKING:
@@ -162,8 +162,8 @@ class MemoryAdmin:
         enricher: Enricher,
         metrics: Metrics,
         journal: TurnJournal | None = None,
-        lock: Callable[[str], asyncio.Lock] | None = None,
-        tree_lock: Callable[[str], asyncio.Lock] | None = None,
+        lock: Callable[[str], OwnerLock] | None = None,
+        tree_lock: Callable[[str], OwnerLock] | None = None,
         on_stored: Callable[[str], None] | None = None,
     ) -> None:
         self._config = config

@@ -54,7 +54,7 @@ from sidecar.memory.filters import build_filter
 from sidecar.memory.hierarchy_plan import TreePlan, TreePlanner
 from sidecar.memory.records import MemoryRecord, NodeType, Scope, Status, now_ms
 from sidecar.memory.store import MemoryStore
-from sidecar.memory.writer import KeyedLocks
+from sidecar.memory.writer import KeyedLocks, OwnerLock
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ class Hierarchy:
     def config(self) -> HierarchyBuildConfig:
         return self._config
 
-    def lock(self, owner: str) -> asyncio.Lock:
+    def lock(self, owner: str) -> OwnerLock:
         """The lock ``evolve`` holds for ``owner`` (forgetting a user takes it too, so
         no category row is written back after the user's rows are gone)."""
         return self._locks.get(owner)

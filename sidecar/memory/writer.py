@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import logging
 import weakref
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -51,18 +51,34 @@ class WriteResult:
         return replace(self, **{field: getattr(self, field) + 1})
 
 
+#: What :meth:`KeyedLocks.get` hands out: ``async with`` it.
+OwnerLock = contextlib.AbstractAsyncContextManager[None]
+
+
 class KeyedLocks:
-    """One asyncio lock per key, kept only while someone holds or waits for it."""
+    """One asyncio lock per key, kept only while someone holds or waits for it; with
+    ``host`` (``server.workers`` > 1) each also holds the key's lock across the
+    host's processes, so every read-modify-write of an owner's rows (turns being
+    written, retention, access flushes, admin edits) excludes the other workers'."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: HostLocks | None = None) -> None:
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._host = host
 
-    def get(self, key: str) -> asyncio.Lock:
+    def get(self, key: str) -> OwnerLock:
         lock = self._locks.get(key)
         if lock is None:
             lock = asyncio.Lock()
             self._locks[key] = lock
-        return lock
+        if self._host is None:
+            return lock
+        return self._with_host(lock, self._host, key)
+
+    @staticmethod
+    @contextlib.asynccontextmanager
+    async def _with_host(lock: asyncio.Lock, host: HostLocks, key: str) -> AsyncIterator[None]:
+        async with lock, host.hold(key):
+            yield
 
 
 #: Called with the owner after the writer stored rows for them (e.g. retention).
@@ -96,7 +112,6 @@ class MemoryWriter:
         max_content_chars: int,
         locks: KeyedLocks | None = None,
         on_stored: StoredHook | None = None,
-        host_locks: HostLocks | None = None,
         other_writers: bool = False,
     ) -> None:
         self._store = store
@@ -110,13 +125,11 @@ class MemoryWriter:
         self._max_chars = max_content_chars
         self._locks = locks or KeyedLocks()
         self._on_stored = on_stored
-        #: Other processes of this host writing the same store (``server.workers``).
-        self._host_locks = host_locks
         #: Other writers may exist (workers, replicas on a Milvus server): read the
         #: owner's rows written since the cached snapshot before judging against it.
         self._other_writers = other_writers
 
-    def lock(self, owner: str) -> asyncio.Lock:
+    def lock(self, owner: str) -> OwnerLock:
         """The lock that serialises every write of ``owner``'s rows."""
         return self._locks.get(owner)
 
@@ -126,10 +139,7 @@ class MemoryWriter:
         facts = self._clean_facts(await self._extractor.extract(turn, config))
         if not facts:
             return WriteResult()
-        async with contextlib.AsyncExitStack() as held:
-            await held.enter_async_context(self._locks.get(turn.user_id))
-            if self._host_locks is not None:
-                await held.enter_async_context(self._host_locks.hold(turn.user_id))
+        async with self._locks.get(turn.user_id):
             result = await self._store_facts(turn, facts, config)
         if self._on_stored is not None and (result.stored or result.updated or result.superseded):
             self._on_stored(turn.user_id)
