@@ -11,6 +11,7 @@ import pytest
 
 from sidecar.config import config_from_mapping
 from sidecar.memory.host_locks import HostLocks, host_locks_for
+from sidecar.memory.writer import KeyedLocks
 
 
 async def test_a_second_holder_waits_for_the_first(tmp_path: Path) -> None:
@@ -90,3 +91,24 @@ def test_only_several_workers_get_host_locks(tmp_path: Path) -> None:
     assert locks is not None
     locks.close()
     assert (tmp_path / "data" / "owner-locks").is_dir()
+
+
+async def test_owner_locks_of_two_workers_exclude_each_other(tmp_path: Path) -> None:
+    # What Components.build wires with server.workers > 1: the writer, retention,
+    # access flushes and admin edits all take KeyedLocks.get(owner).
+    first = KeyedLocks(HostLocks(tmp_path))
+    second = KeyedLocks(HostLocks(tmp_path))
+    order: list[str] = []
+
+    async def take(locks: KeyedLocks, name: str) -> None:
+        async with locks.get("alice"):
+            order.append(name)
+
+    async with first.get("alice"):
+        waiting = asyncio.create_task(take(second, "second"))
+        await asyncio.sleep(0.1)
+        assert not waiting.done()
+        order.append("first")
+    await waiting
+    assert order == ["first", "second"]
+    assert isinstance(KeyedLocks().get("alice"), asyncio.Lock)  # one worker: as before
