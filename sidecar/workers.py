@@ -36,7 +36,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -166,8 +166,6 @@ class _Worker:
     started_at: float = 0.0
     backoff_s: float = _BACKOFF_START_S
     restart_at: float | None = None
-    restarts: int = 0
-    exit_codes: list[int | None] = field(default_factory=list)
 
 
 class Supervisor:
@@ -296,7 +294,6 @@ class Supervisor:
                 continue
             if worker.restart_at is None:
                 code = process.exitcode if process is not None else None
-                worker.exit_codes.append(code)
                 worker.restart_at = now + worker.backoff_s
                 log.warning(
                     "worker %d exited (code %s); restarting in %.0fs",
@@ -306,7 +303,6 @@ class Supervisor:
                 )
                 worker.backoff_s = min(_BACKOFF_MAX_S, worker.backoff_s * 2)
             elif now >= worker.restart_at:
-                worker.restarts += 1
                 self._spawn(worker)
 
     def _shutdown(self) -> bool:
@@ -337,16 +333,6 @@ class Supervisor:
             server_manager_instance.release_server(self._store_path)
             self._store_path = None
         return clean
-
-    # -- for tests --------------------------------------------------------------------
-
-    @property
-    def worker_pids(self) -> list[int | None]:
-        return [w.process.pid if w.process is not None else None for w in self._workers]
-
-    @property
-    def restarts(self) -> list[int]:
-        return [w.restarts for w in self._workers]
 
 
 async def watch_supervisor(pid: int, stop: asyncio.Event) -> None:
