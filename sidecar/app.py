@@ -31,7 +31,7 @@ from sidecar.memory.enrich import Enricher
 from sidecar.memory.extraction import FactExtractor
 from sidecar.memory.filters import build_filter
 from sidecar.memory.hierarchy import Hierarchy
-from sidecar.memory.host_locks import host_locks_for
+from sidecar.memory.host_locks import HostLocks, host_locks_for
 from sidecar.memory.queue import WriteQueue
 from sidecar.memory.records import Scope
 from sidecar.memory.retention import Retention
@@ -68,6 +68,8 @@ class Components:
     retention: Retention | None = None
     #: Retrieval access counts; None when ``retention.track_access`` is off.
     access: AccessTracker | None = None
+    #: Host-wide lock files held open (``server.workers`` > 1), closed last.
+    host_locks: tuple[HostLocks, ...] = ()
 
     @classmethod
     async def build(
@@ -98,16 +100,24 @@ class Components:
             profile = config.profile(name)
             if profile is not None:
                 memory.retriever(profile.retrieval.strategy)  # unknown -> ConfigError now
+        # One lock per owner for every read-modify-write of their rows: turns being
+        # written, retention pruning, access-count flushes, the category tree's
+        # writes (and, with several workers, across the host's processes).
+        owner_host, tree_host = host_locks_for(config), host_locks_for(config, "tree-locks")
+        locks = KeyedLocks(owner_host)
         hierarchy = (
-            Hierarchy(store, cache, embedder, config.hierarchy)
+            Hierarchy(
+                store,
+                cache,
+                embedder,
+                config.hierarchy,
+                write_locks=locks,
+                tree_locks=KeyedLocks(tree_host),
+            )
             if config.hierarchy.enabled
             else None
         )
         enricher = Enricher(cache, config.enrichment, hierarchy)
-        # One lock per owner for every read-modify-write of their rows: turns being
-        # written, retention pruning, access-count flushes (and, with several workers,
-        # across the host's processes).
-        locks = KeyedLocks(host_locks_for(config))
         retention = Retention(store, cache, config.retention, metrics, locks=locks)
         access = (
             AccessTracker(store, cache, config.retention, metrics, locks=locks)
@@ -148,6 +158,7 @@ class Components:
             hierarchy,
             retention,
             access,
+            tuple(h for h in (owner_host, tree_host) if h is not None),
         )
 
     async def readiness(self) -> dict[str, bool]:
@@ -176,6 +187,8 @@ class Components:
         await self.store.close()
         if self.owns_embedder:
             await self.embedder.close()
+        for host in self.host_locks:  # nothing of this process holds them any more
+            host.close()
 
 
 class Sidecar:

@@ -54,6 +54,10 @@ def _same_version(cached: dict[str, MemoryRecord], row: MemoryRecord) -> bool:
         and old.status == row.status
         and old.access_count == row.access_count
         and old.content == row.content
+        # Changes that keep updated_at: links (another writer's back-link), filing.
+        and old.related_ids == row.related_ids
+        and old.category_id == row.category_id
+        and old.parent_id == row.parent_id
     )
 
 
@@ -125,8 +129,9 @@ class CorpusCache:
         for the write path when other processes write the same store. The owner's
         cached unit is compared with a scalar scan of all the owner's rows and the
         rows it does not hold in that version are fetched (with vectors) and applied
-        (a unit not cached is loaded in full). Not by ``updated_at``: a row carries
-        its turn's time, and a turn written late by another process would be missed."""
+        (a unit not cached is loaded in full). Not by ``updated_at``: a back-link or a
+        category move keeps a row's ``updated_at``, and a writer working from a copy
+        without another process's link would write the row back without it."""
         key = f"user:{scope.user_id}"
         if key in self._units:
             heads = await self._store.scan(unit_filter(key, updated_since=0))

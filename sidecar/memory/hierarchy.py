@@ -89,12 +89,21 @@ class Hierarchy:
         cache: CorpusCache,
         embedder: Embedder,
         config: HierarchyBuildConfig,
+        *,
+        write_locks: KeyedLocks | None = None,
+        tree_locks: KeyedLocks | None = None,
     ) -> None:
         self._store = store
         self._cache = cache
         self._embedder = embedder
         self._config = config
-        self._locks = KeyedLocks()
+        #: ``evolve``'s lock per owner (across the host's workers when given so): one
+        #: plan of an owner's tree at a time.
+        self._locks = tree_locks or KeyedLocks()
+        #: The lock every other writer of an owner's rows takes (the write path's):
+        #: ``evolve`` writes its plan under it, so a turn, an admin edit or retention
+        #: never interleaves with the moved rows being read and written back.
+        self._write_locks = write_locks or KeyedLocks()
         #: owner -> memories filed since its last evolve (only with a schedule).
         self._pending: dict[str, int] = {}
         self._task: asyncio.Task[None] | None = None
@@ -258,11 +267,12 @@ class Hierarchy:
 
     async def _apply(self, owner: str, plan: TreePlan) -> int:
         categories = await self._embedded(plan)
-        # Categories first: a memory never points at a category that is not there.
-        await self._store.upsert(categories)
-        moved = await self._moved_rows(owner, plan.moves)
-        await self._store.upsert(moved)
-        await self._store.upsert(list(plan.superseded))
+        async with self._write_locks.get(owner):
+            # Categories first: a memory never points at a category that is not there.
+            await self._store.upsert(categories)
+            moved = await self._moved_rows(owner, plan.moves)
+            await self._store.upsert(moved)
+            await self._store.upsert(list(plan.superseded))
         for row in (*categories, *moved, *plan.superseded):
             self._cache.invalidate(row)
         return len(moved)

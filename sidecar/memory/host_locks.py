@@ -74,8 +74,10 @@ class HostLocks:
         self._fds.clear()
 
 
-def host_locks_for(config: SidecarConfig) -> HostLocks | None:
-    """The host's owner locks when several workers share it (beside the journals)."""
+def host_locks_for(config: SidecarConfig, name: str = "owner-locks") -> HostLocks | None:
+    """The host's per-owner locks called ``name`` when several workers share it (a
+    directory beside the journals; one name per kind of lock, so a holder of one
+    kind may take the other)."""
     if config.server.workers < 2:
         return None
-    return HostLocks(Path(config.write_queue.journal_path).expanduser().parent / "owner-locks")
+    return HostLocks(Path(config.write_queue.journal_path).expanduser().parent / name)

@@ -22,7 +22,14 @@ from sidecar.memory.embedder import Embedder
 from sidecar.memory.enrich import Enricher
 from sidecar.memory.extraction import FactExtractor
 from sidecar.memory.host_locks import HostLocks
-from sidecar.memory.records import MemoryRecord, Scope, Status, content_hash, memory_id
+from sidecar.memory.records import (
+    MemoryRecord,
+    Scope,
+    Status,
+    content_hash,
+    memory_id,
+    now_ms,
+)
 from sidecar.memory.retrieval.signals import top_indices
 from sidecar.memory.sanitize import clean_text, clean_turn, is_meaningful
 from sidecar.memory.store import MemoryStore
@@ -186,6 +193,7 @@ class MemoryWriter:
         rows = pending.rows()
         if rows:
             enriched = await self._enricher.enrich(turn.user_id, rows, topics)
+            enriched = _stamped(enriched, {r.id for r in rows}, turn.created_at)
             await self._store.upsert(enriched)
             self._cache.apply(enriched)
         return result
@@ -240,6 +248,18 @@ class MemoryWriter:
             )
             return [record.with_changes(related_ids=(target.id,)), old]
         return [record]
+
+
+def _stamped(rows: list[MemoryRecord], changed: set[str], turn_ms: int) -> list[MemoryRecord]:
+    """``rows`` with the ones this turn added, updated or superseded (``changed``)
+    stamped ``updated_at`` = now, just before they are written: the time the store
+    changed, which the corpus caches of other workers and replicas key their delta
+    refreshes on. The turn's own time (``created_at`` of a new row) would hide a turn
+    written late — after a backlog or LLM retries — from them until a full reload.
+    Rows that only gained a back-link keep theirs (a link is not a content change,
+    and ``updated_at`` feeds recency)."""
+    stamp = max(now_ms(), turn_ms)
+    return [r.with_changes(updated_at=stamp) if r.id in changed else r for r in rows]
 
 
 class _TurnRows:

@@ -347,7 +347,7 @@ async def test_injected_memories_count_an_access(
     await access.flush()  # the background flush, run now
     [row] = await sidecar.components.store.query(build_filter(owner=user))
     assert row.access_count == 2
-    assert row.accessed_at >= row.updated_at == 1_700_000_000_000
+    assert row.accessed_at >= row.updated_at > row.created_at == 1_700_000_000_000
 
 
 async def test_lone_surrogates_in_the_body_are_cleaned_before_the_journal(

@@ -16,8 +16,10 @@ from sidecar.config import HierarchyBuildConfig
 from sidecar.memory.categories import category_id, general_id
 from sidecar.memory.clustering import centroid, split_clusters
 from sidecar.memory.embedder import Embedder
-from sidecar.memory.hierarchy_plan import TreePlanner
+from sidecar.memory.hierarchy import Hierarchy
+from sidecar.memory.hierarchy_plan import TreePlan, TreePlanner
 from sidecar.memory.records import MemoryRecord, NodeType, Status, Visibility
+from sidecar.memory.writer import KeyedLocks
 from tests.memory.hierarchy_support import (
     BOB_FACTS,
     TOPICS,
@@ -232,6 +234,52 @@ async def test_concurrent_assigns_create_one_category_row(harness: Harness) -> N
     active = await harness.categories("erin")
     assert len({c.abstract for c in active}) == len(active)
     assert len({m.id for m in await harness.memories("erin")}) == 40
+
+
+async def test_evolve_writes_its_plan_under_the_owners_write_lock(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn, an admin edit or retention holding the owner's write lock is never
+    interleaved with evolve's read-and-write-back of the memories it moves: evolve
+    waits, then moves the rows as they are after the edit (nothing written back stale)."""
+    await harness.write("alice", interleaved())
+    locks = KeyedLocks()
+    hierarchy = Hierarchy(
+        harness.store,
+        harness.cache,
+        harness.embedder,
+        HierarchyBuildConfig(schedule_s=0),
+        write_locks=locks,
+    )
+    planned = asyncio.Event()
+    embedded = hierarchy._embedded
+
+    async def embedded_then_signal(plan: TreePlan) -> list[MemoryRecord]:
+        rows = await embedded(plan)
+        planned.set()  # the plan is ready; next come the writes
+        return rows
+
+    monkeypatch.setattr(hierarchy, "_embedded", embedded_then_signal)
+    before = {m.id: m for m in await harness.memories("alice")}
+    async with locks.get("alice"):
+        evolving = asyncio.create_task(hierarchy.evolve("alice"))
+        await asyncio.wait_for(planned.wait(), 60)
+        await asyncio.sleep(0.3)
+        assert not evolving.done()
+        assert {m.id: m.category_id for m in await harness.memories("alice")} == {
+            i: m.category_id for i, m in before.items()
+        }
+        # The edit made under the lock (as the writer's UPDATE does).
+        edited = {
+            i: m.with_changes(content=m.content + " (edited)", updated_at=m.updated_at + 1)
+            for i, m in before.items()
+        }
+        await harness.store.upsert(list(edited.values()))
+    report = await evolving
+    assert report.moved > 0
+    after = {m.id: m for m in await harness.memories("alice")}
+    assert {i: m.content for i, m in after.items()} == {i: m.content for i, m in edited.items()}
+    assert sum(after[i].category_id != before[i].category_id for i in before) == report.moved
 
 
 async def test_owners_never_mix(harness: Harness) -> None:

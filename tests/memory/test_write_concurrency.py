@@ -9,6 +9,8 @@ garbage: extraction falls back to the heuristics and every turn's facts are stor
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import random
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -137,6 +139,27 @@ async def test_concurrent_turns_of_one_user(
         await components.close()
 
 
+async def two_workers(
+    tmp: Path, embedder: Embedder, **document: Any
+) -> tuple[Components, Components]:
+    """Two sidecar workers' components on one embedded store server, as the
+    supervisor wires them (``server.workers: 2``: host locks, their own journals)."""
+    from milvus_lite.server_manager import server_manager_instance
+
+    workers = {"server": {"port": 50100, "workers": 2}}
+    first = await build(tmp, embedder, **workers, **document)
+    uri = server_manager_instance.start_and_get_uri(str(tmp / "concurrency.db"))
+    second = await build(
+        tmp,
+        embedder,
+        **workers,
+        **document,
+        store={"uri": uri},
+        write_queue={"journal_path": str(tmp / "journal.w1.sqlite3")},
+    )
+    return first, second
+
+
 async def test_two_workers_writing_one_user_judge_each_fact_new_once(
     tmp_path: Path, embedder: Embedder
 ) -> None:
@@ -144,18 +167,7 @@ async def test_two_workers_writing_one_user_judge_each_fact_new_once(
     store server, as the supervisor wires them) write one user's turns at once, each
     from a corpus snapshot taken before any of them. The host's owner locks and the
     delta read before judging make every fact 'new' exactly once across both."""
-    from milvus_lite.server_manager import server_manager_instance
-
-    workers = {"server": {"port": 50100, "workers": 2}}
-    first = await build(tmp_path, embedder, **workers)
-    uri = server_manager_instance.start_and_get_uri(str(tmp_path / "concurrency.db"))
-    second = await build(
-        tmp_path,
-        embedder,
-        **workers,
-        store={"uri": uri},
-        write_queue={"journal_path": str(tmp_path / "journal.w1.sqlite3")},
-    )
+    first, second = await two_workers(tmp_path, embedder)
     try:
         for components in (first, second):  # both hold a snapshot without the facts
             await components.memory.cache.corpus(Scope("solo"))
@@ -170,6 +182,90 @@ async def test_two_workers_writing_one_user_judge_each_fact_new_once(
     finally:
         await second.close()
         await first.close()
+
+
+async def test_a_back_link_written_by_another_worker_is_kept(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """Worker B links its new memory to one worker A wrote (a back-link on A's row).
+    When A next links another memory to that row, it starts from the row as stored
+    (links included), not from its own older copy: both back-links survive."""
+    first, second = await two_workers(tmp_path, embedder, enrichment={"link_threshold": 0.6})
+    try:
+        for components in (first, second):
+            await components.memory.cache.corpus(Scope("owner"))
+        await first.writer.write_turn(make_turn("owner", 1, ["I have a dog named Rex."]))
+        await second.writer.write_turn(
+            make_turn("owner", 2, ["My dog Rex loves to swim in the lake."])
+        )
+        await first.writer.write_turn(
+            make_turn("owner", 3, ["I take Rex to the vet every spring."])
+        )
+        rows = {r.content: r for r in await first.store.query(build_filter(owner="owner"))}
+        assert len(rows) == 3  # nothing judged a duplicate or superseded
+        rex = rows["User has a dog named Rex."]
+        assert set(rex.related_ids) == {
+            rows["User's dog Rex loves to swim in the lake."].id,
+            rows["User takes Rex to the vet every spring."].id,
+        }
+    finally:
+        await second.close()
+        await first.close()
+
+
+async def test_a_turn_written_late_reaches_the_other_workers_retrieval(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """A turn accepted long ago (a backlog, LLM retries) and written now is picked up
+    by the other worker's next delta refresh: its rows carry the time they were
+    written, not only the turn's."""
+    first, second = await two_workers(tmp_path, embedder)
+    try:
+        cache = second.memory.cache
+        await cache.corpus(Scope("late"))
+        await cache.refresh()  # the watermark is now; the turn below is 2023's
+        turn = make_turn("late", 1, ["I play the cello."])
+        assert (await first.writer.write_turn(turn)).stored == 1
+        await cache.refresh()
+        [row] = (await cache.corpus(Scope("late"))).records
+        assert row.content == "User plays the cello."
+        assert row.created_at == turn.created_at < row.updated_at
+    finally:
+        await second.close()
+        await first.close()
+
+
+async def test_two_workers_evolve_one_owners_tree_one_at_a_time(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    first, second = await two_workers(tmp_path, embedder)
+    try:
+        assert first.hierarchy is not None
+        assert second.hierarchy is not None
+        async with first.hierarchy.lock("owner"):
+            evolving = asyncio.create_task(second.hierarchy.evolve("owner"))
+            await asyncio.sleep(0.3)
+            assert not evolving.done()  # the other worker's tree lock holds it
+        assert not (await asyncio.wait_for(evolving, 30)).changed  # nothing to plan
+        other = asyncio.create_task(second.hierarchy.evolve("another owner"))
+        async with first.hierarchy.lock("owner"):
+            await asyncio.wait_for(other, 30)  # other owners are not held up
+        assert open_lock_files(tmp_path) > 0
+    finally:
+        await second.close()
+        await first.close()
+    assert open_lock_files(tmp_path) == 0  # closed with their components
+
+
+def open_lock_files(directory: Path) -> int:
+    """This process's open descriptors on host lock files (``owner-locks/``,
+    ``tree-locks/``) under ``directory``."""
+    count = 0
+    for fd in Path("/proc/self/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            count += target.startswith(str(directory)) and "-locks/" in target
+    return count
 
 
 async def test_concurrent_turns_of_many_users(tmp_path: Path, embedder: Embedder) -> None:
