@@ -98,12 +98,13 @@ async def measure(
             results[strategy] = {
                 "warm_p50_ms": round(pct(warm[strategy], 50), 3),
                 "warm_p99_ms": round(pct(warm[strategy], 99), 3),
-                "cold_p50_ms": round(pct(cold[strategy], 50), 3),
+                # None with --cold-users 0 (nothing measured).
+                "cold_p50_ms": round(pct(cold[strategy], 50), 3) if cold[strategy] else None,
             }
             print(
                 f"  {strategy:<13} warm p50 {results[strategy]['warm_p50_ms']:7.2f} ms  "
                 f"p99 {results[strategy]['warm_p99_ms']:7.2f} ms  "
-                f"cold p50 {results[strategy]['cold_p50_ms']:7.2f} ms",
+                f"cold p50 {results[strategy]['cold_p50_ms'] or float('nan'):7.2f} ms",
                 flush=True,
             )
     finally:

@@ -4,14 +4,17 @@ link expansion and its share limit, associative hops, composite re-rank."""
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
-from sidecar.config import RetrievalConfig
+from sidecar.config import LinkConfig, RetrievalConfig
 from sidecar.memory.corpus import Corpus
 from sidecar.memory.records import MemoryRecord, Status
 from sidecar.memory.retrieval.base import Query
+from sidecar.memory.retrieval.links import expand_links, neighbours
 from sidecar.memory.retrieval.pipeline import PipelineRetriever
 from sidecar.memory.retrieval.registry import build_retrievers
+from sidecar.memory.retrieval.signals import Scores, top_indices
 
 DIM = 4
 
@@ -127,6 +130,63 @@ def test_session_neighbours_and_persisted_links_are_followed() -> None:
         update={"links": config().links.model_copy(update={"session_neighbors": False})}
     )
     assert "a1" not in ranked_ids("linked", corpus, q, no_session)
+
+
+def reference_expand_links(
+    corpus: Corpus, direct: Scores, cfg: LinkConfig, pool: int, evidence: npt.NDArray[np.bool_]
+) -> tuple[Scores, dict[int, str]]:
+    """The link formula one link at a time, in NumPy scalars of the scores' dtype."""
+    final = direct.copy()
+    via: dict[int, str] = {}
+    for referrer in top_indices(direct, pool, evidence):
+        reach = float(direct[referrer])
+        frontier, seen = [referrer], {referrer}
+        for hop in range(1, cfg.max_link_depth + 1):
+            decay = cfg.hop_decay ** (hop - 1)
+            following: list[int] = []
+            for node in frontier:
+                for other in neighbours(corpus, node, cfg):
+                    if other not in seen:
+                        seen.add(other)
+                        following.append(other)
+                        linked = decay * (cfg.blend * reach + (1 - cfg.blend) * direct[other])
+                        final[other] = max(final[other], np.float32(linked))
+                        via.setdefault(other, "link")
+            frontier = following
+    return final, via
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_link_expansion_matches_the_formula_bit_for_bit(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    size = int(rng.integers(1, 120))
+    ids = [f"m{i}" for i in range(size)]
+    rows = [
+        rec(
+            ids[i],
+            f"memory {i}",
+            unit(*rng.random(DIM) + 0.01),
+            session=f"s{rng.integers(0, 4)}" if rng.random() < 0.8 else "",
+            at=int(rng.integers(0, 1000)),
+            related=tuple(rng.choice(ids, size=int(rng.integers(0, 5)), replace=False)),
+        )
+        for i in range(size)
+    ]
+    corpus = Corpus.build(rows, DIM)
+    direct = rng.random(corpus.size).astype(np.float32)
+    evidence = rng.random(corpus.size) < 0.6
+    cfg = LinkConfig(
+        max_link_depth=int(rng.integers(1, 4)),
+        blend=float(rng.random()),
+        hop_decay=float(rng.uniform(0.05, 1)),
+        session_neighbors=bool(rng.random() < 0.5),
+    )
+    pool = int(rng.integers(1, 30))
+    final, via = expand_links(corpus, direct, cfg, pool, evidence)
+    expected, expected_via = reference_expand_links(corpus, direct, cfg, pool, evidence)
+    assert final.dtype == np.float32
+    assert final.tobytes() == expected.tobytes()
+    assert list(via.items()) == list(expected_via.items())
 
 
 def test_linked_memories_never_take_more_than_their_share() -> None:
