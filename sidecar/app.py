@@ -118,7 +118,15 @@ class Components:
             else None
         )
         enricher = Enricher(cache, config.enrichment, hierarchy)
-        retention = Retention(store, cache, config.retention, metrics, locks=locks)
+        retention = Retention(
+            store,
+            cache,
+            config.retention,
+            metrics,
+            locks=locks,
+            # Every cache has reloaded in full since (see sidecar.memory.tombstones).
+            purge_after_ms=int(2 * config.cache.full_reload_s * 1000),
+        )
         access = (
             AccessTracker(store, cache, config.retention, metrics, locks=locks)
             if config.retention.track_access

@@ -126,6 +126,11 @@ class Metrics:
             ["action"],
             registry=reg,
         )
+        self.tombstones_purged = Counter(
+            p + "tombstones_purged",
+            "Tombstones of deleted memories purged once every cache has seen them",
+            registry=reg,
+        )
         self.prune_seconds = Histogram(
             p + "prune_seconds",
             "Time per retention check of one user (count, and pruning when over the cap)",

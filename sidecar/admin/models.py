@@ -253,6 +253,13 @@ class MemoryLine(_Request):
     def _row_ids(cls, value: str) -> str:
         return value and row_id(value)
 
+    @field_validator("status")
+    @classmethod
+    def _not_deleted(cls, value: Status) -> Status:
+        if value == Status.DELETED:  # a tombstone, never exported: nothing to import
+            raise ValueError("a deleted memory cannot be imported")
+        return value
+
     @field_validator("group_id", "session_id")
     @classmethod
     def _ids(cls, value: str) -> str:

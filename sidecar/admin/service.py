@@ -59,6 +59,7 @@ from sidecar.memory.records import (
 )
 from sidecar.memory.service import MemoryService
 from sidecar.memory.store import MemoryStore
+from sidecar.memory.tombstones import bury
 from sidecar.memory.writer import KeyedLocks, OwnerLock
 from sidecar.metrics import Metrics
 
@@ -367,12 +368,13 @@ class MemoryAdmin:
         return _pick(stored, current.id)
 
     async def delete(self, user: str, memory: str) -> MemoryRecord:
-        """Delete one memory for good; returns what was deleted."""
+        """Delete one memory for good (its text at once; a hollow tombstone tells the
+        other workers' caches, see :mod:`sidecar.memory.tombstones`); returns what
+        was deleted."""
         owner = owner_id(user)
         async with self._lock(owner):
             current = await self.get(owner, memory)
-            await self._store.delete(build_filter(owner=owner, ids=[current.id], status=None))
-            self._cache.invalidate(current)
+            await bury(self._store, self._cache, [current])
         self._metrics.admin_rows.labels(operation="delete").inc()
         return current
 
@@ -386,12 +388,8 @@ class MemoryAdmin:
             if self._tree_lock is not None:  # no evolve writes categories back meanwhile
                 await held.enter_async_context(self._tree_lock(owner))
             await held.enter_async_context(self._lock(owner))
-            everything = build_filter(owner=owner, node_type=None, status=None)
-            rows = await self._store.scan(everything)
-            await self._store.delete(everything)
-            for record in rows:
-                self._cache.invalidate(record)
-            self._cache.invalidate_user(owner)
+            rows = await self._store.scan(build_filter(owner=owner, node_type=None, status=None))
+            await bury(self._store, self._cache, rows)
         memories: dict[str, int] = {}
         categories = 0
         for record in rows:

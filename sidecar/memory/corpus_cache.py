@@ -82,9 +82,12 @@ def unit_filter(key: str, *, updated_since: int | None = None) -> Filter:
     """Rows of a unit: active ones for a full load; for a delta refresh every row
     changed since ``updated_since`` (superseded ones included, so they leave)."""
     kind, _, value = key.partition(":")
-    status = Status.ACTIVE if updated_since is None else None
+    delta = updated_since is not None  # deleted rows too, so they leave
+    status = None if delta else Status.ACTIVE
     if kind == "user":
-        return build_filter(owner=value, node_type=None, status=status, updated_since=updated_since)
+        return build_filter(
+            owner=value, node_type=None, status=status, updated_since=updated_since, deleted=delta
+        )
     if kind == "group":
         return build_filter(
             equals={"group_id": value},
@@ -92,12 +95,14 @@ def unit_filter(key: str, *, updated_since: int | None = None) -> Filter:
             status=status,
             visibilities=(Visibility.GROUP, Visibility.PUBLIC),
             updated_since=updated_since,
+            deleted=delta,
         )
     return build_filter(
         equals={"visibility": Visibility.PUBLIC},
         node_type=None,
         status=status,
         updated_since=updated_since,
+        deleted=delta,
     )
 
 
@@ -131,14 +136,25 @@ class CorpusCache:
         rows it does not hold in that version are fetched (with vectors) and applied
         (a unit not cached is loaded in full). Not by ``updated_at``: a back-link or a
         category move keeps a row's ``updated_at``, and a writer working from a copy
-        without another process's link would write the row back without it."""
+        without another process's link would write the row back without it. Cached
+        rows the scan no longer finds at all (deleted outright) leave too, unless
+        written within the writers' clock skew (a concurrent refresh may have just
+        brought them in)."""
         key = f"user:{scope.user_id}"
-        if key in self._units:
+        unit = self._units.get(key)
+        if unit is not None:
+            started_wall = now_ms()
             heads = await self._store.scan(unit_filter(key, updated_since=0))
             changed = await self._changed_rows(heads)
+            present = {r.id for r in heads}
+            gone = [
+                r.with_changes(status=Status.DELETED)
+                for r in unit.rows
+                if r.id not in present and r.updated_at < started_wall - CLOCK_SKEW_MS
+            ]
             self._metrics.cache_lookups.labels(outcome="delta").inc()
-            if changed:
-                self.apply(changed)
+            if changed or gone:
+                self.apply([*changed, *gone])
         return await self.corpus(scope)
 
     def corpus_nowait(self, scope: Scope) -> Corpus | None:
@@ -258,7 +274,7 @@ class CorpusCache:
         # Scalars first; vectors only for the rows not already held in that version
         # (in a single replica that is none: its own writes went through already).
         heads = await self._store.scan(
-            build_filter(node_type=None, status=None, updated_since=since)
+            build_filter(node_type=None, status=None, updated_since=since, deleted=True)
         )
         changed = await self._changed_rows(heads)
         self._metrics.cache_lookups.labels(outcome="delta").inc()
@@ -283,7 +299,7 @@ class CorpusCache:
             chunk = wanted[start : start + _ID_BATCH]
             changed.extend(
                 await self._store.query(
-                    build_filter(ids=chunk, node_type=None, status=None),
+                    build_filter(ids=chunk, node_type=None, status=None, deleted=True),
                     limit=len(chunk),
                     with_vectors=True,
                 )

@@ -107,12 +107,15 @@ def build_filter(
     equals: Mapping[str, str] | None = None,
     visibilities: Iterable[Visibility] | None = None,
     updated_since: int | None = None,
+    updated_before: int | None = None,
+    deleted: bool = False,
 ) -> Filter:
     """AND of the given conditions; every value validated and quoted.
 
     ``scope`` applies the read rule; ``owner`` restricts to rows the user owns
-    (for writes and deletes). Pass ``node_type=None`` / ``status=None`` to drop
-    those conditions.
+    (for writes and deletes). Pass ``node_type=None`` to drop that condition and
+    ``status=None`` for every status but ``deleted`` (the hollow rows deletes leave
+    behind); ``deleted=True`` takes those too (the caches' refreshes, the purge).
     """
     clauses: list[str] = []
     if scope is not None:
@@ -133,6 +136,12 @@ def build_filter(
         if isinstance(updated_since, bool) or not isinstance(updated_since, int):
             raise InvalidIdentifier("updated_since must be an integer (epoch ms)")
         clauses.append(f"updated_at >= {int(updated_since)}")
+    if updated_before is not None:
+        if isinstance(updated_before, bool) or not isinstance(updated_before, int):
+            raise InvalidIdentifier("updated_before must be an integer (epoch ms)")
+        clauses.append(f"updated_at < {int(updated_before)}")
     if not clauses:
         raise InvalidIdentifier("refusing to build an empty filter")
+    if status is None and not deleted:  # never what selects: added after that check
+        clauses.append(f"{_field('status')} != {quote(Status.DELETED)}")
     return Filter(" and ".join(clauses))

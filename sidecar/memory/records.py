@@ -34,6 +34,10 @@ class Status(StrEnum):
     ACTIVE = "active"
     SUPERSEDED = "superseded"  # replaced by a newer fact (``superseded_by``)
     ARCHIVED = "archived"  # given up by retention (the per-user cap)
+    #: Deleted (admin delete, forget, retention ``action: delete``): a hollow row — no
+    #: text, links or categories — left so other workers' and replicas' caches drop
+    #: the memory at their next delta refresh; purged later (:mod:`tombstones`).
+    DELETED = "deleted"
 
 
 def now_ms() -> int:

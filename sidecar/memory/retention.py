@@ -30,9 +30,10 @@ exactly like a superseded one, but its row stays. Reasons:
 * this process writes it through (:meth:`CorpusCache.apply`), so the owner's cached
   corpus drops the rows at once without a reload of the remaining memories.
 
-The cost is storage: archived rows stay in the collection. ``action: delete`` removes
-them instead (``store.delete`` through :func:`build_filter`) and invalidates the
-owner's cache units (:meth:`CorpusCache.invalidate`; they reload in the background).
+The cost is storage: archived rows stay in the collection. ``action: delete`` deletes
+them instead: each becomes a hollow tombstone (:mod:`sidecar.memory.tombstones`; no
+text left), dropped by this cache at once and by the others at their next delta
+refresh, and purged later.
 
 Pruning holds the owner's write lock (shared with the writer and the access
 flushes), so it never interleaves with a turn being written for that owner: a
@@ -41,7 +42,8 @@ concurrent write cannot bring back a row it just archived through a stale back-l
 Schedule: the writer calls :meth:`Retention.note` for every owner it stored rows
 for; every ``prune_interval_s`` :meth:`Retention.tick` checks at most
 ``max_owners_per_tick`` of them (one ``count`` each; rows are read only when over the
-cap). :meth:`Retention.prune` runs on demand.
+cap) and purges the tombstones of every delete that every cache has had time to see
+(``purge_after_ms``). :meth:`Retention.prune` runs on demand.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from sidecar.memory.corpus_cache import CorpusCache
 from sidecar.memory.filters import build_filter
 from sidecar.memory.records import MemoryRecord, MemoryType, Status, now_ms
 from sidecar.memory.store import MemoryStore
+from sidecar.memory.tombstones import bury, purge
 from sidecar.memory.writer import KeyedLocks
 from sidecar.metrics import Metrics
 
@@ -117,8 +120,11 @@ class Retention:
         *,
         locks: KeyedLocks | None = None,
         clock: Callable[[], int] = now_ms,
+        purge_after_ms: int | None = None,
     ) -> None:
         self._store = store
+        #: Tombstones older than this are deleted by each tick (None: never).
+        self._purge_after_ms = purge_after_ms
         self._cache = cache
         self._config = config
         self._metrics = metrics
@@ -163,12 +169,7 @@ class Retention:
         victims = prune_order(rows, self._config, now)[:excess]
         ids = sorted(r.id for r in victims)
         if self._config.action == "delete":
-            for start in range(0, len(ids), ID_BATCH):
-                chunk = ids[start : start + ID_BATCH]
-                await self._store.delete(build_filter(owner=owner, ids=chunk))
-            for record in victims:
-                self._cache.invalidate(record)
-            pruned = len(ids)
+            pruned = len(await bury(self._store, self._cache, victims))
         else:
             pruned = await self._archive(owner, ids, now)
         self._metrics.pruned.labels(action=self._config.action).inc(pruned)
@@ -203,7 +204,8 @@ class Retention:
 
     async def tick(self) -> int:
         """Check the owners with the most writes since their last check (at most
-        ``max_owners_per_tick``); the memories given up in all."""
+        ``max_owners_per_tick``); the memories given up in all. Then purge expired
+        tombstones."""
         chosen = sorted(self._pending.items(), key=lambda kv: (-kv[1], kv[0]))
         total = 0
         for owner, count in chosen[: self._config.max_owners_per_tick]:
@@ -216,7 +218,22 @@ class Retention:
                 log.warning(
                     "retention check failed: %s%s", type(exc).__name__, "" if expected else " (bug)"
                 )
+        await self.purge_tombstones()
         return total
+
+    async def purge_tombstones(self) -> int:
+        """Delete the tombstones every cache has had time to see (``purge_after_ms``);
+        how many (0 when purging is off or the store failed: the next tick retries)."""
+        if self._purge_after_ms is None:
+            return 0
+        try:
+            purged = await purge(self._store, self._purge_after_ms)
+        except SidecarError as exc:
+            log.warning("tombstone purge failed: %s", type(exc).__name__)
+            return 0
+        if purged:
+            self._metrics.tombstones_purged.inc(purged)
+        return purged
 
     async def _run(self) -> None:
         while True:

@@ -154,7 +154,7 @@ def row_to_record(row: dict[str, Any]) -> MemoryRecord:
         visibility=Visibility(row.get("visibility") or Visibility.USER),
         node_type=NodeType(row.get("node_type") or NodeType.MEMORY),
         memory_type=MemoryType(row.get("memory_type") or MemoryType.SEMANTIC),
-        status=Status(row.get("status") or Status.ACTIVE),
+        status=_status(row.get("status")),
         category_id=str(row.get("category_id", "")),
         parent_id=str(row.get("parent_id", "")),
         abstract=str(row.get("abstract", "")),
@@ -560,6 +560,15 @@ class MemoryStore:
 
         rows = await self._run("count", call)
         return int(rows[0]["count(*)"]) if rows else 0
+
+
+def _status(value: object) -> Status:
+    """A row's status; one this version does not know (written by a newer one) reads
+    as deleted: never served, never judged against, never written back."""
+    try:
+        return Status(str(value or Status.ACTIVE))
+    except ValueError:
+        return Status.DELETED
 
 
 def _hits(result: Any) -> list[Hit]:

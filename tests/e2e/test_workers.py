@@ -23,6 +23,7 @@ from e2e.stack import Stack, http_get, running_stack
 pytestmark = pytest.mark.e2e
 
 WORKERS = 2
+ADMIN_TOKEN = "workers-e2e-admin-token-0123456789"
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +32,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         "server": {"workers": WORKERS},
         # Another worker's write reaches a corpus this worker holds within ttl_s.
         "cache": {"ttl_s": 0.5},
+        "admin": {"token": ADMIN_TOKEN},
     }
     with running_stack(tmp_path_factory.mktemp("workers"), config_overrides=overrides) as running:
         yield running
@@ -131,6 +133,46 @@ def test_both_workers_take_traffic_and_share_memories(stack: Stack) -> None:
     for _ in range(6):  # least-request balancing spreads these over both workers
         _, echo = ask(stack, user, "Where do I live?")
         assert "Lisbon" in echo
+
+
+def served_by_each_worker(stack: Stack, user: str, question: str, times: int) -> list[str]:
+    """Ask until every worker has answered ``times`` more requests; the answers."""
+    before = requests_per_worker(stack)
+    echoes: list[str] = []
+    for _ in range(40 * times):
+        echoes.append(ask(stack, user, question)[1])
+        after = requests_per_worker(stack)
+        if all(b - a >= times for a, b in zip(before, after, strict=True)):
+            return echoes
+    raise AssertionError(f"a worker got no traffic: {before} -> {after}")
+
+
+def test_forget_through_one_worker_reaches_every_worker(stack: Stack) -> None:
+    """Both workers hold the user's memories in their caches; a forget through one
+    worker's admin API stops both from serving them within a refresh (ttl_s), not
+    a full reload (cache.full_reload_s, ten minutes)."""
+    user = f"fay-{uuid.uuid4().hex[:6]}"
+    written = stack.sidecar_metric("memory_sidecar_turns_total", {"outcome": "written"})
+    ask(stack, user, "I live in Lisbon and I play the cello.")
+    wait_for(
+        lambda: stack.sidecar_metric("memory_sidecar_turns_total", {"outcome": "written"}) > written
+    )
+    time.sleep(1.0)  # every worker's refresh has run
+    assert all(
+        "Lisbon" in echo for echo in served_by_each_worker(stack, user, "Where do I live?", 2)
+    )
+
+    request = urllib.request.Request(
+        f"{stack.sidecar_admin_urls[0]}/v1/admin/users/{user}",
+        method="DELETE",
+        headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.status == 200
+        assert json.loads(response.read())["deleted"]["rows"] >= 2
+    time.sleep(1.5)  # three refresh periods
+    echoes = served_by_each_worker(stack, user, "Where do I live?", 3)
+    assert not [echo for echo in echoes if "Lisbon" in echo or "cello" in echo]
 
 
 def answers(url: str) -> bool:

@@ -13,6 +13,7 @@ import pytest
 from sidecar.config import CacheConfig, StoreConfig
 from sidecar.memory.corpus import Corpus
 from sidecar.memory.corpus_cache import CLOCK_SKEW_MS, CorpusCache
+from sidecar.memory.filters import build_filter
 from sidecar.memory.records import MemoryRecord, Scope, Status, Visibility, now_ms
 from sidecar.memory.store import MemoryStore
 from sidecar.metrics import Metrics
@@ -149,6 +150,17 @@ async def test_current_reads_the_owners_rows_written_elsewhere_at_once(
     assert {"other-worker", "alice-newer"} <= set(fresh.index_of)
     assert metrics.value("memory_sidecar_corpus_cache_lookups_total", {"outcome": "delta"}) == 2
     assert metrics.value("memory_sidecar_corpus_cache_lookups_total", {"outcome": "load"}) >= 1
+    await cache.close()
+
+
+async def test_current_drops_rows_deleted_outright_elsewhere(store: MemoryStore) -> None:
+    """A row another process deleted outright (a purged tombstone, an older version's
+    delete) is not judged against by this writer any more."""
+    cache = CorpusCache(store, CacheConfig(ttl_s=3600), Metrics())
+    assert "own" in (await cache.corpus(Scope("alice"))).index_of
+    await store.delete(build_filter(owner="alice", ids=["own"]))
+    assert "own" in (await cache.corpus(Scope("alice"))).index_of  # the snapshot
+    assert "own" not in (await cache.current(Scope("alice"))).index_of
     await cache.close()
 
 

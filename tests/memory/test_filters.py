@@ -140,21 +140,37 @@ def test_build_filter_defaults_to_active_memories() -> None:
 
 
 def test_build_filter_can_drop_node_type_and_status() -> None:
-    assert build_filter(owner="alice", node_type=None, status=None) == 'user_id == "alice"'
+    assert build_filter(owner="alice", node_type=None, status=None) == (
+        'user_id == "alice" and status != "deleted"'
+    )
+    assert build_filter(owner="alice", node_type=None, status=None, deleted=True) == (
+        'user_id == "alice"'
+    )
+
+
+def test_build_filter_bounds_updated_at_both_ways() -> None:
+    where = build_filter(status=Status.DELETED, node_type=None, updated_since=5, updated_before=10)
+    assert where == 'status == "deleted" and updated_at >= 5 and updated_at < 10'
+    with pytest.raises(InvalidIdentifier, match="updated_before"):
+        build_filter(owner="u", updated_before="1 or true")  # type: ignore[arg-type]
 
 
 def test_build_filter_ids_are_sorted_deduplicated_and_quoted() -> None:
-    where = build_filter(ids=["m2", "m1", "m2", 'x"y'], node_type=None, status=None)
+    where = build_filter(ids=["m2", "m1", "m2", 'x"y'], node_type=None, status=None, deleted=True)
     assert where == 'id in ["m1", "m2", "x\\"y"]'
 
 
 def test_build_filter_empty_ids_match_nothing() -> None:
-    assert build_filter(ids=[], node_type=None, status=None) == "false"
+    assert build_filter(ids=[], node_type=None, status=None, deleted=True) == "false"
 
 
 def test_build_filter_equals_is_sorted_and_anded() -> None:
     where = build_filter(
-        owner="u", equals={"session_id": "s1", "category_id": "c1"}, node_type=None, status=None
+        owner="u",
+        equals={"session_id": "s1", "category_id": "c1"},
+        node_type=None,
+        status=None,
+        deleted=True,
     )
     assert where == 'user_id == "u" and category_id == "c1" and session_id == "s1"'
 
@@ -175,7 +191,9 @@ def test_filter_fields_do_not_include_free_text_or_vectors() -> None:
 
 def test_build_filter_refuses_an_empty_filter() -> None:
     with pytest.raises(InvalidIdentifier, match="empty filter"):
-        build_filter(node_type=None, status=None)
+        build_filter(node_type=None, status=None)  # the implicit "not deleted" selects nothing
+    with pytest.raises(InvalidIdentifier, match="empty filter"):
+        build_filter(node_type=None, status=None, deleted=True)
 
 
 @pytest.mark.parametrize(

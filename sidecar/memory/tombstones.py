@@ -1,0 +1,77 @@
+"""Deletes that every cache sees: rows become hollow tombstones, purged later.
+
+A row deleted outright is invisible to the other workers' and replicas' corpus
+caches: their delta refreshes read the rows changed since a watermark, and a
+deleted row is not there to be read, so they kept serving it until their next full
+reload (``cache.full_reload_s``, ten minutes) — a forgotten user's memories still
+injected by the other workers. A delete (admin delete, forget, retention's
+``action: delete``) therefore overwrites each row with a **tombstone**: the same id,
+owner, group and visibility (so it lands in the same cache units), status
+``deleted``, no text, summaries, links, session or category, a fixed unit vector,
+``updated_at`` = now. This process drops the rows at once (write-through); every
+other cache at its next delta refresh (``cache.ttl_s``), as it drops a superseded
+row. Reads never see tombstones: :func:`~sidecar.memory.filters.build_filter`
+leaves status ``deleted`` out unless asked. A later write of the same fact (ids
+follow the text) simply overwrites its tombstone.
+
+:func:`purge` deletes tombstones older than ``cache.full_reload_s`` twice over (by
+then every cache has reloaded in full since the delete); retention's schedule runs
+it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sidecar.memory.corpus_cache import CorpusCache
+from sidecar.memory.filters import build_filter
+from sidecar.memory.records import MemoryRecord, Status, now_ms
+from sidecar.memory.store import MemoryStore
+
+#: Tombstones per upsert call.
+BATCH = 1000
+
+
+def tombstone(record: MemoryRecord, dim: int, now: int) -> MemoryRecord:
+    """The hollow row that replaces ``record``: nothing of its content survives."""
+    return MemoryRecord(
+        id=record.id,
+        user_id=record.user_id,
+        content="",
+        embedding=(1.0,) + (0.0,) * (dim - 1),
+        group_id=record.group_id,
+        visibility=record.visibility,
+        node_type=record.node_type,
+        memory_type=record.memory_type,
+        status=Status.DELETED,
+        importance=0.0,
+        confidence=0.0,
+        created_at=record.created_at,
+        updated_at=max(now, record.updated_at),
+    )
+
+
+async def bury(
+    store: MemoryStore, cache: CorpusCache, records: Sequence[MemoryRecord]
+) -> list[MemoryRecord]:
+    """Delete ``records`` (read with or without vectors): each is overwritten by its
+    tombstone, and this process's cache drops it at once. Returns the tombstones."""
+    now = now_ms()
+    graves = [tombstone(r, store.dim, now) for r in records if r.status != Status.DELETED]
+    for start in range(0, len(graves), BATCH):
+        await store.upsert(graves[start : start + BATCH])
+    cache.apply(graves)
+    return graves
+
+
+async def purge(store: MemoryStore, older_than_ms: int) -> int:
+    """Delete the tombstones written more than ``older_than_ms`` ago; how many."""
+    where = build_filter(
+        node_type=None,
+        status=Status.DELETED,
+        updated_before=now_ms() - older_than_ms,
+    )
+    expired = await store.count(where)
+    if expired:
+        await store.delete(where)
+    return expired

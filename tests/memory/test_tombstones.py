@@ -1,0 +1,96 @@
+"""Deletes across workers: a delete or forget on one worker reaches the other
+workers' caches at their next delta refresh (not their next full reload), leaves
+no text behind, and is purged once every cache has had time to see it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sidecar.admin.service import MemoryAdmin, NotFound
+from sidecar.memory.embedder import Embedder
+from sidecar.memory.filters import build_filter
+from sidecar.memory.records import NodeType, Scope, Status
+from sidecar.memory.tombstones import purge
+from tests.memory import test_write_concurrency as concurrency
+
+FACTS = ["I have a dog named Rex.", "I play the cello.", "I live in Lisbon."]
+
+
+async def test_forget_on_one_worker_empties_the_other_workers_cache(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    first, second = await concurrency.two_workers(tmp_path, embedder)
+    try:
+        turn = concurrency.make_turn("gone", 1, FACTS)
+        assert (await first.writer.write_turn(turn)).stored == 3
+        stayed = concurrency.make_turn("stays", 1, FACTS[:1])
+        assert (await first.writer.write_turn(stayed)).stored == 1
+        cache = second.memory.cache
+        for user in ("gone", "stays"):
+            await cache.corpus(Scope(user))
+        assert len((await cache.corpus(Scope("gone"))).records) == 3
+        await cache.refresh()
+
+        report = await MemoryAdmin.from_components(first).forget("gone")
+        assert report.memories == {"active": 3}
+        # Gone from the store's reads and from this worker's cache at once...
+        everything = build_filter(owner="gone", node_type=None, status=None)
+        assert await first.store.scan(everything) == []
+        assert (await first.memory.cache.corpus(Scope("gone"))).records == ()
+        # ...and from the other worker's at its next delta refresh.
+        await cache.refresh()
+        assert (await cache.corpus(Scope("gone"))).records == ()
+        assert len((await cache.corpus(Scope("stays"))).records) == 1
+        # What is left: hollow rows, no text, links or categories.
+        graves = await first.store.scan(
+            build_filter(owner="gone", node_type=None, status=None, deleted=True)
+        )
+        assert graves
+        assert {g.status for g in graves} == {Status.DELETED}
+        assert all(g.content == g.abstract == g.overview == "" for g in graves)
+        assert all(not g.related_ids and not g.category_id for g in graves)
+        assert {g.node_type for g in graves} <= {NodeType.MEMORY, NodeType.CATEGORY}
+        with pytest.raises(NotFound):
+            await MemoryAdmin.from_components(second).get("gone", graves[0].id)
+
+        # Saying it again stores it again (over its tombstone), for both workers.
+        again = concurrency.make_turn("gone", 2, FACTS[:1])
+        assert (await second.writer.write_turn(again)).stored == 1
+        await first.memory.cache.refresh()
+        [row] = (await first.memory.cache.corpus(Scope("gone"))).records
+        assert row.content == "User has a dog named Rex."
+    finally:
+        await second.close()
+        await first.close()
+
+
+async def test_a_deleted_memory_leaves_the_other_workers_cache_and_is_purged(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    first, second = await concurrency.two_workers(tmp_path, embedder)
+    try:
+        turn = concurrency.make_turn("owner", 1, FACTS[:2])
+        assert (await first.writer.write_turn(turn)).stored == 2
+        cache = second.memory.cache
+        held = await cache.corpus(Scope("owner"))
+        assert len(held.records) == 2
+        await cache.refresh()
+        victim = next(r for r in held.records if "cello" in r.content)
+
+        await MemoryAdmin.from_components(first).delete("owner", victim.id)
+        await cache.refresh()
+        assert victim.id not in (await cache.corpus(Scope("owner"))).index_of
+        deleted = build_filter(owner="owner", status=Status.DELETED)
+        assert await first.store.count(deleted) == 1
+
+        assert await purge(first.store, older_than_ms=3_600_000) == 0  # too recent
+        assert first.retention is not None
+        assert await first.retention.purge_tombstones() == 0  # 2 x full_reload_s
+        assert await purge(first.store, older_than_ms=-1_000) == 1
+        assert await first.store.count(deleted) == 0
+        assert await first.store.count(build_filter(owner="owner")) == 1
+    finally:
+        await second.close()
+        await first.close()
