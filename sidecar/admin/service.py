@@ -59,7 +59,7 @@ from sidecar.memory.records import (
 )
 from sidecar.memory.service import MemoryService
 from sidecar.memory.store import MemoryStore
-from sidecar.memory.tombstones import bury
+from sidecar.memory.tombstones import bury, mark_forgotten
 from sidecar.memory.writer import KeyedLocks, OwnerLock
 from sidecar.metrics import Metrics
 
@@ -390,6 +390,8 @@ class MemoryAdmin:
             await held.enter_async_context(self._lock(owner))
             rows = await self._store.scan(build_filter(owner=owner, node_type=None, status=None))
             await bury(self._store, self._cache, rows)
+            # Any writer with a turn of theirs accepted before now drops it.
+            await mark_forgotten(self._store, owner)
         memories: dict[str, int] = {}
         categories = 0
         for record in rows:

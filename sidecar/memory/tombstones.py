@@ -14,6 +14,12 @@ row. Reads never see tombstones: :func:`~sidecar.memory.filters.build_filter`
 leaves status ``deleted`` out unless asked. A later write of the same fact (ids
 follow the text) simply overwrites its tombstone.
 
+A forget also leaves a **forget marker**, a tombstone of its own with a fixed id per
+owner (:func:`forget_marker_id`) and the time of the forget. Every writer reads it
+before storing a turn (:func:`forgotten_since`) and drops a turn accepted before
+the forget: another worker's queue, a turn in flight during a forget from the CLI,
+a replica's backlog — none of them brings the forgotten memories back.
+
 :func:`purge` deletes tombstones older than ``cache.full_reload_s`` twice over (by
 then every cache has reloaded in full since the delete); retention's schedule runs
 it.
@@ -21,6 +27,7 @@ it.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 from sidecar.memory.corpus_cache import CorpusCache
@@ -62,6 +69,41 @@ async def bury(
         await store.upsert(graves[start : start + BATCH])
     cache.apply(graves)
     return graves
+
+
+def forget_marker_id(owner: str) -> str:
+    """The id of ``owner``'s forget marker (never a memory's: those start with "m")."""
+    return "f" + hashlib.sha256(f"{owner}\x00forget".encode()).hexdigest()[:31]
+
+
+async def mark_forgotten(store: MemoryStore, owner: str) -> int:
+    """Record that ``owner`` was forgotten now (see the module docstring); the time."""
+    now = now_ms()
+    marker = MemoryRecord(
+        id=forget_marker_id(owner),
+        user_id=owner,
+        content="",
+        embedding=(1.0,) + (0.0,) * (store.dim - 1),
+        status=Status.DELETED,
+        source="forget",
+        importance=0.0,
+        confidence=0.0,
+        created_at=now,
+        updated_at=now,
+    )
+    await store.upsert([marker])
+    return now
+
+
+async def forgotten_since(store: MemoryStore, owner: str) -> int | None:
+    """When ``owner`` was last forgotten (epoch ms), if a marker says so."""
+    rows = await store.query(
+        build_filter(
+            owner=owner, ids=[forget_marker_id(owner)], node_type=None, status=Status.DELETED
+        ),
+        limit=1,
+    )
+    return rows[0].updated_at if rows else None
 
 
 async def purge(store: MemoryStore, older_than_ms: int) -> int:

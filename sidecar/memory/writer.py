@@ -33,6 +33,7 @@ from sidecar.memory.records import (
 from sidecar.memory.retrieval.signals import top_indices
 from sidecar.memory.sanitize import clean_text, clean_turn, is_meaningful
 from sidecar.memory.store import MemoryStore
+from sidecar.memory.tombstones import forgotten_since
 from sidecar.memory.turns import Fact, Turn
 from sidecar.metrics import Metrics
 
@@ -170,6 +171,12 @@ class MemoryWriter:
         decided so far, then enrich and upsert the turn's rows in one batch and write
         them through the cache. One store round trip and one corpus build per turn;
         a failure stores nothing (the retry starts from the same state)."""
+        forgotten = await forgotten_since(self._store, turn.user_id)
+        if forgotten is not None and forgotten >= turn.created_at:
+            # The user was forgotten after this turn was accepted (another worker's
+            # queue, a forget from the CLI): storing it would bring memories back.
+            self._metrics.facts.labels(decision="dropped_forgotten").inc(len(facts))
+            return WriteResult()
         texts = [f.text for f in facts]
         vectors = await self._embedder.embed(texts)
         scope = Scope(turn.user_id)

@@ -4,6 +4,7 @@ no text behind, and is purged once every cache has had time to see it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,8 +12,8 @@ import pytest
 from sidecar.admin.service import MemoryAdmin, NotFound
 from sidecar.memory.embedder import Embedder
 from sidecar.memory.filters import build_filter
-from sidecar.memory.records import NodeType, Scope, Status
-from sidecar.memory.tombstones import purge
+from sidecar.memory.records import NodeType, Scope, Status, now_ms
+from sidecar.memory.tombstones import forgotten_since, purge
 from tests.memory import test_write_concurrency as concurrency
 
 FACTS = ["I have a dog named Rex.", "I play the cello.", "I live in Lisbon."]
@@ -56,7 +57,7 @@ async def test_forget_on_one_worker_empties_the_other_workers_cache(
             await MemoryAdmin.from_components(second).get("gone", graves[0].id)
 
         # Saying it again stores it again (over its tombstone), for both workers.
-        again = concurrency.make_turn("gone", 2, FACTS[:1])
+        again = replace(concurrency.make_turn("gone", 2, FACTS[:1]), created_at=now_ms() + 1)
         assert (await second.writer.write_turn(again)).stored == 1
         await first.memory.cache.refresh()
         [row] = (await first.memory.cache.corpus(Scope("gone"))).records
@@ -94,3 +95,46 @@ async def test_a_deleted_memory_leaves_the_other_workers_cache_and_is_purged(
     finally:
         await second.close()
         await first.close()
+
+
+async def test_a_turn_accepted_before_a_forget_is_not_written_by_any_worker(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """The other worker's queue still holds a turn of the user when they are
+    forgotten through this one: it is dropped, not written; a turn accepted after
+    the forget is stored as usual."""
+    first, second = await concurrency.two_workers(tmp_path, embedder)
+    try:
+        before = replace(concurrency.make_turn("fay", 1, FACTS[:2]), created_at=now_ms() - 1_000)
+        await MemoryAdmin.from_components(first).forget("fay")
+        assert (await second.writer.write_turn(before)).stored == 0
+        assert await second.store.scan(build_filter(owner="fay")) == []
+        dropped = second.metrics.value(
+            "memory_sidecar_facts_total", {"decision": "dropped_forgotten"}
+        )
+        assert dropped == 2
+        after = replace(concurrency.make_turn("fay", 2, FACTS[:1]), created_at=now_ms() + 1_000)
+        assert (await second.writer.write_turn(after)).stored == 1
+        assert len(await first.store.scan(build_filter(owner="fay"))) == 1
+        assert await forgotten_since(first.store, "fay") is not None
+    finally:
+        await second.close()
+        await first.close()
+
+
+async def test_forget_without_the_running_sidecars_journal_still_stops_its_turns(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """A forget from the CLI (no journal of the running sidecar to discard from):
+    the sidecar's writer drops the user's turns accepted before it."""
+    components = await concurrency.build(tmp_path, embedder)
+    try:
+        admin = MemoryAdmin.from_components(components)  # no journal
+        queued = replace(concurrency.make_turn("cli", 1, FACTS[:1]), created_at=now_ms() - 1_000)
+        assert (await components.writer.write_turn(queued)).stored == 1
+        report = await admin.forget("cli")
+        assert report.journal_discarded is None
+        assert (await components.writer.write_turn(queued)).stored == 0  # a retry, say
+        assert await components.store.scan(build_filter(owner="cli")) == []
+    finally:
+        await components.close()
