@@ -59,7 +59,7 @@ from sidecar.memory.records import (
 )
 from sidecar.memory.service import MemoryService
 from sidecar.memory.store import MemoryStore
-from sidecar.memory.tombstones import bury, mark_forgotten
+from sidecar.memory.tombstones import bury, mark_for_reload, mark_forgotten
 from sidecar.memory.writer import KeyedLocks, OwnerLock
 from sidecar.metrics import Metrics
 
@@ -495,6 +495,8 @@ class MemoryAdmin:
                     cache=self._cache,
                 )
                 written += stats.rows
+            if written:  # rows keep their own times: other caches reload the user's
+                await mark_for_reload(self._store, owner)
         self._metrics.admin_rows.labels(operation="import").inc(count)
         self._stored(owner)
         log.info("imported rows=%d embedded=%d written=%d", count, embedded, written)

@@ -23,7 +23,7 @@ from sidecar.config import CacheConfig
 from sidecar.errors import SidecarError
 from sidecar.memory.corpus import Corpus
 from sidecar.memory.filters import Filter, build_filter
-from sidecar.memory.records import MemoryRecord, Scope, Status, Visibility, now_ms
+from sidecar.memory.records import RELOAD_MARKER, MemoryRecord, Scope, Status, Visibility, now_ms
 from sidecar.memory.store import MemoryStore
 from sidecar.metrics import Metrics
 
@@ -281,6 +281,7 @@ class CorpusCache:
         newest = max((r.updated_at for r in heads), default=since)
         if changed:
             self.apply(changed)
+        self._reload_marked(heads)
         for unit in units:
             if unit.loaded_at > float("-inf"):  # not invalidated meanwhile
                 unit.loaded_at = max(unit.loaded_at, started)
@@ -288,6 +289,17 @@ class CorpusCache:
         # Next time: rows written from just before this query on (skew allowed for).
         self._watermark = max(since, started_wall - CLOCK_SKEW_MS)
         return len(changed)
+
+    def _reload_marked(self, heads: list[MemoryRecord]) -> None:
+        """Units with a reload marker newer than their last load start reload in full
+        (rows written with older times: imports; category moves, back-links)."""
+        for row in heads:
+            if row.status != Status.DELETED or row.source != RELOAD_MARKER:
+                continue
+            for key in units_of(row):
+                unit = self._units.get(key)
+                if unit is not None and row.updated_at >= unit.loaded_wall_ms - CLOCK_SKEW_MS:
+                    self._bump(key)
 
     async def _changed_rows(self, heads: list[MemoryRecord]) -> list[MemoryRecord]:
         """The full rows (with vectors) of ``heads`` (scalar rows) that some cached

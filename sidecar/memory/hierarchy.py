@@ -54,6 +54,7 @@ from sidecar.memory.filters import build_filter
 from sidecar.memory.hierarchy_plan import TreePlan, TreePlanner
 from sidecar.memory.records import MemoryRecord, NodeType, Scope, Status, now_ms
 from sidecar.memory.store import MemoryStore
+from sidecar.memory.tombstones import mark_for_reload
 from sidecar.memory.writer import KeyedLocks, OwnerLock
 
 log = logging.getLogger(__name__)
@@ -273,6 +274,9 @@ class Hierarchy:
             moved = await self._moved_rows(owner, plan.moves)
             await self._store.upsert(moved)
             await self._store.upsert(list(plan.superseded))
+            if categories or moved or plan.superseded:
+                # Moves keep the rows' updated_at: other caches reload the owner's.
+                await mark_for_reload(self._store, owner)
         for row in (*categories, *moved, *plan.superseded):
             self._cache.invalidate(row)
         return len(moved)

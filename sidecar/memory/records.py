@@ -40,6 +40,12 @@ class Status(StrEnum):
     DELETED = "deleted"
 
 
+#: ``source`` of a reload marker: a hollow ``deleted`` row per owner whose newer
+#: ``updated_at`` tells other caches to reload that owner's rows in full
+#: (:func:`sidecar.memory.tombstones.mark_for_reload`).
+RELOAD_MARKER = "reload"
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 

@@ -14,6 +14,12 @@ row. Reads never see tombstones: :func:`~sidecar.memory.filters.build_filter`
 leaves status ``deleted`` out unless asked. A later write of the same fact (ids
 follow the text) simply overwrites its tombstone.
 
+Changes a delta refresh cannot pick up by ``updated_at`` — rows imported with their
+original times, category moves and back-links that keep a row's time — leave a
+**reload marker** (:func:`mark_for_reload`): a hollow row per owner whose new
+``updated_at`` makes every other cache reload that owner's rows in full at its next
+refresh.
+
 A forget also leaves a **forget marker**, a tombstone of its own with a fixed id per
 owner (:func:`forget_marker_id`) and the time of the forget. Every writer reads it
 before storing a turn (:func:`forgotten_since`) and drops a turn accepted before
@@ -32,7 +38,7 @@ from collections.abc import Sequence
 
 from sidecar.memory.corpus_cache import CorpusCache
 from sidecar.memory.filters import build_filter
-from sidecar.memory.records import MemoryRecord, Status, now_ms
+from sidecar.memory.records import RELOAD_MARKER, MemoryRecord, Status, now_ms
 from sidecar.memory.store import MemoryStore
 
 #: Tombstones per upsert call.
@@ -76,16 +82,20 @@ def forget_marker_id(owner: str) -> str:
     return "f" + hashlib.sha256(f"{owner}\x00forget".encode()).hexdigest()[:31]
 
 
-async def mark_forgotten(store: MemoryStore, owner: str) -> int:
-    """Record that ``owner`` was forgotten now (see the module docstring); the time."""
+def reload_marker_id(owner: str) -> str:
+    """The id of ``owner``'s reload marker."""
+    return "r" + hashlib.sha256(f"{owner}\x00reload".encode()).hexdigest()[:31]
+
+
+async def _mark(store: MemoryStore, owner: str, marker_id: str, source: str) -> int:
     now = now_ms()
     marker = MemoryRecord(
-        id=forget_marker_id(owner),
+        id=marker_id,
         user_id=owner,
         content="",
         embedding=(1.0,) + (0.0,) * (store.dim - 1),
         status=Status.DELETED,
-        source="forget",
+        source=source,
         importance=0.0,
         confidence=0.0,
         created_at=now,
@@ -93,6 +103,17 @@ async def mark_forgotten(store: MemoryStore, owner: str) -> int:
     )
     await store.upsert([marker])
     return now
+
+
+async def mark_forgotten(store: MemoryStore, owner: str) -> int:
+    """Record that ``owner`` was forgotten now (see the module docstring); the time."""
+    return await _mark(store, owner, forget_marker_id(owner), "forget")
+
+
+async def mark_for_reload(store: MemoryStore, owner: str) -> int:
+    """Tell every other cache to reload ``owner``'s rows in full at its next refresh
+    (after writes that keep ``updated_at``); the time."""
+    return await _mark(store, owner, reload_marker_id(owner), RELOAD_MARKER)
 
 
 async def forgotten_since(store: MemoryStore, owner: str) -> int | None:

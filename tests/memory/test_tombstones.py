@@ -4,12 +4,15 @@ no text behind, and is purged once every cache has had time to see it."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from sidecar.admin.service import MemoryAdmin, NotFound
+from sidecar.memory import corpus_cache
 from sidecar.memory.embedder import Embedder
 from sidecar.memory.filters import build_filter
 from sidecar.memory.records import NodeType, Scope, Status, now_ms
@@ -138,3 +141,63 @@ async def test_forget_without_the_running_sidecars_journal_still_stops_its_turns
         assert await components.store.scan(build_filter(owner="cli")) == []
     finally:
         await components.close()
+
+
+async def test_imported_rows_reach_the_other_workers_cache_at_its_next_refresh(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """Imported rows keep their original times, so a delta refresh alone would miss
+    them; the import's reload marker makes the other worker reload the user."""
+    first, second = await concurrency.two_workers(tmp_path, embedder)
+    try:
+        cache = second.memory.cache
+        assert (await cache.corpus(Scope("restored"))).records == ()
+        await cache.refresh()
+        lines = [
+            json.dumps({"content": text, "created_at": 1_600_000_000_000 + i})
+            for i, text in enumerate(["User has a dog named Rex.", "User lives in Lisbon."])
+        ]
+        report = await MemoryAdmin.from_components(first).import_lines("restored", lines)
+        assert report.memories == 2
+        await cache.refresh()
+        rows = (await cache.corpus(Scope("restored"))).records
+        assert sorted(r.content for r in rows) == [
+            "User has a dog named Rex.",
+            "User lives in Lisbon.",
+        ]
+        assert {r.updated_at for r in rows} == {1_600_000_000_000, 1_600_000_000_001}
+    finally:
+        await second.close()
+        await first.close()
+
+
+async def test_category_moves_reach_the_other_workers_cache_at_its_next_refresh(
+    tmp_path: Path, embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """evolve moves memories between categories without touching their updated_at;
+    its reload marker makes the other worker reload the owner."""
+    # Refreshes re-read rows written within the clock skew: none here, so only the
+    # marker can bring the moves in.
+    monkeypatch.setattr(corpus_cache, "CLOCK_SKEW_MS", 0)
+    first, second = await concurrency.two_workers(tmp_path, embedder)
+    try:
+        turns = [
+            replace(concurrency.make_turn("tree", i, [s]), created_at=now_ms())
+            for i, s in enumerate(concurrency.SENTENCES)
+        ]
+        for turn in turns:
+            await first.writer.write_turn(turn)
+        cache = second.memory.cache
+        before = {r.id: r.category_id for r in (await cache.corpus(Scope("tree"))).records}
+        await asyncio.sleep(0.05)
+        await cache.refresh()
+        assert first.hierarchy is not None
+        report = await first.hierarchy.evolve("tree")
+        assert report.moved > 0
+        await cache.refresh()
+        after = {r.id: r.category_id for r in (await cache.corpus(Scope("tree"))).records}
+        stored = {r.id: r.category_id for r in await first.store.scan(build_filter(owner="tree"))}
+        assert after == stored != before
+    finally:
+        await second.close()
+        await first.close()
