@@ -3,15 +3,16 @@ upsert/replace, scan paging."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
 from sidecar.config import StoreConfig
-from sidecar.errors import SchemaMismatch
+from sidecar.errors import SchemaMismatch, StoreError
 from sidecar.memory.filters import build_filter
 from sidecar.memory.records import MemoryRecord
-from sidecar.memory.store import MemoryStore
+from sidecar.memory.store import MemoryStore, _connect
 from sidecar.metrics import Metrics
 
 
@@ -63,3 +64,43 @@ async def test_upsert_replaces_and_scan_pages(
         assert await store.count(build_filter(owner="u1")) == 2500
     finally:
         await store.close()
+
+
+class _LateServer:
+    """Stands in for ``pymilvus.MilvusClient`` while a server's socket is not there
+    yet: the first ``failures`` connections fail the way pymilvus fails them."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.attempts = 0
+
+    def __call__(self, **kwargs: object) -> str:
+        from pymilvus.exceptions import MilvusException
+
+        self.attempts += 1
+        if self.attempts <= self.failures:
+            raise MilvusException(2, f"Fail connecting to server on {kwargs['uri']}")
+        return "client"
+
+
+def test_connecting_waits_for_a_server_that_is_still_starting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import pymilvus
+
+    late = _LateServer(failures=3)
+    monkeypatch.setattr(pymilvus, "MilvusClient", late)
+    assert _connect(StoreConfig(uri="unix:/tmp/starting.sock", timeout_s=5)) == "client"
+    assert late.attempts == 4
+
+
+def test_connecting_gives_up_after_the_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pymilvus
+
+    never = _LateServer(failures=1_000)
+    monkeypatch.setattr(pymilvus, "MilvusClient", never)
+    started = time.monotonic()
+    with pytest.raises(StoreError, match="cannot connect to the store"):
+        _connect(StoreConfig(uri="unix:/tmp/never.sock", timeout_s=0.5))
+    assert time.monotonic() - started < 2.0
+    assert 2 <= never.attempts <= 5
