@@ -25,8 +25,7 @@ FACTS = ["I have a dog named Rex.", "I play the cello.", "I live in Lisbon."]
 async def test_forget_on_one_worker_empties_the_other_workers_cache(
     tmp_path: Path, embedder: Embedder
 ) -> None:
-    first, second = await concurrency.two_workers(tmp_path, embedder)
-    try:
+    async with concurrency.two_workers(tmp_path, embedder) as (first, second):
         turn = concurrency.make_turn("gone", 1, FACTS)
         assert (await first.writer.write_turn(turn)).stored == 3
         stayed = concurrency.make_turn("stays", 1, FACTS[:1])
@@ -65,16 +64,12 @@ async def test_forget_on_one_worker_empties_the_other_workers_cache(
         await first.memory.cache.refresh()
         [row] = (await first.memory.cache.corpus(Scope("gone"))).records
         assert row.content == "User has a dog named Rex."
-    finally:
-        await second.close()
-        await first.close()
 
 
 async def test_a_deleted_memory_leaves_the_other_workers_cache_and_is_purged(
     tmp_path: Path, embedder: Embedder
 ) -> None:
-    first, second = await concurrency.two_workers(tmp_path, embedder)
-    try:
+    async with concurrency.two_workers(tmp_path, embedder) as (first, second):
         turn = concurrency.make_turn("owner", 1, FACTS[:2])
         assert (await first.writer.write_turn(turn)).stored == 2
         cache = second.memory.cache
@@ -95,9 +90,6 @@ async def test_a_deleted_memory_leaves_the_other_workers_cache_and_is_purged(
         assert await purge(first.store, older_than_ms=-1_000) == 1
         assert await first.store.count(deleted) == 0
         assert await first.store.count(build_filter(owner="owner")) == 1
-    finally:
-        await second.close()
-        await first.close()
 
 
 async def test_a_turn_accepted_before_a_forget_is_not_written_by_any_worker(
@@ -106,8 +98,7 @@ async def test_a_turn_accepted_before_a_forget_is_not_written_by_any_worker(
     """The other worker's queue still holds a turn of the user when they are
     forgotten through this one: it is dropped, not written; a turn accepted after
     the forget is stored as usual."""
-    first, second = await concurrency.two_workers(tmp_path, embedder)
-    try:
+    async with concurrency.two_workers(tmp_path, embedder) as (first, second):
         before = replace(concurrency.make_turn("fay", 1, FACTS[:2]), created_at=now_ms() - 1_000)
         await MemoryAdmin.from_components(first).forget("fay")
         assert (await second.writer.write_turn(before)).stored == 0
@@ -120,9 +111,6 @@ async def test_a_turn_accepted_before_a_forget_is_not_written_by_any_worker(
         assert (await second.writer.write_turn(after)).stored == 1
         assert len(await first.store.scan(build_filter(owner="fay"))) == 1
         assert await forgotten_since(first.store, "fay") is not None
-    finally:
-        await second.close()
-        await first.close()
 
 
 async def test_forget_without_the_running_sidecars_journal_still_stops_its_turns(
@@ -148,8 +136,7 @@ async def test_imported_rows_reach_the_other_workers_cache_at_its_next_refresh(
 ) -> None:
     """Imported rows keep their original times, so a delta refresh alone would miss
     them; the import's reload marker makes the other worker reload the user."""
-    first, second = await concurrency.two_workers(tmp_path, embedder)
-    try:
+    async with concurrency.two_workers(tmp_path, embedder) as (first, second):
         cache = second.memory.cache
         assert (await cache.corpus(Scope("restored"))).records == ()
         await cache.refresh()
@@ -166,9 +153,6 @@ async def test_imported_rows_reach_the_other_workers_cache_at_its_next_refresh(
             "User lives in Lisbon.",
         ]
         assert {r.updated_at for r in rows} == {1_600_000_000_000, 1_600_000_000_001}
-    finally:
-        await second.close()
-        await first.close()
 
 
 async def test_category_moves_reach_the_other_workers_cache_at_its_next_refresh(
@@ -179,8 +163,7 @@ async def test_category_moves_reach_the_other_workers_cache_at_its_next_refresh(
     # Refreshes re-read rows written within the clock skew: none here, so only the
     # marker can bring the moves in.
     monkeypatch.setattr(corpus_cache, "CLOCK_SKEW_MS", 0)
-    first, second = await concurrency.two_workers(tmp_path, embedder)
-    try:
+    async with concurrency.two_workers(tmp_path, embedder) as (first, second):
         turns = [
             replace(concurrency.make_turn("tree", i, [s]), created_at=now_ms())
             for i, s in enumerate(concurrency.SENTENCES)
@@ -198,6 +181,3 @@ async def test_category_moves_reach_the_other_workers_cache_at_its_next_refresh(
         after = {r.id: r.category_id for r in (await cache.corpus(Scope("tree"))).records}
         stored = {r.id: r.category_id for r in await first.store.scan(build_filter(owner="tree"))}
         assert after == stored != before
-    finally:
-        await second.close()
-        await first.close()

@@ -139,25 +139,32 @@ async def test_concurrent_turns_of_one_user(
         await components.close()
 
 
+@contextlib.asynccontextmanager
 async def two_workers(
     tmp: Path, embedder: Embedder, **document: Any
-) -> tuple[Components, Components]:
+) -> AsyncIterator[tuple[Components, Components]]:
     """Two sidecar workers' components on one embedded store server, as the
     supervisor wires them (``server.workers: 2``: host locks, their own journals)."""
     from milvus_lite.server_manager import server_manager_instance
 
     workers = {"server": {"port": 50100, "workers": 2}}
     first = await build(tmp, embedder, **workers, **document)
-    uri = server_manager_instance.start_and_get_uri(str(tmp / "concurrency.db"))
-    second = await build(
-        tmp,
-        embedder,
-        **workers,
-        **document,
-        store={"uri": uri},
-        write_queue={"journal_path": str(tmp / "journal.w1.sqlite3")},
-    )
-    return first, second
+    try:
+        uri = server_manager_instance.start_and_get_uri(str(tmp / "concurrency.db"))
+        second = await build(
+            tmp,
+            embedder,
+            **workers,
+            **document,
+            store={"uri": uri},
+            write_queue={"journal_path": str(tmp / "journal.w1.sqlite3")},
+        )
+        try:
+            yield first, second
+        finally:
+            await second.close()
+    finally:
+        await first.close()
 
 
 async def test_two_workers_writing_one_user_judge_each_fact_new_once(
@@ -167,8 +174,7 @@ async def test_two_workers_writing_one_user_judge_each_fact_new_once(
     store server, as the supervisor wires them) write one user's turns at once, each
     from a corpus snapshot taken before any of them. The host's owner locks and the
     delta read before judging make every fact 'new' exactly once across both."""
-    first, second = await two_workers(tmp_path, embedder)
-    try:
+    async with two_workers(tmp_path, embedder) as (first, second):
         for components in (first, second):  # both hold a snapshot without the facts
             await components.memory.cache.corpus(Scope("solo"))
         turns = plan(["solo"], 30, seed=13)
@@ -179,9 +185,6 @@ async def test_two_workers_writing_one_user_judge_each_fact_new_once(
         await assert_stored_exactly_once(first, expected)
         assert sum(r.stored for r in results) == len(expected["solo"])
         assert sum(r.updated + r.superseded for r in results) == 0
-    finally:
-        await second.close()
-        await first.close()
 
 
 async def test_a_back_link_written_by_another_worker_is_kept(
@@ -190,8 +193,10 @@ async def test_a_back_link_written_by_another_worker_is_kept(
     """Worker B links its new memory to one worker A wrote (a back-link on A's row).
     When A next links another memory to that row, it starts from the row as stored
     (links included), not from its own older copy: both back-links survive."""
-    first, second = await two_workers(tmp_path, embedder, enrichment={"link_threshold": 0.6})
-    try:
+    async with two_workers(tmp_path, embedder, enrichment={"link_threshold": 0.6}) as (
+        first,
+        second,
+    ):
         for components in (first, second):
             await components.memory.cache.corpus(Scope("owner"))
         await first.writer.write_turn(make_turn("owner", 1, ["I have a dog named Rex."]))
@@ -208,9 +213,6 @@ async def test_a_back_link_written_by_another_worker_is_kept(
             rows["User's dog Rex loves to swim in the lake."].id,
             rows["User takes Rex to the vet every spring."].id,
         }
-    finally:
-        await second.close()
-        await first.close()
 
 
 async def test_a_turn_written_late_reaches_the_other_workers_retrieval(
@@ -219,8 +221,7 @@ async def test_a_turn_written_late_reaches_the_other_workers_retrieval(
     """A turn accepted long ago (a backlog, LLM retries) and written now is picked up
     by the other worker's next delta refresh: its rows carry the time they were
     written, not only the turn's."""
-    first, second = await two_workers(tmp_path, embedder)
-    try:
+    async with two_workers(tmp_path, embedder) as (first, second):
         cache = second.memory.cache
         await cache.corpus(Scope("late"))
         await cache.refresh()  # the watermark is now; the turn below is 2023's
@@ -230,16 +231,12 @@ async def test_a_turn_written_late_reaches_the_other_workers_retrieval(
         [row] = (await cache.corpus(Scope("late"))).records
         assert row.content == "User plays the cello."
         assert row.created_at == turn.created_at < row.updated_at
-    finally:
-        await second.close()
-        await first.close()
 
 
 async def test_two_workers_evolve_one_owners_tree_one_at_a_time(
     tmp_path: Path, embedder: Embedder
 ) -> None:
-    first, second = await two_workers(tmp_path, embedder)
-    try:
+    async with two_workers(tmp_path, embedder) as (first, second):
         assert first.hierarchy is not None
         assert second.hierarchy is not None
         async with first.hierarchy.lock("owner"):
@@ -251,9 +248,6 @@ async def test_two_workers_evolve_one_owners_tree_one_at_a_time(
         async with first.hierarchy.lock("owner"):
             await asyncio.wait_for(other, 30)  # other owners are not held up
         assert open_lock_files(tmp_path) > 0
-    finally:
-        await second.close()
-        await first.close()
     assert open_lock_files(tmp_path) == 0  # closed with their components
 
 
