@@ -88,6 +88,12 @@ def _in(name: str, values: Iterable[str]) -> str:
     return f"{_field(name)} in [{', '.join(quote(v) for v in items)}]"
 
 
+def _epoch_ms(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidIdentifier(f"{name} must be an integer (epoch ms)")
+    return int(value)
+
+
 def scope_expression(scope: Scope) -> str:
     """What ``scope`` may read, per the visibility rule in the module docstring."""
     parts = [_eq("user_id", scope.user_id), _eq("visibility", Visibility.PUBLIC)]
@@ -133,13 +139,9 @@ def build_filter(
     if visibilities is not None:
         clauses.append(_in("visibility", [str(v) for v in visibilities]))
     if updated_since is not None:
-        if isinstance(updated_since, bool) or not isinstance(updated_since, int):
-            raise InvalidIdentifier("updated_since must be an integer (epoch ms)")
-        clauses.append(f"updated_at >= {int(updated_since)}")
+        clauses.append(f"updated_at >= {_epoch_ms(updated_since, 'updated_since')}")
     if updated_before is not None:
-        if isinstance(updated_before, bool) or not isinstance(updated_before, int):
-            raise InvalidIdentifier("updated_before must be an integer (epoch ms)")
-        clauses.append(f"updated_at < {int(updated_before)}")
+        clauses.append(f"updated_at < {_epoch_ms(updated_before, 'updated_before')}")
     if not clauses:
         raise InvalidIdentifier("refusing to build an empty filter")
     if status is None and not deleted:  # never what selects: added after that check

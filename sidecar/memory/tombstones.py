@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import replace
 
 from sidecar.memory.corpus_cache import CorpusCache
 from sidecar.memory.filters import build_filter
@@ -88,20 +89,10 @@ def reload_marker_id(owner: str) -> str:
 
 
 async def _mark(store: MemoryStore, owner: str, marker_id: str, source: str) -> int:
+    """Upsert ``owner``'s marker ``marker_id``: a tombstone of no memory, dated now."""
     now = now_ms()
-    marker = MemoryRecord(
-        id=marker_id,
-        user_id=owner,
-        content="",
-        embedding=(1.0,) + (0.0,) * (store.dim - 1),
-        status=Status.DELETED,
-        source=source,
-        importance=0.0,
-        confidence=0.0,
-        created_at=now,
-        updated_at=now,
-    )
-    await store.upsert([marker])
+    blank = MemoryRecord(id=marker_id, user_id=owner, content="", created_at=now)
+    await store.upsert([replace(tombstone(blank, store.dim, now), source=source)])
     return now
 
 
