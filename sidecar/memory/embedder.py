@@ -92,6 +92,8 @@ def build_embedder(config: EmbeddingConfig) -> BatchingEmbedder:
     encoder: Encoder
     if config.backend == "torch":
         encoder = SentenceTransformerEncoder.load(config)
+        if config.cuda_graphs and config.device.startswith("cuda"):
+            encoder = encoder.graphed(config)
     else:
         from sidecar.memory.onnx_embedder import OnnxEncoder
 
@@ -375,11 +377,41 @@ class SentenceTransformerEncoder:
             from sentence_transformers import SentenceTransformer
 
             torch.set_num_threads(config.threads)
-            model = SentenceTransformer(path, device=config.device, local_files_only=True)
+            model = SentenceTransformer(
+                path,
+                device=config.device,
+                local_files_only=True,
+                model_kwargs={"dtype": getattr(torch, config.dtype)},
+            )
         except Exception as exc:  # foreign library errors of every kind, at start-up
             where = path if Path(path).exists() else f"{path} (not a local directory)"
             raise EmbeddingError(f"cannot load embedding model {where}: {exc}") from exc
         return cls(model, batch_size=config.batch_size)
+
+    def graphed(self, config: EmbeddingConfig) -> Encoder:
+        """This model as CUDA graphs (:mod:`sidecar.memory.graphed_encoder`); itself,
+        with a warning saying why, where the model cannot run so."""
+        import torch
+
+        from sidecar.memory.graphed_encoder import graphed_encoder
+
+        try:
+            graphed = graphed_encoder(
+                self._model,
+                device=config.device,
+                dtype=getattr(torch, config.dtype),
+                max_batch=max(config.max_batch, config.batch_size),
+            )
+        except EmbeddingError as exc:
+            log.warning("embedding runs eagerly on %s: %s", config.device, exc)
+            return self
+        log.info(
+            "embedding runs as %d CUDA graphs on %s (%s)",
+            graphed.shapes,
+            config.device,
+            config.dtype,
+        )
+        return graphed
 
     @property
     def dim(self) -> int:
