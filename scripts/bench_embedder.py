@@ -14,9 +14,12 @@ Per backend:
                  alone, against the torch backend's; and each text alone against
                  the same text in one batch of all of them
 
-Example::
+A backend may name the torch device and dtype: ``torch@cuda``, ``torch@cuda/float16``
+(``embedding.device`` and ``embedding.dtype``); plain ``torch`` (CPU, float32) stays
+the cosine reference. Example::
 
     .venv/bin/python scripts/bench_embedder.py --json out/bench_embedder.json
+    .venv/bin/python scripts/bench_embedder.py --backends torch,torch@cuda/float16,onnx-int8
 """
 
 from __future__ import annotations
@@ -247,9 +250,12 @@ class Result:
     batch_vs_single_min: float | None = None
 
 
-def load_encoder(backend: str, config: EmbeddingConfig) -> tuple[Encoder, bool | None]:
-    if backend == "torch":
-        return SentenceTransformerEncoder.load(config), None
+def load_encoder(config: EmbeddingConfig) -> tuple[Encoder, bool | None]:
+    if config.backend == "torch":
+        eager = SentenceTransformerEncoder.load(config)
+        if config.cuda_graphs and config.device.startswith("cuda"):
+            return eager.graphed(config), None  # as build_embedder does
+        return eager, None
     encoder = OnnxEncoder.load(config)
     return encoder, encoder.artifact.built if encoder.artifact else None
 
@@ -269,7 +275,7 @@ async def run_load(embedder: BatchingEmbedder, concurrency: int, requests: int) 
         while remaining > 0:
             remaining -= 1
             started = time.perf_counter()
-            await embedder.embed([QUERIES[i % len(QUERIES)]])
+            await embedder.embed([QUERIES[i % len(QUERIES)]], urgent=True)
             latencies.append(time.perf_counter() - started)
             i += 1
 
@@ -300,7 +306,7 @@ async def bench_backend(
 ) -> tuple[Result, Vectors | None]:
     loop = asyncio.get_running_loop()
     started = time.perf_counter()
-    encoder, built = await loop.run_in_executor(None, load_encoder, backend, config)
+    encoder, built = await loop.run_in_executor(None, load_encoder, config)
     build_s = time.perf_counter() - started
     for i in range(20):
         encoder.encode([QUERIES[i % len(QUERIES)]])
@@ -314,7 +320,7 @@ async def bench_backend(
         embed_times = []
         for i in range(single):
             t0 = time.perf_counter()
-            await embedder.embed([QUERIES[i % len(QUERIES)]])
+            await embedder.embed([QUERIES[i % len(QUERIES)]], urgent=True)
             embed_times.append(time.perf_counter() - t0)
         result = Result(
             backend=backend,
@@ -377,7 +383,7 @@ def print_table(results: list[Result], concurrency: list[int]) -> None:
 
 async def main_async(args: argparse.Namespace) -> int:
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    unknown = set(backends) - set(BACKENDS)
+    unknown = {b for b in backends if b.partition("@")[0] not in BACKENDS}
     if unknown:
         print(f"unknown backends: {sorted(unknown)}", file=sys.stderr)
         return 2
@@ -390,10 +396,14 @@ async def main_async(args: argparse.Namespace) -> int:
     reference: Vectors | None = None
     lanes = [int(n) for n in args.lanes.split(",")]
     for backend in backends:
+        name, _, placement = backend.partition("@")
+        device, _, dtype = placement.partition("/")
         for n_lanes in lanes:
             config = EmbeddingConfig(
                 model=args.model,
-                backend=backend,
+                backend=name,
+                device=device or "cpu",
+                dtype=dtype or "float32",
                 cache_dir=str(cache_dir),
                 threads=args.threads,
                 batch_wait_ms=args.batch_wait_ms,
