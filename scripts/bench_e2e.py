@@ -117,6 +117,35 @@ def fact_decisions(stack: Stack) -> dict[str, float]:
     return out
 
 
+#: Where a sidecar request's time goes: (label, histogram, labels) of its metrics.
+BREAKDOWN = (
+    ("request_body", "memory_sidecar_phase_seconds", {"phase": "request_body"}),
+    ("embedding", "memory_sidecar_embed_seconds", None),
+    ("retrieval", "memory_sidecar_retrieval_seconds", {"strategy": "default"}),
+)
+
+
+def histogram_totals(stack: Stack) -> dict[str, tuple[float, float]]:
+    """(sum, count) of each :data:`BREAKDOWN` histogram, summed over the workers."""
+    return {
+        label: (stack.sidecar_metric(f"{name}_sum", labels),
+                stack.sidecar_metric(f"{name}_count", labels))
+        for label, name, labels in BREAKDOWN
+    }  # fmt: skip
+
+
+def breakdown_ms(
+    before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]]
+) -> dict[str, float]:
+    """Mean milliseconds per observation between two :func:`histogram_totals`."""
+    means = {}
+    for label, (total, count) in after.items():
+        n = count - before[label][1]
+        if n > 0:
+            means[label] = 1000 * (total - before[label][0]) / n
+    return means
+
+
 def measure(
     name: str,
     url: str,
@@ -124,12 +153,17 @@ def measure(
     users: int,
     results: list[Result],
     settle: Callable[[], None] | None = None,
+    stack: Stack | None = None,
+    breakdowns: dict[str, dict[str, float]] | None = None,
 ) -> None:
-    """One run per mode and concurrency; ``settle`` runs before each."""
+    """One run per mode and concurrency; ``settle`` runs before each. With ``stack``,
+    the sidecar's mean request-body phase, embedding and retrieval times of each
+    run are printed and kept in ``breakdowns``."""
     for stream in [False] if args.no_stream else [False, True]:
         for concurrency in [int(c) for c in args.concurrency.split(",")]:
             if settle is not None:
                 settle()
+            before = histogram_totals(stack) if stack is not None else None
             data = asyncio.run(
                 run_load(
                     url,
@@ -149,6 +183,11 @@ def measure(
                 f"p99={result.p99_ms:.2f}ms {result.rps:.0f} req/s",
                 flush=True,
             )
+            if stack is not None and before is not None:
+                means = breakdown_ms(before, histogram_totals(stack))
+                print("    sidecar means: " + ", ".join(f"{k} {v:.2f}ms" for k, v in means.items()))
+                if breakdowns is not None:
+                    breakdowns[f"{name} stream={stream} c={concurrency}"] = means
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -182,15 +221,23 @@ def main(argv: list[str] | None = None) -> int:
         " do-nothing baseline with as many processes",
     )
     parser.add_argument("--lanes", type=int, help="embedding.lanes of the sidecar")
+    parser.add_argument(
+        "--embedding",
+        help="embedding backend of the sidecar, BACKEND[@DEVICE[/DTYPE]]: onnx-int8 (the "
+        "default), torch@cuda, torch@cuda/float16 (the seeded stores keep the default's "
+        "vectors)",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     worker_counts = [int(w) for w in args.workers.split(",")]
     workdir = Path(tempfile.mkdtemp(prefix="bench-e2e-"))
     results: list[Result] = []
+    breakdowns: dict[str, dict[str, float]] = {}
     report: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "per_user": args.per_user,
+        "embedding": args.embedding or "onnx-int8",
         "sizes": sizes,
     }
     try:
@@ -230,8 +277,16 @@ def main(argv: list[str] | None = None) -> int:
             stack_dir.mkdir()
             shutil.copy(stores[size], stack_dir / "memory.db")
             overrides: dict[str, Any] = {"server": {"workers": workers}}
+            embedding: dict[str, Any] = {}
             if args.lanes:
-                overrides["embedding"] = {"lanes": args.lanes}
+                embedding["lanes"] = args.lanes
+            if args.embedding:
+                backend, _, placement = args.embedding.partition("@")
+                device, _, dtype = placement.partition("/")
+                embedding |= {"backend": backend, "device": device or "cpu"}
+                embedding |= {"dtype": dtype} if dtype else {}
+            if embedding:
+                overrides["embedding"] = embedding
             stack = Stack(stack_dir, config_overrides=overrides)
             try:
                 stack.start()
@@ -251,10 +306,10 @@ def main(argv: list[str] | None = None) -> int:
                 wait_corpora_loaded(stack, size, warm)
                 drained = partial(wait_writes_drained, stack)
                 measure(f"envoy+sidecar@{label}", f"{stack.base_url}/chat/completions",
-                        args, users, results, drained)  # fmt: skip
+                        args, users, results, drained, stack, breakdowns)  # fmt: skip
                 if args.readonly:
                     measure(f"envoy+sidecar@{label} ro", readonly, args, users,
-                            results, drained)  # fmt: skip
+                            results, drained, stack, breakdowns)  # fmt: skip
                 key = label.replace(" ", "_")
                 report[f"mean_injected_{key}"] = stack.sidecar_metric(
                     "memory_sidecar_injected_memories_sum"
@@ -277,6 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     print_table(results)
     report["statements"] = args.statements
     report["results"] = [asdict(r) for r in results]
+    report["sidecar_means_ms"] = breakdowns
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2))
