@@ -13,7 +13,6 @@ import sys
 
 import grpc
 
-from sidecar import event_loop
 from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
 from sidecar.extproc.processor import Processor
 from sidecar.extproc.service import ExternalProcessorService
@@ -45,14 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=50052)
-    parser.add_argument(
-        "--loop",
-        choices=["auto", "uvloop", "asyncio"],
-        default="auto",
-        help="event loop, as the sidecar's server.event_loop (same default)",
-    )
     args = parser.parse_args(argv)
-    event_loop.run(lambda: serve(args.host, args.port), args.loop)
+    asyncio.run(serve(args.host, args.port))
     return 0
 
 

@@ -227,12 +227,6 @@ def main(argv: list[str] | None = None) -> int:
         "default), torch@cuda, torch@cuda/float16 (the seeded stores keep the default's "
         "vectors)",
     )
-    parser.add_argument(
-        "--event-loop",
-        choices=["auto", "uvloop", "asyncio"],
-        default="auto",
-        help="server.event_loop of the sidecar, and the do-nothing processor's loop",
-    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -244,7 +238,6 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "per_user": args.per_user,
         "embedding": args.embedding or "onnx-int8",
-        "event_loop": args.event_loop,
         "sizes": sizes,
     }
     try:
@@ -261,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
             measure("direct", f"{base.mock_url}/v1/chat/completions", args, 10, results)
             measure("envoy", f"http://127.0.0.1:{bare_port}/v1/chat/completions", args, 10, results)
             for workers in worker_counts:
-                noops, noop_port = noop_processors(workdir, workers, args.event_loop)
+                noops, noop_port = noop_processors(workdir, workers)
                 extra += [noop.start() for noop in noops]
                 noop_envoy, noop_envoy_port = start_envoy(
                     base, f"noop-w{workers}", noop_port, workdir, workers=workers
@@ -283,9 +276,7 @@ def main(argv: list[str] | None = None) -> int:
             stack_dir = workdir / f"sidecar-{size}-w{workers}"
             stack_dir.mkdir()
             shutil.copy(stores[size], stack_dir / "memory.db")
-            overrides: dict[str, Any] = {
-                "server": {"workers": workers, "event_loop": args.event_loop}
-            }
+            overrides: dict[str, Any] = {"server": {"workers": workers}}
             embedding: dict[str, Any] = {}
             if args.lanes:
                 embedding["lanes"] = args.lanes

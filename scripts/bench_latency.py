@@ -209,16 +209,14 @@ def noop_processor(workdir: Path) -> tuple[ManagedProcess, int]:
     return processes[0], port
 
 
-def noop_processors(
-    workdir: Path, count: int, loop: str = "auto"
-) -> tuple[list[ManagedProcess], int]:
+def noop_processors(workdir: Path, count: int) -> tuple[list[ManagedProcess], int]:
     """``count`` do-nothing ext_proc processes (not started) on consecutive ports,
-    the baseline for ``server.workers: count``, on event loop ``loop``; the first port."""
+    the baseline for ``server.workers: count``; the first port."""
     port = free_port_run(count)
     processes = [
         ManagedProcess(
             f"noop-extproc-{i}",
-            [PYTHON, "-m", "e2e.noop_extproc", "--port", str(port + i), "--loop", loop],
+            [PYTHON, "-m", "e2e.noop_extproc", "--port", str(port + i)],
             workdir / f"noop-{port + i}.log",
         )
         for i in range(count)

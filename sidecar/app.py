@@ -262,12 +262,11 @@ class Sidecar:
             self._admin = AdminServer(self._config.admin, app)
             await self._admin.start()
         log.info(
-            "listening grpc=%s:%d admin=%s store=%s loop=%s",
+            "listening grpc=%s:%d admin=%s store=%s",
             server_config.host,
             self.port,
             self.admin_port or "off",
             "file" if self._config.store.is_local_file else "server",
-            type(asyncio.get_running_loop()).__module__.partition(".")[0],
         )
 
     async def stop(self) -> None:

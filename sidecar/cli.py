@@ -15,7 +15,6 @@ from sidecar.errors import ConfigError, InvalidInput, SidecarError
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from sidecar import event_loop
     from sidecar.app import serve
     from sidecar.logs import configure_logging
 
@@ -25,7 +24,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         from sidecar.workers import Supervisor
 
         return Supervisor(config).run()
-    event_loop.run(lambda: serve(config), config.server.event_loop)
+    asyncio.run(serve(config))
     return 0
 
 

@@ -88,11 +88,6 @@ class ServerConfig(_Model):
     #: each a replica (others' writes visible within ``cache.ttl_s``). The generated
     #: Envoy config balances over all of them. Needs a fixed ``port``.
     workers: int = Field(default=1, ge=1, le=64)
-    #: The asyncio event loop of each sidecar process. ``auto``: uvloop where it is
-    #: installed (a dependency on Linux and macOS), else the standard loop. uvloop
-    #: took ~1 ms off a read-only request through Envoy and added 10–20 % throughput
-    #: at concurrency 16 on 2-core x86. ``asyncio`` forces the standard loop.
-    event_loop: Literal["auto", "uvloop", "asyncio"] = "auto"
 
     _check_key = field_validator("profile_metadata_key")(_header_name)
 

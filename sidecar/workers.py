@@ -141,7 +141,6 @@ def worker_config(config: SidecarConfig, index: int, store_uri: str | None) -> S
 
 def run_worker(config: SidecarConfig, index: int, ready: Connection, supervisor: int) -> None:
     """A worker process's main: one complete sidecar; reports its ports on ``ready``."""
-    from sidecar import event_loop
     from sidecar.app import serve
     from sidecar.logs import configure_logging
 
@@ -151,10 +150,7 @@ def run_worker(config: SidecarConfig, index: int, ready: Connection, supervisor:
         ready.send((grpc_port, admin_port))
         ready.close()
 
-    event_loop.run(
-        lambda: serve(config, announce=announce, supervisor_pid=supervisor, worker=index),
-        config.server.event_loop,
-    )
+    asyncio.run(serve(config, announce=announce, supervisor_pid=supervisor, worker=index))
 
 
 # -- the supervisor -------------------------------------------------------------------
