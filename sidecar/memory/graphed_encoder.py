@@ -136,21 +136,26 @@ class _Graph:
     serialized and each output is copied out before the next replay)."""
 
     def __init__(
-        self, pooler: BertMeanPooler, batch: int, length: int, device: Any, pool: Any
+        self,
+        pooler: BertMeanPooler,
+        batch: int,
+        length: int,
+        device: Any,
+        pool: Any,
+        stream: Any,
     ) -> None:
         import torch
 
         self.ids = torch.zeros((batch, length), dtype=torch.long, device=device)
         self.mask = torch.zeros((batch, length), dtype=torch.long, device=device)
         self.mask[:, 0] = 1  # a valid (non-empty) row while warming up and capturing
-        stream = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
         stream.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(stream), torch.inference_mode():
             for _ in range(2):  # warm-up outside the graph (lazy kernel initialization)
                 pooler(self.ids, self.mask)
         torch.cuda.current_stream(device).wait_stream(stream)
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph, pool=pool), torch.inference_mode():
+        with torch.cuda.graph(self.graph, pool=pool, stream=stream), torch.inference_mode():
             self.out = pooler(self.ids, self.mask)
 
 
@@ -178,10 +183,14 @@ class GraphedEncoder:
         largest = max(1, min(max_batch, BATCH_BUCKETS[-1]))
         self._batches = sorted({n for n in BATCH_BUCKETS if n < largest} | {largest})
         pool = torch.cuda.graph_pool_handle()
+        # One side stream for every warm-up and capture: each new stream gets its own
+        # cuBLAS workspace (measured: 30 streams held ~1 GiB of GPU memory).
+        stream = torch.cuda.Stream(self._device)  # type: ignore[no-untyped-call]
+        # Largest shape first, so smaller graphs can reuse its blocks in the pool.
         self._graphs = {
-            (batch, length): _Graph(pooler, batch, length, self._device, pool)
-            for batch in self._batches
-            for length in self._lengths
+            (batch, length): _Graph(pooler, batch, length, self._device, pool, stream)
+            for batch in reversed(self._batches)
+            for length in reversed(self._lengths)
         }
         torch.cuda.synchronize(self._device)
         self._dim = int(next(iter(self._graphs.values())).out.shape[1])
