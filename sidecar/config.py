@@ -221,7 +221,7 @@ class EmbeddingConfig(_Model):
     #: ``torch`` on a CUDA device: run the model as CUDA graphs captured at start-up
     #: (one per padded batch × length shape; BERT-family models with mean pooling,
     #: such as the default). Eager PyTorch spends a query's time launching kernels
-    #: (H100: 4.5–5.3 ms per query, slower than ``onnx-int8`` on one CPU core); a
+    #: (H100: 4.5–6.4 ms per query, slower than ``onnx-int8`` on one CPU core); a
     #: replayed graph does not. Other models, or ``false``, run eagerly.
     cuda_graphs: bool = True
     #: Intra-op threads (torch or ONNX Runtime); 1 is steadier than 2 under CPU

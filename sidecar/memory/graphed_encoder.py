@@ -1,7 +1,7 @@
 """The ``torch`` backend on a GPU without per-kernel launch cost: CUDA graphs.
 
 Eager PyTorch spends a query's time launching the ~100 small kernels of a 6-layer
-BERT, not running them: on an H100 one query took 4.5–5.3 ms through
+BERT, not running them: on an H100 one query took 4.5–6.4 ms through
 sentence-transformers, slower than the int8 ONNX model on one CPU core (~2 ms). This
 encoder runs the same model as a fixed sequence of tensor operations
 (:class:`BertMeanPooler`: embeddings, encoder layers, mean pooling, normalization,
