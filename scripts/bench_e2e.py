@@ -39,6 +39,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from bench_latency import (  # noqa: E402
     Result,
+    embedding_spec,
     noop_processors,
     print_table,
     run_load,
@@ -281,10 +282,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.lanes:
                 embedding["lanes"] = args.lanes
             if args.embedding:
-                backend, _, placement = args.embedding.partition("@")
-                device, _, dtype = placement.partition("/")
-                embedding |= {"backend": backend, "device": device or "cpu"}
-                embedding |= {"dtype": dtype} if dtype else {}
+                embedding |= embedding_spec(args.embedding)
             if embedding:
                 overrides["embedding"] = embedding
             stack = Stack(stack_dir, config_overrides=overrides)

@@ -46,12 +46,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from bench_latency import embedding_spec  # noqa: E402
+
 from sidecar.config import EmbeddingConfig  # noqa: E402
 from sidecar.memory.embedder import (  # noqa: E402
     BatchingEmbedder,
     Encoder,
-    SentenceTransformerEncoder,
     Vectors,
+    load_torch_encoder,
 )
 from sidecar.memory.onnx_embedder import OnnxEncoder  # noqa: E402
 
@@ -252,10 +254,7 @@ class Result:
 
 def load_encoder(config: EmbeddingConfig) -> tuple[Encoder, bool | None]:
     if config.backend == "torch":
-        eager = SentenceTransformerEncoder.load(config)
-        if config.cuda_graphs and config.device.startswith("cuda"):
-            return eager.graphed(config), None  # as build_embedder does
-        return eager, None
+        return load_torch_encoder(config), None
     encoder = OnnxEncoder.load(config)
     return encoder, encoder.artifact.built if encoder.artifact else None
 
@@ -396,14 +395,10 @@ async def main_async(args: argparse.Namespace) -> int:
     reference: Vectors | None = None
     lanes = [int(n) for n in args.lanes.split(",")]
     for backend in backends:
-        name, _, placement = backend.partition("@")
-        device, _, dtype = placement.partition("/")
         for n_lanes in lanes:
             config = EmbeddingConfig(
                 model=args.model,
-                backend=name,
-                device=device or "cpu",
-                dtype=dtype or "float32",
+                **embedding_spec(backend),
                 cache_dir=str(cache_dir),
                 threads=args.threads,
                 batch_wait_ms=args.batch_wait_ms,

@@ -93,6 +93,14 @@ class Result:
     ttfb_p99_ms: float | None = None
 
 
+def embedding_spec(spec: str) -> dict[str, str]:
+    """``BACKEND[@DEVICE[/DTYPE]]`` (``onnx-int8``, ``torch@cuda/float16``) as
+    ``embedding`` settings: backend, device (default cpu), dtype (default float32)."""
+    backend, _, placement = spec.partition("@")
+    device, _, dtype = placement.partition("/")
+    return {"backend": backend, "device": device or "cpu", "dtype": dtype or "float32"}
+
+
 def percentile(values: list[float], q: float) -> float:
     if not values:
         return float("nan")

@@ -91,14 +91,21 @@ def build_embedder(config: EmbeddingConfig) -> BatchingEmbedder:
     """
     encoder: Encoder
     if config.backend == "torch":
-        encoder = SentenceTransformerEncoder.load(config)
-        if config.cuda_graphs and config.device.startswith("cuda"):
-            encoder = encoder.graphed(config)
+        encoder = load_torch_encoder(config)
     else:
         from sidecar.memory.onnx_embedder import OnnxEncoder
 
         encoder = OnnxEncoder.load(config)
     return BatchingEmbedder.for_encoder(encoder, config)
+
+
+def load_torch_encoder(config: EmbeddingConfig) -> Encoder:
+    """The ``torch`` backend: sentence-transformers, replayed as CUDA graphs on a CUDA
+    device when ``cuda_graphs`` is on and the model qualifies (blocking, seconds)."""
+    encoder = SentenceTransformerEncoder.load(config)
+    if config.cuda_graphs and config.device.startswith("cuda"):
+        return encoder.graphed(config)
+    return encoder
 
 
 @dataclass(slots=True, eq=False)
@@ -391,15 +398,12 @@ class SentenceTransformerEncoder:
     def graphed(self, config: EmbeddingConfig) -> Encoder:
         """This model as CUDA graphs (:mod:`sidecar.memory.graphed_encoder`); itself,
         with a warning saying why, where the model cannot run so."""
-        import torch
-
         from sidecar.memory.graphed_encoder import graphed_encoder
 
         try:
             graphed = graphed_encoder(
                 self._model,
                 device=config.device,
-                dtype=getattr(torch, config.dtype),
                 max_batch=max(config.max_batch, config.batch_size),
             )
         except EmbeddingError as exc:

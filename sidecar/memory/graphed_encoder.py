@@ -57,13 +57,14 @@ def graphable(model: Any) -> str | None:
 
 class BertMeanPooler:
     """BERT encoder + attention-masked mean pooling + L2 normalization, as plain
-    tensor operations over fixed-shape inputs (so a CUDA graph can capture it)."""
+    tensor operations over fixed-shape inputs (so a CUDA graph can capture it), in
+    the model's own dtype and on its device (its weights are used, not copied)."""
 
-    def __init__(self, auto_model: Any, *, dtype: Any) -> None:
+    def __init__(self, auto_model: Any) -> None:
         import torch
 
         config = auto_model.config
-        state = {k: v.detach().to(dtype) for k, v in auto_model.state_dict().items()}
+        state = {k: v.detach() for k, v in auto_model.state_dict().items()}
         self._torch = torch
         self.heads = int(config.num_attention_heads)
         self.eps = float(config.layer_norm_eps)
@@ -254,7 +255,7 @@ def pad_to_bucket(
     return padded_ids, padded_mask
 
 
-def graphed_encoder(model: Any, *, device: str, dtype: Any, max_batch: int) -> GraphedEncoder:
+def graphed_encoder(model: Any, *, device: str, max_batch: int) -> GraphedEncoder:
     """Capture ``model`` (a loaded SentenceTransformer on a CUDA ``device``) as graphs.
 
     Raises :class:`EmbeddingError` when the model does not qualify (see
@@ -263,10 +264,10 @@ def graphed_encoder(model: Any, *, device: str, dtype: Any, max_batch: int) -> G
     reason = graphable(model)
     if reason is not None:
         raise EmbeddingError(f"cannot run as CUDA graphs: {reason}")
-    transformer = model[0]
-    max_length = int(model.max_seq_length or transformer.auto_model.config.max_position_embeddings)
-    max_length = min(max_length, int(transformer.auto_model.config.max_position_embeddings))
-    pooler = BertMeanPooler(transformer.auto_model, dtype=dtype)
+    auto_model = model[0].auto_model
+    positions = int(auto_model.config.max_position_embeddings)
+    max_length = min(int(model.max_seq_length or positions), positions)
+    pooler = BertMeanPooler(auto_model)
     try:
         return GraphedEncoder(
             model.tokenizer,

@@ -58,7 +58,7 @@ def test_the_tensor_program_matches_sentence_transformers_in_padded_batches(
     and columns of padding, as the graphs see them), gives sentence-transformers'
     vectors: padding changes nothing."""
     model = model_of(eager)
-    pooler = BertMeanPooler(model[0].auto_model, dtype=torch.float32)
+    pooler = BertMeanPooler(model[0].auto_model)
     got = []
     for start in range(0, len(SAMPLES), 5):  # 5 texts -> batch bucket 8 (3 -> 4)
         texts = SAMPLES[start : start + 5]
@@ -100,7 +100,7 @@ def test_other_pooling_runs_eagerly_and_says_why(
     encoder = SentenceTransformerEncoder.load(config)
     assert graphable(model_of(encoder)) == "pooling 'cls' (needs mean)"
     with pytest.raises(EmbeddingError, match="cannot run as CUDA graphs: pooling 'cls'"):
-        graphed_encoder(model_of(encoder), device="cuda", dtype=torch.float32, max_batch=32)
+        graphed_encoder(model_of(encoder), device="cuda", max_batch=32)
     with caplog.at_level(logging.WARNING, logger="sidecar.memory.embedder"):
         assert encoder.graphed(config) is encoder
     assert "embedding runs eagerly on cpu: cannot run as CUDA graphs" in caplog.text
