@@ -145,6 +145,10 @@ PHRASES: tuple[tuple[tuple[str, ...], str], ...] = tuple(
         ("more details", "implicit"),
     )
 )
+#: The phrases that start with each word (a query is scanned once, not per phrase).
+_PHRASES_BY_FIRST: dict[str, tuple[tuple[str, ...], ...]] = {
+    first: tuple(p for p, _ in PHRASES if p[0] == first) for first in {p[0] for p, _ in PHRASES}
+}
 #: Implicit phrases the heuristic replaces with the latest noun phrase.
 _REPLACEABLE = frozenset(
     {
@@ -348,12 +352,15 @@ def detect(text: str) -> Ambiguity:
         elif base == "before" and (i in clause_end or k + 1 == len(words)):
             add("temporal")
     lowered = [w.base for w in words]
-    for phrase, kind in PHRASES:
-        n = len(phrase)
-        for start in range(len(lowered) - n + 1):
-            if tuple(lowered[start : start + n]) == phrase:
-                add(kind, " ".join(phrase) if kind == "implicit" else None)
-                break
+    present = {
+        phrase
+        for start, word in enumerate(lowered)
+        for phrase in _PHRASES_BY_FIRST.get(word, ())
+        if tuple(lowered[start : start + len(phrase)]) == phrase
+    }
+    for phrase, kind in PHRASES:  # in PHRASES order, as the reasons are listed
+        if phrase in present:
+            add(kind, " ".join(phrase) if kind == "implicit" else None)
     if any(tuple(lowered[: len(opening)]) == opening for opening in ELLIPSIS_STARTS):
         add("ellipsis")
     if len(words) < SHORT_WORDS:

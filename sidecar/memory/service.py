@@ -115,7 +115,8 @@ class MemoryService:
         corpus = self.cache.corpus_nowait(scope) if wanted else None
         if corpus is None:
             return {}
-        return {c.id: c.abstract for c in corpus.categories if c.id in wanted and c.abstract}
+        found = (corpus.category(cid) for cid in wanted)
+        return {c.id: c.abstract for c in found if c is not None and c.abstract}
 
     async def retrieve(self, text: str, scope: Scope, config: RetrievalConfig) -> list[Hit]:
         """The memories to inject for ``text``: the strategy's top-k with evidence."""
@@ -170,10 +171,8 @@ class MemoryService:
                 search_text = rewrite.query
                 also = text if profile.rewrite.search == "both" else None
         retrieval = profile.retrieval
-        query, hits = await asyncio.wait_for(
-            self.retrieve_texts(search_text, scope, retrieval, also=also),
-            timeout=retrieval.timeout_ms / 1000,
-        )
+        async with asyncio.timeout(retrieval.timeout_ms / 1000):  # no task of its own
+            query, hits = await self.retrieve_texts(search_text, scope, retrieval, also=also)
         deep: DeepReport | None = None
         if profile.deep_search.mode != "off":
             hits, deep = await self._deep_on_request(

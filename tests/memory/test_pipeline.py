@@ -11,7 +11,7 @@ from sidecar.config import LinkConfig, RetrievalConfig
 from sidecar.memory.corpus import Corpus
 from sidecar.memory.records import MemoryRecord, Status
 from sidecar.memory.retrieval.base import Query
-from sidecar.memory.retrieval.links import expand_links, neighbours
+from sidecar.memory.retrieval.links import expand_links
 from sidecar.memory.retrieval.pipeline import PipelineRetriever
 from sidecar.memory.retrieval.registry import build_retrievers
 from sidecar.memory.retrieval.signals import Scores, top_indices
@@ -132,6 +132,15 @@ def test_session_neighbours_and_persisted_links_are_followed() -> None:
     assert "a1" not in ranked_ids("linked", corpus, q, no_session)
 
 
+def reference_neighbours(corpus: Corpus, index: int, cfg: LinkConfig) -> list[int]:
+    found = list(corpus.links[index])
+    if cfg.session_neighbors:
+        for other in (int(corpus.session_prev[index]), int(corpus.session_next[index])):
+            if other >= 0 and other not in found:
+                found.append(other)
+    return found
+
+
 def reference_expand_links(
     corpus: Corpus, direct: Scores, cfg: LinkConfig, pool: int, evidence: npt.NDArray[np.bool_]
 ) -> tuple[Scores, dict[int, str]]:
@@ -145,7 +154,7 @@ def reference_expand_links(
             decay = cfg.hop_decay ** (hop - 1)
             following: list[int] = []
             for node in frontier:
-                for other in neighbours(corpus, node, cfg):
+                for other in reference_neighbours(corpus, node, cfg):
                     if other not in seen:
                         seen.add(other)
                         following.append(other)
@@ -156,7 +165,7 @@ def reference_expand_links(
     return final, via
 
 
-@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("seed", range(120))
 def test_link_expansion_matches_the_formula_bit_for_bit(seed: int) -> None:
     rng = np.random.default_rng(seed)
     size = int(rng.integers(1, 120))
@@ -168,7 +177,9 @@ def test_link_expansion_matches_the_formula_bit_for_bit(seed: int) -> None:
             unit(*rng.random(DIM) + 0.01),
             session=f"s{rng.integers(0, 4)}" if rng.random() < 0.8 else "",
             at=int(rng.integers(0, 1000)),
-            related=tuple(rng.choice(ids, size=int(rng.integers(0, 5)), replace=False)),
+            related=tuple(
+                rng.choice(ids, size=int(rng.integers(0, min(5, size + 1))), replace=False)
+            ),
         )
         for i in range(size)
     ]
@@ -186,7 +197,7 @@ def test_link_expansion_matches_the_formula_bit_for_bit(seed: int) -> None:
     expected, expected_via = reference_expand_links(corpus, direct, cfg, pool, evidence)
     assert final.dtype == np.float32
     assert final.tobytes() == expected.tobytes()
-    assert list(via.items()) == list(expected_via.items())
+    assert via == expected_via  # which memories came through a link (order is no contract)
 
 
 def test_linked_memories_never_take_more_than_their_share() -> None:

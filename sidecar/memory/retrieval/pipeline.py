@@ -17,6 +17,7 @@ import dataclasses
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from sidecar.config import HybridConfig, RetrievalConfig
 from sidecar.memory.corpus import Corpus
@@ -114,12 +115,12 @@ class PipelineRetriever:
             self._associative == "config" and config.associative.enabled
         ):
             assoc = config.associative.model_copy(update={"enabled": True})
-            reached = gate | np.isin(np.arange(corpus.size), list(via))
+            reached = _admit(gate, via)
             scores, via = expand_associative(corpus, scores, via, assoc, reached)
         # A memory reached through a link or association is admitted on its
         # referrer's evidence; one with evidence of its own counts as direct.
         via = {i: label for i, label in via.items() if not gate[i]}
-        gate = gate | np.isin(np.arange(corpus.size), list(via))
+        gate = _admit(gate, via)
         order = top_indices(scores, max(config.candidate_pool, top_k), gate)
         if self._rerank and config.rerank.enabled:
             order, scores = _rerank(order, scores, corpus, config)
@@ -135,6 +136,14 @@ class PipelineRetriever:
 _NO_NGRAM = HybridConfig(ngram_weight=0.0)
 
 
+def _admit(gate: npt.NDArray[np.bool_], via: dict[int, str]) -> npt.NDArray[np.bool_]:
+    """``gate`` with every memory in ``via`` admitted too."""
+    admitted = gate.copy()
+    if via:
+        admitted[np.fromiter(via, dtype=np.intp, count=len(via))] = True
+    return admitted
+
+
 def _rerank(
     order: list[int], scores: Scores, corpus: Corpus, config: RetrievalConfig
 ) -> tuple[list[int], Scores]:
@@ -142,12 +151,18 @@ def _rerank(
     if not pool:
         return order, scores
     now = now_ms()
-    top = float(max(scores[i] for i in pool)) or 1.0
+    similarities = scores[pool].tolist()
+    top = max(similarities) or 1.0
+    records, rerank = corpus.records, config.rerank
+    final = np.asarray(
+        [
+            composite(value / top, records[index], rerank, now)
+            for value, index in zip(similarities, pool, strict=True)
+        ],
+        dtype=np.float32,
+    )
     reranked = scores.copy()
-    for index in pool:
-        similarity = float(scores[index]) / top
-        reranked[index] = np.float32(
-            composite(similarity, corpus.records[index], config.rerank, now)
-        )
-    head = sorted(pool, key=lambda i: (-float(reranked[i]), i))
+    reranked[pool] = final
+    by_final = final.tolist()
+    head = [pool[j] for j in sorted(range(len(pool)), key=lambda j: (-by_final[j], pool[j]))]
     return head + order[len(pool) :], reranked

@@ -18,13 +18,14 @@ from sidecar.config import RerankConfig
 from sidecar.memory.records import MemoryRecord
 
 MS_PER_DAY = 86_400_000
+_LOG1P_100 = math.log1p(100)
 
 
 def salience(record: MemoryRecord, config: RerankConfig, now_ms: int) -> float:
     total = config.importance_weight + config.access_weight + config.recency_weight
     if total <= 0:
         return 0.0
-    access = min(1.0, math.log1p(max(0, record.access_count)) / math.log1p(100))
+    access = min(1.0, math.log1p(max(0, record.access_count)) / _LOG1P_100)
     when = record.updated_at or record.created_at
     age_days = max(0.0, (now_ms - when) / MS_PER_DAY) if when > 0 else float("inf")
     recency: float = 0.5 ** (age_days / config.recency_half_life_days)

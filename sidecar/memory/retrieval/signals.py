@@ -96,7 +96,7 @@ def top_indices(scores: Scores, limit: int, mask: npt.NDArray[np.bool_] | None =
         keep = values >= cutoff
         candidates, values = candidates[keep], values[keep]
     order = np.lexsort((candidates, -values))
-    return [int(candidates[i]) for i in order[:limit]]
+    return [int(i) for i in candidates[order[:limit]].tolist()]
 
 
 def compute_signals(query: Query, corpus: Corpus, config: HybridConfig) -> Signals:
