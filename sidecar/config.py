@@ -248,6 +248,21 @@ class EmbeddingConfig(_Model):
     #: Most ``embed()`` calls waiting for the model; beyond it calls fail at once
     #: (retrieval then goes on without memory) instead of queueing without bound.
     max_queue: int = Field(default=1024, ge=1, le=1_000_000)
+    #: With ``server.workers`` > 1: one encoder process runs the model for every
+    #: worker (over a Unix socket), so their queries are batched together. ``auto``:
+    #: on a GPU ``device`` (one CUDA context and one set of graphs instead of ~1 GB
+    #: of GPU memory per worker, and one batch instead of kernels of N processes
+    #: taking turns on the GPU); ``on``: on CPU too; ``off``: a model per worker.
+    shared: Literal["auto", "on", "off"] = "auto"
+    #: The Unix socket of the shared encoder this process embeds with instead of a
+    #: model of its own. Set by the ``server.workers`` supervisor for its workers.
+    service_socket: str = ""
+
+    def shared_by(self, workers: int) -> bool:
+        """Whether ``workers`` sidecar processes share one encoder process."""
+        if workers < 2 or self.shared == "off":
+            return False
+        return self.shared == "on" or self.device.startswith("cuda")
 
     @model_validator(mode="after")
     def _check_device(self) -> EmbeddingConfig:

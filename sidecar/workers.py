@@ -18,6 +18,11 @@ within ``cache.ttl_s``):
   turns in the journal of a worker that no longer exists (fewer workers than last
   time) move into a remaining worker's journal before any worker starts, so a
   smaller ``workers`` loses no accepted turn;
+- with ``embedding.shared`` (by default on a GPU device) one encoder process runs
+  the model for all workers; each worker embeds over its Unix socket
+  (:mod:`sidecar.memory.encoder_service`). It starts before the workers and stops
+  after them, and is restarted like a worker (meanwhile embeddings fail, and
+  retrieval fails open or closed as each profile says);
 - a worker that exits unexpectedly is started again (backoff 1 s doubling to 30 s);
   a worker whose supervisor is gone stops itself; SIGTERM/SIGINT to the supervisor
   stops every worker gracefully (each drains its write queue), then the embedded
@@ -32,7 +37,9 @@ import logging
 import multiprocessing
 import os
 import re
+import shutil
 import signal
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -153,19 +160,60 @@ def run_worker(config: SidecarConfig, index: int, ready: Connection, supervisor:
     asyncio.run(serve(config, announce=announce, supervisor_pid=supervisor, worker=index))
 
 
+def run_encoder(config: SidecarConfig, path: str, ready: Connection, supervisor: int) -> None:
+    """The shared encoder process's main: the model behind a Unix socket at ``path``;
+    reports the model's dimension on ``ready``."""
+    from sidecar.logs import configure_logging
+
+    configure_logging(config.logging)
+    asyncio.run(_serve_encoder(config, path, ready, supervisor))
+
+
+async def _serve_encoder(
+    config: SidecarConfig, path: str, ready: Connection, supervisor: int
+) -> None:
+    from sidecar.memory.embedder import build_local_embedder
+    from sidecar.memory.encoder_service import EncoderServer
+
+    loop = asyncio.get_running_loop()
+    embedder = await loop.run_in_executor(None, build_local_embedder, config.embedding)
+    server = EncoderServer(embedder)
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    watcher = asyncio.create_task(watch_supervisor(supervisor, stop))
+    try:
+        await server.start(path)
+        ready.send((embedder.dim,))
+        ready.close()
+        log.info("shared encoder serving %d-dimensional embeddings pid=%d", embedder.dim, os.getpid())
+        await stop.wait()
+    finally:
+        watcher.cancel()
+        await server.close()
+        await embedder.close()
+
+
 # -- the supervisor -------------------------------------------------------------------
 
 
 @dataclass(slots=True)
 class _Worker:
+    """A supervised process: a sidecar worker, or (index -1) the shared encoder."""
+
     index: int
     config: SidecarConfig
     process: BaseProcess | None = None
     ready: Connection | None = None
-    ports: tuple[int, int] | None = None
+    #: What it reported when ready: (gRPC port, admin port); the encoder: (dim,).
+    ports: tuple[int, ...] | None = None
     started_at: float = 0.0
     backoff_s: float = _BACKOFF_START_S
     restart_at: float | None = None
+
+    @property
+    def label(self) -> str:
+        return f"worker {self.index}" if self.index >= 0 else "the shared encoder"
 
 
 class Supervisor:
@@ -182,6 +230,8 @@ class Supervisor:
         self._stop = threading.Event()
         self._store_path: str | None = None
         self._workers: list[_Worker] = []
+        self._encoder: _Worker | None = None
+        self._encoder_dir: str | None = None
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -213,6 +263,8 @@ class Supervisor:
         if moved:
             log.info("moved %d unwritten turns from journals of removed workers", moved)
         store_uri = self._start_store() if config.store.is_local_file else None
+        if config.embedding.shared_by(config.server.workers):
+            config = self._start_encoder(config)
         self._workers = [
             _Worker(i, worker_config(config, i, store_uri)) for i in range(config.server.workers)
         ]
@@ -236,13 +288,28 @@ class Supervisor:
         log.info("embedded store server started for %d workers", self._config.server.workers)
         return str(uri)
 
+    def _start_encoder(self, config: SidecarConfig) -> SidecarConfig:
+        """Start the shared encoder; ``config`` with its socket for the workers."""
+        self._encoder_dir = tempfile.mkdtemp(prefix="sidecar-encoder-")
+        path = str(Path(self._encoder_dir) / "encoder.sock")
+        embedding = config.embedding.model_copy(update={"service_socket": path})
+        self._encoder = _Worker(-1, config)
+        self._spawn(self._encoder)
+        self._await_ready([self._encoder])
+        log.info("shared encoder started for %d workers", config.server.workers)
+        return config.model_copy(update={"embedding": embedding})
+
     def _spawn(self, worker: _Worker) -> None:
         receive, send = self._context.Pipe(duplex=False)
-        process = self._context.Process(
-            target=run_worker,
-            args=(worker.config, worker.index, send, os.getpid()),
-            name=f"sidecar-worker-{worker.index}",
-        )
+        if worker.index < 0:
+            path = str(Path(self._encoder_dir or ".") / "encoder.sock")
+            target: Callable[..., None] = run_encoder
+            args: tuple[Any, ...] = (worker.config, path, send, os.getpid())
+            name = "sidecar-encoder"
+        else:
+            target, name = run_worker, f"sidecar-worker-{worker.index}"
+            args = (worker.config, worker.index, send, os.getpid())
+        process = self._context.Process(target=target, args=args, name=name)
         process.start()
         send.close()  # the child holds its end
         worker.process, worker.ready, worker.ports = process, receive, None
@@ -258,11 +325,10 @@ class Supervisor:
                     waiting.remove(worker)
                 elif worker.process is not None and not worker.process.is_alive():
                     raise SidecarError(
-                        f"worker {worker.index} exited during start-up"
-                        f" (code {worker.process.exitcode})"
+                        f"{worker.label} exited during start-up (code {worker.process.exitcode})"
                     )
             if self._clock() > deadline:
-                raise SidecarError(f"workers {[w.index for w in waiting]} did not start in time")
+                raise SidecarError(f"{[w.label for w in waiting]} did not start in time")
             time.sleep(0.05)
 
     @staticmethod
@@ -274,18 +340,22 @@ class Supervisor:
         try:
             if not worker.ready.poll():
                 return False
-            grpc_port, admin_port = worker.ready.recv()
+            announced = worker.ready.recv()
         except (EOFError, OSError):
             return False
-        worker.ports = (int(grpc_port), int(admin_port))
+        worker.ports = tuple(int(value) for value in announced)
         worker.ready.close()
         worker.ready = None
-        log.info("worker %d ready on port %d", worker.index, worker.ports[0])
+        if worker.index >= 0:
+            log.info("worker %d ready on port %d", worker.index, worker.ports[0])
         return True
+
+    def _supervised(self) -> list[_Worker]:
+        return [*self._workers, *((self._encoder,) if self._encoder is not None else ())]
 
     def _supervise(self) -> None:
         now = self._clock()
-        for worker in self._workers:
+        for worker in self._supervised():
             process = worker.process
             self._take_ready(worker)
             if process is not None and process.is_alive():
@@ -296,18 +366,29 @@ class Supervisor:
                 code = process.exitcode if process is not None else None
                 worker.restart_at = now + worker.backoff_s
                 log.warning(
-                    "worker %d exited (code %s); restarting in %.0fs",
-                    worker.index,
-                    code,
-                    worker.backoff_s,
+                    "%s exited (code %s); restarting in %.0fs", worker.label, code, worker.backoff_s
                 )
                 worker.backoff_s = min(_BACKOFF_MAX_S, worker.backoff_s * 2)
             elif now >= worker.restart_at:
                 self._spawn(worker)
 
     def _shutdown(self) -> bool:
-        """SIGTERM every worker, wait for their drains, then stop the store server."""
-        workers = [w for w in self._workers if w.process is not None]
+        """SIGTERM every worker, wait for their drains (they embed their last turns),
+        then stop the shared encoder and the store server."""
+        clean = self._stop_processes([w for w in self._workers if w.process is not None])
+        if self._encoder is not None and self._encoder.process is not None:
+            clean = self._stop_processes([self._encoder]) and clean
+        if self._encoder_dir is not None:
+            shutil.rmtree(self._encoder_dir, ignore_errors=True)
+            self._encoder_dir = None
+        if self._store_path is not None:
+            from milvus_lite.server_manager import server_manager_instance
+
+            server_manager_instance.release_server(self._store_path)
+            self._store_path = None
+        return clean
+
+    def _stop_processes(self, workers: list[_Worker]) -> bool:
         for worker in workers:
             if worker.process is not None and worker.process.is_alive() and worker.process.pid:
                 with contextlib.suppress(ProcessLookupError):
@@ -321,17 +402,12 @@ class Supervisor:
             assert worker.process is not None
             worker.process.join(max(0.0, deadline - self._clock()))
             if worker.process.is_alive():
-                log.warning("worker %d did not stop in %.0fs; killing it", worker.index, grace)
+                log.warning("%s did not stop in %.0fs; killing it", worker.label, grace)
                 worker.process.kill()
                 worker.process.join(5.0)
                 clean = False
             elif worker.process.exitcode not in (0, -signal.SIGTERM):
                 clean = False
-        if self._store_path is not None:
-            from milvus_lite.server_manager import server_manager_instance
-
-            server_manager_instance.release_server(self._store_path)
-            self._store_path = None
         return clean
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from sidecar.config import EmbeddingConfig
-from sidecar.memory.embedder import BatchingEmbedder, build_embedder
+from sidecar.memory.embedder import BatchingEmbedder, build_local_embedder
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -33,6 +33,6 @@ def embedding_config(embedding_cache_dir: Path) -> EmbeddingConfig:
 @pytest.fixture(scope="session")
 async def embedder(embedding_config: EmbeddingConfig) -> AsyncIterator[BatchingEmbedder]:
     loop = asyncio.get_running_loop()
-    built = await loop.run_in_executor(None, build_embedder, embedding_config)
+    built = await loop.run_in_executor(None, build_local_embedder, embedding_config)
     yield built
     await built.close()

@@ -83,8 +83,19 @@ def set_offline_env() -> None:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
-def build_embedder(config: EmbeddingConfig) -> BatchingEmbedder:
-    """The configured backend behind a :class:`BatchingEmbedder` (blocking, seconds).
+def build_embedder(config: EmbeddingConfig) -> Embedder:
+    """The shared encoder at ``config.service_socket`` when one is set; else the
+    configured backend behind a :class:`BatchingEmbedder` (blocking, seconds)."""
+    if config.service_socket:
+        from sidecar.memory.encoder_service import RemoteEmbedder
+
+        return RemoteEmbedder.connect(config.service_socket)
+    return build_local_embedder(config)
+
+
+def build_local_embedder(config: EmbeddingConfig) -> BatchingEmbedder:
+    """The configured backend behind a :class:`BatchingEmbedder`, in this process
+    (blocking, seconds).
 
     Offline: nothing is downloaded. The ONNX backends export (and quantize) the local
     model into ``config.cache_dir`` first when no valid cached export exists.

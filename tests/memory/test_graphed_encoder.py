@@ -16,7 +16,7 @@ from sidecar.config import EmbeddingConfig
 from sidecar.errors import EmbeddingError
 from sidecar.memory.embedder import (
     SentenceTransformerEncoder,
-    build_embedder,
+    build_local_embedder,
     resolve_model_path,
 )
 from sidecar.memory.graphed_encoder import (
@@ -111,7 +111,7 @@ def test_other_pooling_runs_eagerly_and_says_why(
 def test_graphs_on_the_gpu_match_sentence_transformers(
     dtype: str, floor: float, reference: np.ndarray
 ) -> None:
-    embedder = build_embedder(EmbeddingConfig(backend="torch", device="cuda", dtype=dtype))
+    embedder = build_local_embedder(EmbeddingConfig(backend="torch", device="cuda", dtype=dtype))
     encoder = embedder._encode.__self__  # type: ignore[attr-defined]
     assert isinstance(encoder, GraphedEncoder)
     assert cosines(one_by_one(encoder, SAMPLES), reference).min() >= floor
