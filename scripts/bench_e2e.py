@@ -228,6 +228,12 @@ def main(argv: list[str] | None = None) -> int:
         "default), torch@cuda, torch@cuda/float16 (the seeded stores keep the default's "
         "vectors)",
     )
+    parser.add_argument(
+        "--shared-encoder",
+        choices=("auto", "on", "off"),
+        help="embedding.shared: one encoder process for all workers (default: auto, on a"
+        " GPU device)",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -239,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "per_user": args.per_user,
         "embedding": args.embedding or "onnx-int8",
+        "shared_encoder": args.shared_encoder or "auto",
         "sizes": sizes,
     }
     try:
@@ -283,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
                 embedding["lanes"] = args.lanes
             if args.embedding:
                 embedding |= embedding_spec(args.embedding)
+            if args.shared_encoder:
+                embedding["shared"] = args.shared_encoder
             if embedding:
                 overrides["embedding"] = embedding
             stack = Stack(stack_dir, config_overrides=overrides)
