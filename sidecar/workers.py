@@ -186,7 +186,9 @@ async def _serve_encoder(
         await server.start(path)
         ready.send((embedder.dim,))
         ready.close()
-        log.info("shared encoder serving %d-dimensional embeddings pid=%d", embedder.dim, os.getpid())
+        log.info(
+            "shared encoder serving %d-dimensional embeddings pid=%d", embedder.dim, os.getpid()
+        )
         await stop.wait()
     finally:
         watcher.cancel()

@@ -106,8 +106,11 @@ class EncoderServer:
             body = str(exc).encode("utf-8", "replace")
         except ValueError:  # not JSON, not UTF-8
             pass
-        if not writer.is_closing():
-            writer.write(HEADER.pack(request_id, flag, len(body)) + body)
+        if writer.is_closing():
+            return
+        writer.write(HEADER.pack(request_id, flag, len(body)) + body)
+        with contextlib.suppress(ConnectionError):  # a worker that stops reading holds
+            await writer.drain()  # its replies, not the encoder's memory
 
 
 def _remove_stale_socket(path: str) -> None:
@@ -173,9 +176,12 @@ class RemoteEmbedder:
         future: asyncio.Future[Vectors] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = (future, len(texts))
         payload = json.dumps(list(texts)).encode()
-        writer.write(HEADER.pack(request_id, int(urgent), len(payload)) + payload)
         try:
+            writer.write(HEADER.pack(request_id, int(urgent), len(payload)) + payload)
+            await writer.drain()
             return await future
+        except ConnectionError as exc:
+            raise EmbeddingError("the shared encoder connection was lost") from exc
         finally:
             self._pending.pop(request_id, None)
 
