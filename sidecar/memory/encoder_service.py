@@ -106,6 +106,9 @@ class EncoderServer:
             body = str(exc).encode("utf-8", "replace")
         except ValueError:  # not JSON, not UTF-8
             pass
+        except Exception as exc:  # a model failure of another kind: answered, not hung
+            log.error("shared encoder failed: %s", type(exc).__name__)
+            body = f"embedding failed: {type(exc).__name__}".encode()
         if writer.is_closing():
             return
         writer.write(HEADER.pack(request_id, flag, len(body)) + body)

@@ -122,6 +122,28 @@ async def test_a_model_failure_fails_its_calls_only(
         await remote.close()
 
 
+async def test_an_unexpected_failure_is_answered_not_left_hanging(socket_path: str) -> None:
+    class Broken:
+        dim = DIM
+
+        async def embed(self, texts: list[str], *, urgent: bool = False) -> Vectors:
+            raise RuntimeError("a bug")
+
+        async def close(self) -> None:
+            return None
+
+    served = EncoderServer(Broken())
+    await served.start(socket_path)
+    remote = await connect(socket_path)
+    try:
+        with pytest.raises(EmbeddingError, match="embedding failed: RuntimeError"):
+            async with asyncio.timeout(5):
+                await remote.embed(["x"])
+    finally:
+        await remote.close()
+        await served.close()
+
+
 def raw_request(path: str, payload: bytes) -> tuple[int, int, bytes]:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(5)
