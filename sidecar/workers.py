@@ -233,7 +233,7 @@ class Supervisor:
         self._store_path: str | None = None
         self._workers: list[_Worker] = []
         self._encoder: _Worker | None = None
-        self._encoder_dir: str | None = None
+        self._encoder_dir: str | None = None  # holds the encoder's socket, private
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -290,11 +290,14 @@ class Supervisor:
         log.info("embedded store server started for %d workers", self._config.server.workers)
         return str(uri)
 
+    @property
+    def _encoder_socket(self) -> str:
+        return str(Path(self._encoder_dir or ".") / "encoder.sock")
+
     def _start_encoder(self, config: SidecarConfig) -> SidecarConfig:
         """Start the shared encoder; ``config`` with its socket for the workers."""
         self._encoder_dir = tempfile.mkdtemp(prefix="sidecar-encoder-")
-        path = str(Path(self._encoder_dir) / "encoder.sock")
-        embedding = config.embedding.model_copy(update={"service_socket": path})
+        embedding = config.embedding.model_copy(update={"service_socket": self._encoder_socket})
         self._encoder = _Worker(-1, config)
         self._spawn(self._encoder)
         self._await_ready([self._encoder])
@@ -304,9 +307,8 @@ class Supervisor:
     def _spawn(self, worker: _Worker) -> None:
         receive, send = self._context.Pipe(duplex=False)
         if worker.index < 0:
-            path = str(Path(self._encoder_dir or ".") / "encoder.sock")
             target: Callable[..., None] = run_encoder
-            args: tuple[Any, ...] = (worker.config, path, send, os.getpid())
+            args: tuple[Any, ...] = (worker.config, self._encoder_socket, send, os.getpid())
             name = "sidecar-encoder"
         else:
             target, name = run_worker, f"sidecar-worker-{worker.index}"
