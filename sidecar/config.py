@@ -57,6 +57,14 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _on_off(value: object) -> object:
+    """YAML 1.1 reads an unquoted ``on``/``off`` as true/false: a switch that takes
+    ``"on"``/``"off"`` reads them as meant."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return value
+
+
 def _header_name(value: str) -> str:
     lowered = value.strip().lower()
     if not _HEADER_NAME.match(lowered):
@@ -257,6 +265,8 @@ class EmbeddingConfig(_Model):
     #: The Unix socket of the shared encoder this process embeds with instead of a
     #: model of its own. Set by the ``server.workers`` supervisor for its workers.
     service_socket: str = ""
+
+    _shared_switch = field_validator("shared", mode="before")(_on_off)
 
     def shared_by(self, workers: int) -> bool:
         """Whether ``workers`` sidecar processes share one encoder process."""
@@ -814,6 +824,7 @@ class DeepSearchConfig(_Model):
     """
 
     mode: Literal["off", "shadow", "on"] = "off"
+    _mode_switch = field_validator("mode", mode="before")(_on_off)
     #: Escalate when the primary confidence is below this.
     threshold: float = Field(default=0.3, ge=0, le=1)
     #: Rank with the configured LLM (when there is one); off: the non-LLM re-rank.

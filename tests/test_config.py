@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from pydantic import SecretStr
 
 from sidecar.config import (
@@ -564,3 +565,22 @@ def test_profile_model_defaults_match_the_documentation() -> None:
     assert profile.identity.groups_header == "x-user-groups"
     assert profile.injection.response_header == "x-memory-injected"
     assert profile.extraction.use_llm is True
+
+
+@pytest.mark.parametrize(
+    ("document", "read"),
+    [
+        ("embedding:\n  shared: on\n", lambda c: c.embedding.shared == "on"),
+        ("embedding:\n  shared: off\n", lambda c: c.embedding.shared == "off"),
+        (
+            "envoy:\n  message_timeout_ms: 20000\ndefaults:\n  deep_search:\n    mode: on\n",
+            lambda c: c.defaults.deep_search.mode == "on",
+        ),
+        (
+            "defaults:\n  deep_search:\n    mode: off\n",
+            lambda c: c.defaults.deep_search.mode == "off",
+        ),
+    ],
+)
+def test_unquoted_yaml_on_and_off_switches_mean_what_they_say(document: str, read: Any) -> None:
+    assert read(config_from_mapping(yaml.safe_load(document), env={}))  # YAML 1.1: on is true
