@@ -192,7 +192,9 @@ class Stack:
         self.workers = int(overrides.get("server", {}).get("workers", 1))
         if ports is None and self.workers > 1:
             ports = Ports(
-                sidecar=free_port_run(self.workers), sidecar_admin=free_port_run(self.workers)
+                # one admin port more: the shared encoder's metrics, where there is one
+                sidecar=free_port_run(self.workers),
+                sidecar_admin=free_port_run(self.workers + 1),
             )
         self.ports = ports or Ports()
         self.config = demo_config(workdir, self.ports, **overrides)

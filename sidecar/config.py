@@ -1041,11 +1041,24 @@ class SidecarConfig(_Model):
             for name, port in (("server.port", self.server.port), ("admin.port", self.admin.port)):
                 if port and port + workers - 1 > 65535:
                     raise ValueError(f"{name} + server.workers - 1 is past port 65535")
+            encoder_port = self.encoder_metrics_port
+            if encoder_port is not None and encoder_port > 65535:
+                raise ValueError("admin.port + server.workers (the shared encoder) is past 65535")
         if self.envoy.buffer_limit_bytes >= self.server.max_message_bytes:
             raise ValueError("envoy.buffer_limit_bytes must be below server.max_message_bytes")
         for name in self.profile_names():
             _check_request_budget(name, self.profile(name), self.envoy.message_timeout_ms)
         return self
+
+    @property
+    def encoder_metrics_port(self) -> int | None:
+        """Where the shared encoder (``embedding.shared``) serves its ``/metrics``: the
+        admin port after the workers' (``admin.port + server.workers``); None without
+        a shared encoder, an admin listener or a fixed admin port."""
+        workers = self.server.workers
+        if not self.embedding.shared_by(workers) or not self.admin.enabled or not self.admin.port:
+            return None
+        return self.admin.port + workers
 
     def profile(self, name: str) -> Profile | None:
         """The profile called ``name`` (``default`` is ``defaults`` unless redefined)."""

@@ -22,7 +22,8 @@ within ``cache.ttl_s``):
   the model for all workers; each worker embeds over its Unix socket
   (:mod:`sidecar.memory.encoder_service`). It starts before the workers and stops
   after them, and is restarted like a worker (meanwhile embeddings fail, and
-  retrieval fails open or closed as each profile says);
+  retrieval fails open or closed as each profile says); its ``/metrics`` are on
+  ``admin.port + N``;
 - a worker that exits unexpectedly is started again (backoff 1 s doubling to 30 s);
   a worker whose supervisor is gone stops itself; SIGTERM/SIGINT to the supervisor
   stops every worker gracefully (each drains its write queue), then the embedded
@@ -173,7 +174,7 @@ async def _serve_encoder(
     config: SidecarConfig, path: str, ready: Connection, supervisor: int
 ) -> None:
     from sidecar.memory.embedder import build_local_embedder
-    from sidecar.memory.encoder_service import EncoderServer
+    from sidecar.memory.encoder_service import EncoderMetrics, EncoderServer, serve_metrics
 
     loop = asyncio.get_running_loop()
     embedder = await loop.run_in_executor(None, build_local_embedder, config.embedding)
@@ -184,6 +185,10 @@ async def _serve_encoder(
     watcher = asyncio.create_task(watch_supervisor(supervisor, stop))
     try:
         await server.start(path)
+        if config.encoder_metrics_port is not None:
+            serve_metrics(
+                config.encoder_metrics_port, config.admin.host, EncoderMetrics(embedder, server)
+            )
         ready.send((embedder.dim,))
         ready.close()
         log.info(

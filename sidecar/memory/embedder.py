@@ -212,6 +212,11 @@ class BatchingEmbedder:
     def dim(self) -> int:
         return self._dim
 
+    @property
+    def queued(self) -> int:
+        """``embed()`` calls waiting for a lane."""
+        return len(self._urgent) + len(self._pending)
+
     async def embed(self, texts: Sequence[str], *, urgent: bool = False) -> Vectors:
         if self._closed:
             raise EmbeddingError("the embedder is closed")

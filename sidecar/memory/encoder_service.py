@@ -28,13 +28,16 @@ import logging
 import socket
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from sidecar.errors import EmbeddingError
-from sidecar.memory.embedder import Embedder, Vectors
+from sidecar.memory.embedder import BatchingEmbedder, Embedder, Vectors
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +70,11 @@ class EncoderServer:
             task.cancel()
         if self._connections:
             await asyncio.wait(self._connections)
+
+    @property
+    def connections(self) -> int:
+        """Workers connected now."""
+        return len(self._connections)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         current = asyncio.current_task()
@@ -114,6 +122,46 @@ class EncoderServer:
         writer.write(HEADER.pack(request_id, flag, len(body)) + body)
         with contextlib.suppress(ConnectionError):  # a worker that stops reading holds
             await writer.drain()  # its replies, not the encoder's memory
+
+
+class EncoderMetrics(Collector):
+    """The shared encoder's own Prometheus metrics: its model calls, queue and
+    connected workers (the workers' ``/metrics`` count what they waited)."""
+
+    def __init__(self, embedder: BatchingEmbedder, server: EncoderServer) -> None:
+        self._embedder = embedder
+        self._server = server
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self._embedder.stats
+        prefix = "memory_sidecar_encoder"
+        yield CounterMetricFamily(f"{prefix}_batches", "Model calls", value=stats.batches)
+        yield CounterMetricFamily(f"{prefix}_texts", "Texts embedded", value=stats.texts)
+        yield CounterMetricFamily(
+            f"{prefix}_rejected", "Calls refused: the queue was full", value=stats.rejected
+        )
+        yield GaugeMetricFamily(
+            f"{prefix}_largest_batch", "Largest model call so far, in texts", value=stats.largest
+        )
+        yield GaugeMetricFamily(
+            f"{prefix}_queued_calls", "Calls waiting for the model", value=self._embedder.queued
+        )
+        yield GaugeMetricFamily(
+            f"{prefix}_connections", "Workers connected", value=self._server.connections
+        )
+
+
+def serve_metrics(port: int, host: str, metrics: EncoderMetrics) -> None:
+    """``/metrics`` of the encoder on ``host:port`` (a thread); a port in use is
+    logged, not fatal: the encoder serves the workers without it."""
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(metrics)
+    try:
+        start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        log.warning("shared encoder metrics not served on port %d: %s", port, exc)
+        return
+    log.info("shared encoder metrics on port %d", port)
 
 
 def _remove_stale_socket(path: str) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from e2e.stack import Stack, running_stack
+from e2e.stack import Stack, http_get, running_stack
 from tests.e2e.test_workers import alive, ask, children, requests_per_worker, wait_for, worker_pids
 
 pytestmark = pytest.mark.e2e
@@ -61,6 +61,25 @@ def test_workers_embed_with_one_encoder(stack: Stack) -> None:
     before = requests_per_worker(stack)
     recall(stack, f"ivy-{uuid.uuid4().hex[:6]}", "I live in Lisbon.", "Where do I live?", "Lisbon")
     assert all(b > a for a, b in zip(before, requests_per_worker(stack), strict=True))
+
+
+def encoder_metric(stack: Stack, name: str) -> float:
+    status, body = http_get(f"http://127.0.0.1:{stack.ports.sidecar_admin + WORKERS}/metrics")
+    assert status == 200
+    for line in body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} not in the encoder's metrics")
+
+
+def test_the_encoder_reports_its_own_metrics(stack: Stack) -> None:
+    """On the admin port after the workers': model calls, texts, connected workers."""
+    texts = encoder_metric(stack, "memory_sidecar_encoder_texts_total")
+    ask(stack, f"kim-{uuid.uuid4().hex[:6]}", "What do you know about me?")
+    assert encoder_metric(stack, "memory_sidecar_encoder_texts_total") > texts
+    assert encoder_metric(stack, "memory_sidecar_encoder_batches_total") >= 1
+    assert encoder_metric(stack, "memory_sidecar_encoder_connections") == WORKERS
+    assert encoder_metric(stack, "memory_sidecar_encoder_rejected_total") == 0
 
 
 def test_a_killed_encoder_costs_no_client_error_and_comes_back(stack: Stack) -> None:

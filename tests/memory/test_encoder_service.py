@@ -13,14 +13,22 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from sidecar.config import EmbeddingConfig
-from sidecar.errors import EmbeddingError
+from sidecar.config import EmbeddingConfig, config_from_mapping
+from sidecar.errors import ConfigError, EmbeddingError
 from sidecar.memory.embedder import BatchingEmbedder, Vectors, build_embedder
-from sidecar.memory.encoder_service import HEADER, HELLO, EncoderServer, RemoteEmbedder
+from sidecar.memory.encoder_service import (
+    HEADER,
+    HELLO,
+    EncoderMetrics,
+    EncoderServer,
+    RemoteEmbedder,
+    serve_metrics,
+)
 
 DIM = 8
 
@@ -262,3 +270,56 @@ def test_which_deployments_share_one_encoder(
         {"shared": shared, "device": device, "backend": backend}
     )
     assert config.shared_by(workers) is expected
+
+
+async def test_the_metrics_count_calls_and_connections(socket_path: str, model: SlowModel) -> None:
+    embedder = BatchingEmbedder(model.encode, dim=DIM)
+    served = EncoderServer(embedder)
+    await served.start(socket_path)
+    metrics = EncoderMetrics(embedder, served)
+    remote = await connect(socket_path)
+    try:
+        await asyncio.gather(*(remote.embed([f"t{i}"], urgent=True) for i in range(5)))
+        values = {m.name: m.samples[0].value for m in metrics.collect()}
+        assert values["memory_sidecar_encoder_texts"] == 5
+        assert 1 <= values["memory_sidecar_encoder_batches"] <= 5
+        assert values["memory_sidecar_encoder_connections"] == 1
+        assert values["memory_sidecar_encoder_queued_calls"] == 0
+        assert values["memory_sidecar_encoder_rejected"] == 0
+    finally:
+        await remote.close()
+        await served.close()
+        await embedder.close()
+
+
+def test_a_metrics_port_in_use_is_logged_not_fatal(caplog: pytest.LogCaptureFixture) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        embedder = BatchingEmbedder(SlowModel().encode, dim=DIM)
+        serve_metrics(port, "127.0.0.1", EncoderMetrics(embedder, EncoderServer(embedder)))
+    assert "shared encoder metrics not served" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("overrides", "port"),
+    [
+        ({"server": {"workers": 4}, "embedding": {"shared": "on"}}, 9464 + 4),
+        ({"server": {"workers": 4}}, None),  # CPU: a model per worker
+        ({"server": {"workers": 1}, "embedding": {"shared": "on"}}, None),
+        ({"server": {"workers": 2}, "embedding": {"shared": "on"}, "admin": {"port": 0}}, None),
+    ],
+)
+def test_where_the_encoder_serves_its_metrics(overrides: dict[str, Any], port: int | None) -> None:
+    assert config_from_mapping(overrides, env={}).encoder_metrics_port == port
+
+
+def test_the_encoder_metrics_port_must_exist() -> None:
+    overrides = {
+        "server": {"workers": 2},
+        "embedding": {"shared": "on"},
+        "admin": {"port": 65534},
+    }
+    with pytest.raises(ConfigError, match="shared encoder"):
+        config_from_mapping(overrides, env={})
