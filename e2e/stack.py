@@ -11,6 +11,7 @@ import contextlib
 import http.client
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -39,12 +40,17 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+#: Port runs come from below Linux's ephemeral range (32768-60999 by default): the
+#: kernel hands ports there to outgoing connections, and one took a worker's port
+#: between this check and the worker's bind (a flaky start-up, seen once).
+_RUN_PORTS = (10_000, 32_000)
+
+
 def free_port_run(count: int, attempts: int = 50) -> int:
     """The first of ``count`` consecutive free loopback ports (sidecar workers)."""
+    pick = random.SystemRandom()
     for _ in range(attempts):
-        base = free_port()
-        if base + count > 65535:
-            continue
+        base = pick.randrange(_RUN_PORTS[0], _RUN_PORTS[1] - count)
         with contextlib.ExitStack() as held:
             try:
                 for port in range(base, base + count):
