@@ -185,10 +185,9 @@ async def _serve_encoder(
     watcher = asyncio.create_task(watch_supervisor(supervisor, stop))
     try:
         await server.start(path)
-        if config.encoder_metrics_port is not None:
-            serve_metrics(
-                config.encoder_metrics_port, config.admin.host, EncoderMetrics(embedder, server)
-            )
+        metrics_port = config.encoder_metrics_port
+        if metrics_port is not None:
+            serve_metrics(metrics_port, config.admin.host, EncoderMetrics(embedder, server))
         ready.send((embedder.dim,))
         ready.close()
         log.info(
@@ -213,7 +212,7 @@ class _Worker:
     process: BaseProcess | None = None
     ready: Connection | None = None
     #: What it reported when ready: (gRPC port, admin port); the encoder: (dim,).
-    ports: tuple[int, ...] | None = None
+    announced: tuple[int, ...] | None = None
     started_at: float = 0.0
     backoff_s: float = _BACKOFF_START_S
     restart_at: float | None = None
@@ -252,7 +251,7 @@ class Supervisor:
         try:
             self._start()
             if not self._stop.is_set():
-                first = self._workers[0].ports or (0, 0)
+                first = self._workers[0].announced or (0, 0)
                 print(
                     f"SIDECAR_READY grpc_port={first[0]} admin_port={first[1]}"
                     f" workers={len(self._workers)}",
@@ -321,7 +320,7 @@ class Supervisor:
         process = self._context.Process(target=target, args=args, name=name)
         process.start()
         send.close()  # the child holds its end
-        worker.process, worker.ready, worker.ports = process, receive, None
+        worker.process, worker.ready, worker.announced = process, receive, None
         worker.started_at = self._clock()
         worker.restart_at = None
 
@@ -342,7 +341,7 @@ class Supervisor:
 
     @staticmethod
     def _take_ready(worker: _Worker) -> bool:
-        if worker.ports is not None:
+        if worker.announced is not None:
             return True
         if worker.ready is None:
             return False
@@ -352,11 +351,11 @@ class Supervisor:
             announced = worker.ready.recv()
         except (EOFError, OSError):
             return False
-        worker.ports = tuple(int(value) for value in announced)
+        worker.announced = tuple(int(value) for value in announced)
         worker.ready.close()
         worker.ready = None
         if worker.index >= 0:
-            log.info("worker %d ready on port %d", worker.index, worker.ports[0])
+            log.info("worker %d ready on port %d", worker.index, worker.announced[0])
         return True
 
     def _supervised(self) -> list[_Worker]:
@@ -368,7 +367,7 @@ class Supervisor:
             process = worker.process
             self._take_ready(worker)
             if process is not None and process.is_alive():
-                if worker.ports is not None and now - worker.started_at > _STABLE_S:
+                if worker.announced is not None and now - worker.started_at > _STABLE_S:
                     worker.backoff_s = _BACKOFF_START_S
                 continue
             if worker.restart_at is None:

@@ -96,7 +96,8 @@ def top_indices(scores: Scores, limit: int, mask: npt.NDArray[np.bool_] | None =
         keep = values >= cutoff
         candidates, values = candidates[keep], values[keep]
     order = np.lexsort((candidates, -values))
-    return [int(i) for i in candidates[order[:limit]].tolist()]
+    found: list[int] = candidates[order[:limit]].tolist()
+    return found
 
 
 def compute_signals(query: Query, corpus: Corpus, config: HybridConfig) -> Signals:
