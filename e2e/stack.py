@@ -196,11 +196,14 @@ class Stack:
         overrides = dict(config_overrides or {})
         #: Sidecar processes (``server.workers``): worker i on ports + i.
         self.workers = int(overrides.get("server", {}).get("workers", 1))
-        if ports is None and self.workers > 1:
+        #: ``write_queue.own_process``: a writer process beside each worker.
+        self.writers = bool(overrides.get("write_queue", {}).get("own_process", False))
+        if ports is None and (self.workers > 1 or self.writers):
             ports = Ports(
-                # one admin port more: the shared encoder's metrics, where there is one
                 sidecar=free_port_run(self.workers),
-                sidecar_admin=free_port_run(self.workers + 1),
+                # After the workers' admin ports: the shared encoder's metrics, where
+                # there is one, then the writers'.
+                sidecar_admin=free_port_run(self.workers * (2 if self.writers else 1) + 1),
             )
         self.ports = ports or Ports()
         self.config = demo_config(workdir, self.ports, **overrides)
@@ -249,6 +252,18 @@ class Stack:
     @property
     def sidecar_admin_url(self) -> str:
         return f"http://127.0.0.1:{self.ports.sidecar_admin}"
+
+    @property
+    def writer_metrics_urls(self) -> list[str]:
+        """Every writer process's metrics URL (``write_queue.own_process``)."""
+        if not self.writers:
+            return []
+        base = self.ports.sidecar_admin + self.workers + 1
+        return [f"http://127.0.0.1:{base + i}" for i in range(self.workers)]
+
+    def writer_metric(self, name: str, labels: Mapping[str, str] | None = None) -> float:
+        """A metric summed over the writer processes."""
+        return sum(self._metric(url, name, labels) for url in self.writer_metrics_urls)
 
     @property
     def sidecar_admin_urls(self) -> list[str]:

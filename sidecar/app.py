@@ -34,6 +34,7 @@ from sidecar.memory.hierarchy import Hierarchy
 from sidecar.memory.host_locks import HostLocks, host_locks_for
 from sidecar.memory.queue import WriteQueue
 from sidecar.memory.records import Scope
+from sidecar.memory.relay import RelayClient, RelayServer
 from sidecar.memory.retention import Retention
 from sidecar.memory.retrieval.registry import build_retrievers
 from sidecar.memory.service import MemoryService
@@ -70,6 +71,9 @@ class Components:
     access: AccessTracker | None = None
     #: Host-wide lock files held open (``server.workers`` > 1), closed last.
     host_locks: tuple[HostLocks, ...] = ()
+    #: ``write_queue.own_process``: the worker's end of the channel to its writer
+    #: (the worker), or the writer's (the writer process); None otherwise.
+    relay: RelayServer | RelayClient | None = None
 
     @classmethod
     async def build(
@@ -78,7 +82,10 @@ class Components:
         *,
         metrics: Metrics | None = None,
         embedder: Embedder | None = None,
+        writer_process: bool = False,
     ) -> Components:
+        """``writer_process``: the components of a writer of its own
+        (``write_queue.own_process``), which writes the turns its worker accepts."""
         metrics = metrics or Metrics()
         owns_embedder = embedder is None
         if embedder is None:
@@ -149,9 +156,26 @@ class Components:
             max_content_chars=config.store.max_content_chars,
             locks=locks,
             on_stored=retention.note,
-            other_writers=config.server.workers > 1 or not config.store.is_local_file,
+            other_writers=config.shares_store,
         )
-        queue = WriteQueue(writer, config.write_queue, metrics)
+        relay: RelayServer | RelayClient | None = None
+        socket = config.write_queue.relay_socket
+        if writer_process:
+            queue = WriteQueue(writer, config.write_queue, metrics, role="claimer")
+            if socket:
+                relay = RelayClient(socket, metrics, on_wake=queue.wake)
+                cache.mirror = relay
+        elif config.write_queue.own_process:
+            relay = RelayServer(cache, metrics) if socket else None
+            queue = WriteQueue(
+                writer,
+                config.write_queue,
+                metrics,
+                role="appender",
+                on_accept=relay.wake if relay is not None else None,
+            )
+        else:
+            queue = WriteQueue(writer, config.write_queue, metrics)
         return cls(
             config,
             metrics,
@@ -167,6 +191,7 @@ class Components:
             retention,
             access,
             tuple(h for h in (owner_host, tree_host) if h is not None),
+            relay,
         )
 
     async def readiness(self) -> dict[str, bool]:
@@ -189,6 +214,8 @@ class Components:
         if self.access is not None:
             await self.access.stop()  # writes the accesses recorded so far
         await self.queue.close()
+        if self.relay is not None:
+            await self.relay.close()
         await self.memory.close()
         await self.memory.cache.close()  # its refresher and loads use the store
         await self.llm.close()
@@ -243,11 +270,15 @@ class Sidecar:
         self.port = self._server.add_insecure_port(address)
         if self.port == 0:
             raise SidecarError(f"cannot listen on {address}")
+        relay = self.components.relay
+        if isinstance(relay, RelayServer):
+            await relay.start(self._config.write_queue.relay_socket)
         await self.components.queue.start()  # opens the journal; resumes its turns
-        if self.components.hierarchy is not None:
-            self.components.hierarchy.start()
-        if self.components.retention is not None:
-            self.components.retention.start()
+        if self.components.queue.writes:  # else its writer process runs these
+            if self.components.hierarchy is not None:
+                self.components.hierarchy.start()
+            if self.components.retention is not None:
+                self.components.retention.start()
         if self.components.access is not None:
             self.components.access.start()
         await self._server.start()

@@ -20,7 +20,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     configure_logging(config.logging)
-    if config.server.workers > 1:
+    if config.supervised:
         from sidecar.workers import Supervisor
 
         return Supervisor(config).run()

@@ -268,9 +268,10 @@ class EmbeddingConfig(_Model):
 
     _shared_switch = field_validator("shared", mode="before")(_on_off)
 
-    def shared_by(self, workers: int) -> bool:
-        """Whether ``workers`` sidecar processes share one encoder process."""
-        if workers < 2 or self.shared == "off":
+    def shared_by(self, processes: int) -> bool:
+        """Whether ``processes`` processes with a model (sidecar workers and their
+        writers) share one encoder process."""
+        if processes < 2 or self.shared == "off":
             return False
         return self.shared == "on" or self.device.startswith("cuda")
 
@@ -425,6 +426,17 @@ class WriteQueueConfig(_Model):
     poll_interval_s: float = Field(default=0.2, gt=0, le=10)
     #: Finished turns kept in the journal (metadata only: their text is dropped).
     keep_done: int = Field(default=10_000, ge=0)
+    #: Write turns in a process of their own: ``serve`` supervises, beside each
+    #: sidecar worker, a writer that claims the turns that worker journals and runs
+    #: extraction, judging and storing there, so they no longer compete with the next
+    #: requests for the worker's event loop and interpreter lock. What a writer
+    #: stores reaches its worker's corpus cache over a Unix socket at once (within
+    #: ``cache.ttl_s`` while that socket is down). Worth it where the host has idle
+    #: cores; writer *i*'s ``/metrics`` are on ``admin.port + server.workers + 1 + i``.
+    own_process: bool = False
+    #: The Unix socket between a worker and its writer (``own_process``). Set by the
+    #: supervisor.
+    relay_socket: str = ""
 
     @field_validator("journal_path")
     @classmethod
@@ -1035,15 +1047,19 @@ class SidecarConfig(_Model):
                     f"envoy route {route.prefix!r} names unknown profile {route.profile!r}"
                 )
         workers = self.server.workers
+        if self.write_queue.own_process:
+            last = self.writer_metrics_port(workers - 1)
+            if last is not None and last > 65535:
+                raise ValueError("admin.port + 2 * server.workers (the writers) is past 65535")
         if workers > 1:
             if self.server.port == 0:
                 raise ValueError("server.workers > 1 needs a fixed server.port (0 picks any)")
             for name, port in (("server.port", self.server.port), ("admin.port", self.admin.port)):
                 if port and port + workers - 1 > 65535:
                     raise ValueError(f"{name} + server.workers - 1 is past port 65535")
-            encoder_port = self.encoder_metrics_port
-            if encoder_port is not None and encoder_port > 65535:
-                raise ValueError("admin.port + server.workers (the shared encoder) is past 65535")
+        encoder_port = self.encoder_metrics_port
+        if encoder_port is not None and encoder_port > 65535:
+            raise ValueError("admin.port + server.workers (the shared encoder) is past 65535")
         if self.envoy.buffer_limit_bytes >= self.server.max_message_bytes:
             raise ValueError("envoy.buffer_limit_bytes must be below server.max_message_bytes")
         for name in self.profile_names():
@@ -1051,14 +1067,43 @@ class SidecarConfig(_Model):
         return self
 
     @property
+    def supervised(self) -> bool:
+        """Whether ``serve`` runs a supervisor of several processes (several workers,
+        or writers of their own) instead of one sidecar."""
+        return self.server.workers > 1 or self.write_queue.own_process
+
+    @property
+    def model_processes(self) -> int:
+        """Processes that embed: the workers, and their writers with ``own_process``."""
+        return self.server.workers * (2 if self.write_queue.own_process else 1)
+
+    @property
+    def shares_store(self) -> bool:
+        """Whether other processes write this store's rows too (several workers,
+        writers of their own, or a Milvus server other replicas may use)."""
+        return self.supervised or not self.store.is_local_file
+
+    @property
     def encoder_metrics_port(self) -> int | None:
         """Where the shared encoder (``embedding.shared``) serves its ``/metrics``: the
         admin port after the workers' (``admin.port + server.workers``); None without
         a shared encoder, an admin listener or a fixed admin port."""
-        workers = self.server.workers
-        if not self.embedding.shared_by(workers) or not self.admin.enabled or not self.admin.port:
+        if not self.embedding.shared_by(self.model_processes):
             return None
-        return self.admin.port + workers
+        return self._admin_port_after(self.server.workers)
+
+    def writer_metrics_port(self, index: int) -> int | None:
+        """Where writer ``index`` (``write_queue.own_process``) serves its ``/metrics``:
+        ``admin.port + server.workers + 1 + index`` (after the shared encoder's); None
+        without writers of their own, an admin listener or a fixed admin port."""
+        if not self.write_queue.own_process:
+            return None
+        return self._admin_port_after(self.server.workers + 1 + index)
+
+    def _admin_port_after(self, offset: int) -> int | None:
+        if not self.admin.enabled or not self.admin.port:
+            return None
+        return self.admin.port + offset
 
     def profile(self, name: str) -> Profile | None:
         """The profile called ``name`` (``default`` is ``defaults`` unless redefined)."""

@@ -149,6 +149,14 @@ class Metrics:
         self.cache_lookups = Counter(
             p + "corpus_cache_lookups", "Corpus cache unit lookups", ["outcome"], registry=reg
         )
+        self.relay_frames = Counter(
+            p + "write_relay_frames",
+            "Frames between a worker and its writer process (write_queue.own_process),"
+            " by kind (wake, apply, invalidate, invalidate_user) and outcome (sent,"
+            " received, dropped: no connection, malformed)",
+            ["kind", "outcome"],
+            registry=reg,
+        )
         self.cold_fallbacks = Counter(
             p + "cold_corpus_fallbacks",
             "Requests answered by store-side search while the scope's corpus loaded",

@@ -24,6 +24,12 @@ within ``cache.ttl_s``):
   after them, and is restarted like a worker (meanwhile embeddings fail, and
   retrieval fails open or closed as each profile says); its ``/metrics`` are on
   ``admin.port + N``;
+- with ``write_queue.own_process`` each worker gets a writer process beside it
+  (:mod:`sidecar.writer_process`) that claims the turns the worker journals; the
+  two talk over a Unix socket in the same private directory as the encoder's
+  (:mod:`sidecar.memory.relay`). Writers start after their workers and stop after
+  them (draining the journals), before the encoder; writer *i*'s ``/metrics`` are
+  on ``admin.port + N + 1 + i``. This runs under the supervisor with one worker too;
 - a worker that exits unexpectedly is started again (backoff 1 s doubling to 30 s);
   a worker whose supervisor is gone stops itself; SIGTERM/SIGINT to the supervisor
   stops every worker gracefully (each drains its write queue), then the embedded
@@ -48,7 +54,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from sidecar.config import SidecarConfig
 from sidecar.errors import SidecarError
@@ -105,15 +111,18 @@ def adopt_stray_journals(path: str, workers: int) -> int:
         moved += adopt_journal(target, stray)
         for leftover in (
             stray,
-            *(stray.with_name(stray.name + s) for s in ("-wal", "-shm", ".lock")),
+            *(stray.with_name(stray.name + s) for s in ("-wal", "-shm", ".lock", ".append.lock")),
         ):
             leftover.unlink(missing_ok=True)
         log.info("journal of worker %d merged into worker %d's", index, index % workers)
     return moved
 
 
-def worker_config(config: SidecarConfig, index: int, store_uri: str | None) -> SidecarConfig:
-    """The configuration worker ``index`` runs: its ports, its files, the shared store."""
+def worker_config(
+    config: SidecarConfig, index: int, store_uri: str | None, relay_dir: str | None = None
+) -> SidecarConfig:
+    """The configuration worker ``index`` (and its writer) runs: its ports, its files,
+    the shared store, the socket to its writer (in ``relay_dir``)."""
     server = config.server.model_copy(update={"port": config.server.port + index})
     admin = config.admin
     if admin.port:
@@ -121,9 +130,10 @@ def worker_config(config: SidecarConfig, index: int, store_uri: str | None) -> S
     store = (
         config.store if store_uri is None else config.store.model_copy(update={"uri": store_uri})
     )
-    write_queue = config.write_queue.model_copy(
-        update={"journal_path": worker_path(config.write_queue.journal_path, index)}
-    )
+    queue_update = {"journal_path": worker_path(config.write_queue.journal_path, index)}
+    if relay_dir is not None and config.write_queue.own_process:
+        queue_update["relay_socket"] = str(Path(relay_dir) / f"relay-{index}.sock")
+    write_queue = config.write_queue.model_copy(update=queue_update)
 
     def profile_files(profile: Any) -> Any:
         deep = profile.deep_search
@@ -159,6 +169,35 @@ def run_worker(config: SidecarConfig, index: int, ready: Connection, supervisor:
         ready.close()
 
     asyncio.run(serve(config, announce=announce, supervisor_pid=supervisor, worker=index))
+
+
+def run_writer(
+    config: SidecarConfig,
+    index: int,
+    ready: Connection,
+    supervisor: int,
+    metrics_port: int | None,
+) -> None:
+    """A writer process's main (``write_queue.own_process``): writes the turns worker
+    ``index`` journals; reports on ``ready`` once it claims them."""
+    from sidecar.logs import configure_logging
+    from sidecar.writer_process import serve_writer
+
+    configure_logging(config.logging)
+
+    def announce() -> None:
+        ready.send((index,))
+        ready.close()
+
+    asyncio.run(
+        serve_writer(
+            config,
+            index=index,
+            announce=announce,
+            supervisor_pid=supervisor,
+            metrics_port=metrics_port,
+        )
+    )
 
 
 def run_encoder(config: SidecarConfig, path: str, ready: Connection, supervisor: int) -> None:
@@ -205,13 +244,15 @@ async def _serve_encoder(
 
 @dataclass(slots=True)
 class _Worker:
-    """A supervised process: a sidecar worker, or (index -1) the shared encoder."""
+    """A supervised process: a sidecar worker, its writer, or the shared encoder."""
 
     index: int
     config: SidecarConfig
+    role: Literal["worker", "writer", "encoder"] = "worker"
     process: BaseProcess | None = None
     ready: Connection | None = None
-    #: What it reported when ready: (gRPC port, admin port); the encoder: (dim,).
+    #: What it reported when ready: (gRPC port, admin port); the encoder: (dim,);
+    #: a writer: (index,).
     announced: tuple[int, ...] | None = None
     started_at: float = 0.0
     backoff_s: float = _BACKOFF_START_S
@@ -219,25 +260,32 @@ class _Worker:
 
     @property
     def label(self) -> str:
-        return f"worker {self.index}" if self.index >= 0 else "the shared encoder"
+        if self.role == "encoder":
+            return "the shared encoder"
+        return f"{self.role} {self.index}"
 
 
 class Supervisor:
-    """Runs ``config.server.workers`` sidecar processes until told to stop."""
+    """Runs ``config.server.workers`` sidecar processes (and their writers, with
+    ``write_queue.own_process``) until told to stop."""
 
     def __init__(
         self, config: SidecarConfig, *, clock: Callable[[], float] = time.monotonic
     ) -> None:
-        if config.server.workers < 2:
-            raise SidecarError("the supervisor runs two or more workers (server.workers)")
+        if not config.supervised:
+            raise SidecarError(
+                "the supervisor runs two or more workers (server.workers) or writers"
+                " of their own (write_queue.own_process)"
+            )
         self._config = config
         self._clock = clock
         self._context = multiprocessing.get_context("spawn")
         self._stop = threading.Event()
         self._store_path: str | None = None
         self._workers: list[_Worker] = []
+        self._writers: list[_Worker] = []
         self._encoder: _Worker | None = None
-        self._encoder_dir: str | None = None  # holds the encoder's socket, private
+        self._runtime_dir: str | None = None  # the processes' sockets, private
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -269,10 +317,12 @@ class Supervisor:
         if moved:
             log.info("moved %d unwritten turns from journals of removed workers", moved)
         store_uri = self._start_store() if config.store.is_local_file else None
-        if config.embedding.shared_by(config.server.workers):
+        self._runtime_dir = tempfile.mkdtemp(prefix="sidecar-")
+        if config.embedding.shared_by(config.model_processes):
             config = self._start_encoder(config)
         self._workers = [
-            _Worker(i, worker_config(config, i, store_uri)) for i in range(config.server.workers)
+            _Worker(i, worker_config(config, i, store_uri, self._runtime_dir))
+            for i in range(config.server.workers)
         ]
         # Worker 0 first: it creates (or checks) the collection before the others race.
         self._spawn(self._workers[0])
@@ -280,6 +330,12 @@ class Supervisor:
         for worker in self._workers[1:]:
             self._spawn(worker)
         self._await_ready(self._workers[1:])
+        if config.write_queue.own_process:
+            self._writers = [_Worker(w.index, w.config, "writer") for w in self._workers]
+            for writer in self._writers:
+                self._spawn(writer)
+            self._await_ready(self._writers)
+            log.info("%d writer processes started", len(self._writers))
 
     def _start_store(self) -> str:
         """Start the embedded milvus-lite server for the configured file; its URI."""
@@ -296,13 +352,12 @@ class Supervisor:
 
     @property
     def _encoder_socket(self) -> str:
-        return str(Path(self._encoder_dir or ".") / "encoder.sock")
+        return str(Path(self._runtime_dir or ".") / "encoder.sock")
 
     def _start_encoder(self, config: SidecarConfig) -> SidecarConfig:
         """Start the shared encoder; ``config`` with its socket for the workers."""
-        self._encoder_dir = tempfile.mkdtemp(prefix="sidecar-encoder-")
         embedding = config.embedding.model_copy(update={"service_socket": self._encoder_socket})
-        self._encoder = _Worker(-1, config)
+        self._encoder = _Worker(-1, config, "encoder")
         self._spawn(self._encoder)
         self._await_ready([self._encoder])
         log.info("shared encoder started for %d workers", config.server.workers)
@@ -310,10 +365,14 @@ class Supervisor:
 
     def _spawn(self, worker: _Worker) -> None:
         receive, send = self._context.Pipe(duplex=False)
-        if worker.index < 0:
+        if worker.role == "encoder":
             target: Callable[..., None] = run_encoder
             args: tuple[Any, ...] = (worker.config, self._encoder_socket, send, os.getpid())
             name = "sidecar-encoder"
+        elif worker.role == "writer":
+            target, name = run_writer, f"sidecar-writer-{worker.index}"
+            port = self._config.writer_metrics_port(worker.index)
+            args = (worker.config, worker.index, send, os.getpid(), port)
         else:
             target, name = run_worker, f"sidecar-worker-{worker.index}"
             args = (worker.config, worker.index, send, os.getpid())
@@ -354,12 +413,13 @@ class Supervisor:
         worker.announced = tuple(int(value) for value in announced)
         worker.ready.close()
         worker.ready = None
-        if worker.index >= 0:
+        if worker.role == "worker":
             log.info("worker %d ready on port %d", worker.index, worker.announced[0])
         return True
 
     def _supervised(self) -> list[_Worker]:
-        return [*self._workers, *((self._encoder,) if self._encoder is not None else ())]
+        encoder = (self._encoder,) if self._encoder is not None else ()
+        return [*self._workers, *self._writers, *encoder]
 
     def _supervise(self) -> None:
         now = self._clock()
@@ -381,14 +441,16 @@ class Supervisor:
                 self._spawn(worker)
 
     def _shutdown(self) -> bool:
-        """SIGTERM every worker, wait for their drains (they embed their last turns),
-        then stop the shared encoder and the store server."""
+        """SIGTERM every worker, wait for their drains (they embed their last turns);
+        then the writers (which drain the journals), the shared encoder and the
+        store server."""
         clean = self._stop_processes([w for w in self._workers if w.process is not None])
+        clean = self._stop_processes([w for w in self._writers if w.process is not None]) and clean
         if self._encoder is not None and self._encoder.process is not None:
             clean = self._stop_processes([self._encoder]) and clean
-        if self._encoder_dir is not None:
-            shutil.rmtree(self._encoder_dir, ignore_errors=True)
-            self._encoder_dir = None
+        if self._runtime_dir is not None:
+            shutil.rmtree(self._runtime_dir, ignore_errors=True)
+            self._runtime_dir = None
         if self._store_path is not None:
             from milvus_lite.server_manager import server_manager_instance
 

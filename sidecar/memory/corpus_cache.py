@@ -18,6 +18,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from sidecar.config import CacheConfig
 from sidecar.errors import SidecarError
@@ -32,6 +33,17 @@ from sidecar.metrics import Metrics
 CLOCK_SKEW_MS = 5_000
 #: Ids per store query when the shared refresh fetches rows with their vectors.
 _ID_BATCH = 500
+
+
+class CacheMirror(Protocol):
+    """Told what a cache is told by this process's writes (another process's cache
+    takes the same: :class:`sidecar.memory.relay.RelayClient`)."""
+
+    def applied(self, records: Sequence[MemoryRecord]) -> None: ...
+
+    def invalidated(self, records: Sequence[MemoryRecord]) -> None: ...
+
+    def invalidated_user(self, user_id: str) -> None: ...
 
 
 @dataclass(slots=True)
@@ -122,6 +134,9 @@ class CorpusCache:
         #: cost does not grow with the number of cached users.
         self._refresher: asyncio.Task[None] | None = None
         self._watermark: int | None = None
+        #: Told of this process's writes (``apply``, ``invalidate*``), not of the
+        #: rows refreshes read.
+        self.mirror: CacheMirror | None = None
 
     async def corpus(self, scope: Scope) -> Corpus:
         """The scope's corpus, loading (and waiting for) whatever is missing or stale."""
@@ -154,7 +169,7 @@ class CorpusCache:
             ]
             self._metrics.cache_lookups.labels(outcome="delta").inc()
             if changed or gone:
-                self.apply([*changed, *gone])
+                self._apply([*changed, *gone])
         return await self.corpus(scope)
 
     def corpus_nowait(self, scope: Scope) -> Corpus | None:
@@ -222,6 +237,11 @@ class CorpusCache:
         gets the new version (by id), so the next request sees it; rows no longer
         active leave the unit. Loads in flight are not kept (they may predate the
         write)."""
+        self._apply(records)
+        if self.mirror is not None:
+            self.mirror.applied(records)
+
+    def _apply(self, records: Sequence[MemoryRecord]) -> None:
         changed: dict[str, dict[str, MemoryRecord]] = {}
         for record in records:
             for key in units_of(record):
@@ -280,7 +300,7 @@ class CorpusCache:
         self._metrics.cache_lookups.labels(outcome="delta").inc()
         newest = max((r.updated_at for r in heads), default=since)
         if changed:
-            self.apply(changed)
+            self._apply(changed)
         self._reload_marked(heads)
         for unit in units:
             if unit.loaded_at > float("-inf"):  # not invalidated meanwhile
@@ -340,9 +360,13 @@ class CorpusCache:
         """Mark every unit ``record`` belongs to stale (e.g. after a delete)."""
         for key in units_of(record):
             self._bump(key)
+        if self.mirror is not None:
+            self.mirror.invalidated([record])
 
     def invalidate_user(self, user_id: str) -> None:
         self._bump(f"user:{user_id}")
+        if self.mirror is not None:
+            self.mirror.invalidated_user(user_id)
 
     def clear(self) -> None:
         for key in list(self._units):

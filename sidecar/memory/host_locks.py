@@ -75,9 +75,9 @@ class HostLocks:
 
 
 def host_locks_for(config: SidecarConfig, name: str = "owner-locks") -> HostLocks | None:
-    """The host's per-owner locks called ``name`` when several workers share it (a
-    directory beside the journals; one name per kind of lock, so a holder of one
-    kind may take the other)."""
-    if config.server.workers < 2:
+    """The host's per-owner locks called ``name`` when several processes write its
+    rows (workers, writers of their own; a directory beside the journals; one name
+    per kind of lock, so a holder of one kind may take the other)."""
+    if not config.supervised:
         return None
     return HostLocks(Path(config.write_queue.journal_path).expanduser().parent / name)

@@ -45,6 +45,14 @@ the methods are coroutines. One process owns a journal file at a time (an
 exclusive ``flock`` on ``<path>.lock``, released by the kernel when the process
 dies); a second sidecar on the same file refuses to start.
 
+Two processes, two roles (``write_queue.own_process``). The process that accepts
+turns opens the file as the ``appender`` (it locks ``<path>.append.lock``) and the
+process that writes them as the ``claimer`` (``<path>.lock``); an ``owner`` does both
+and takes both locks. Every change runs in a ``BEGIN IMMEDIATE`` transaction, so the
+two processes' changes are serialised by SQLite and a user's head stays right.
+Each process's running count of unwritten turns sees only its own changes between
+:meth:`TurnJournal.counts` calls, which re-synchronise it from the file.
+
 No turn content ever reaches a log line or ``last_error`` (an exception *type*).
 """
 
@@ -125,6 +133,14 @@ _PROMOTE = f"""
     UPDATE turns SET is_head = 1
     WHERE id = (SELECT MIN(id) FROM turns WHERE user_id = ? AND state IN {_OPEN_STATES})
 """
+
+
+JournalRole = Literal["owner", "appender", "claimer"]
+_LOCKS: dict[str, tuple[str, ...]] = {
+    "owner": (".lock", ".append.lock"),
+    "appender": (".append.lock",),
+    "claimer": (".lock",),
+}
 
 
 class TurnState(StrEnum):
@@ -211,9 +227,9 @@ def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
     conn.execute("COMMIT")
 
 
-def _lock_file(path: Path) -> int:
-    """An exclusive, non-blocking ``flock`` on ``<path>.lock``; its descriptor."""
-    lock_path = path.with_name(path.name + ".lock")
+def _lock_file(path: Path, suffix: str = ".lock") -> int:
+    """An exclusive, non-blocking ``flock`` on ``<path><suffix>``; its descriptor."""
+    lock_path = path.with_name(path.name + suffix)
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -244,7 +260,7 @@ def adopt_journal(target: Path, source: Path) -> int:
     the two copies the turns again next time, which the idempotent writer absorbs.
     """
     target.parent.mkdir(parents=True, exist_ok=True)
-    locks = [_lock_file(target), _lock_file(source)]
+    locks = [_lock_file(f, suffix) for f in (target, source) for suffix in _LOCKS["owner"]]
     try:
         os.close(os.open(target, os.O_RDWR | os.O_CREAT, 0o600))
         conn = sqlite3.connect(str(target), isolation_level=None, timeout=5.0)
@@ -291,6 +307,7 @@ class TurnJournal:
         sync: SyncMode = "normal",
         clock: Callable[[], float] = time.time,
         allow_memory: bool = False,
+        role: JournalRole = "owner",
     ) -> None:
         self._path = str(path)
         if not self._path:
@@ -301,11 +318,12 @@ class TurnJournal:
             raise JournalError("max_pending must be at least 1")
         self._max_pending = max_pending
         self._sync = sync
+        self._role = role
         self._clock = clock
         self._executor: ThreadPoolExecutor | None = None
         # Touched only on the journal thread (the connection is bound to it).
         self._conn: sqlite3.Connection | None = None
-        self._lock_fd: int | None = None
+        self._lock_fds: list[int] = []
         # Unwritten turns (pending + in progress); written on the journal thread only.
         self._open = 0
 
@@ -316,13 +334,23 @@ class TurnJournal:
         return self._path
 
     @property
+    def role(self) -> JournalRole:
+        return self._role
+
+    @property
+    def shared(self) -> bool:
+        """Whether another process changes this file too (appender or claimer)."""
+        return self._role != "owner"
+
+    @property
     def is_open(self) -> bool:
         return self._executor is not None
 
     @property
     def open_count(self) -> int:
-        """Turns accepted and not yet written (pending + in progress)."""
-        return self._open
+        """Turns accepted and not yet written (pending + in progress); with two
+        processes on the file, as of the last :meth:`counts` plus this one's changes."""
+        return max(0, self._open)
 
     @property
     def max_pending(self) -> int:
@@ -364,7 +392,8 @@ class TurnJournal:
             path = Path(self._path).expanduser()
             target = str(path)
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._lock_fd = _lock_file(path)
+            for suffix in _LOCKS[self._role]:
+                self._lock_fds.append(_lock_file(path, suffix))
             # The journal holds conversation text: owner-only, like the -wal/-shm
             # files SQLite creates with the database file's mode.
             os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
@@ -396,8 +425,8 @@ class TurnJournal:
         self._release_lock()
 
     def _release_lock(self) -> None:
-        fd, self._lock_fd = self._lock_fd, None
-        if fd is not None:
+        fds, self._lock_fds = self._lock_fds, []
+        for fd in fds:
             os.close(fd)  # releases the flock
 
     # -- the one thread boundary ----------------------------------------------------
@@ -439,12 +468,15 @@ class TurnJournal:
             raise JournalFull(f"the journal holds {self._open} unwritten turns")
         payload = encode_turn(turn)
         now = self.now_ms()
-        cursor = conn.execute(  # autocommit: one statement, one transaction
-            "INSERT INTO turns (user_id, payload, state, is_head, attempts, next_attempt_at,"
-            " created_at, updated_at) VALUES (?1, ?2, 'pending', NOT EXISTS (SELECT 1 FROM turns"
-            f" WHERE user_id = ?1 AND state IN {_OPEN_STATES}), 0, ?3, ?3, ?3)",
-            (turn.user_id, payload, now),
-        )
+        # IMMEDIATE: the head test reads the file as of the write lock, even while
+        # another process settles this user's turns.
+        with _transaction(conn):
+            cursor = conn.execute(
+                "INSERT INTO turns (user_id, payload, state, is_head, attempts, next_attempt_at,"
+                " created_at, updated_at) VALUES (?1, ?2, 'pending', NOT EXISTS (SELECT 1 FROM"
+                f" turns WHERE user_id = ?1 AND state IN {_OPEN_STATES}), 0, ?3, ?3, ?3)",
+                (turn.user_id, payload, now),
+            )
         self._open += 1
         row_id = cursor.lastrowid
         assert row_id is not None
@@ -523,11 +555,13 @@ class TurnJournal:
         return await self._call("fail", self._fail_sync, turn_id, error_type(error), retry_at_ms)
 
     def _fail_sync(self, turn_id: int, error: str, retry_at_ms: int) -> bool:
-        cursor = self._connection().execute(
-            "UPDATE turns SET state = 'pending', next_attempt_at = ?, last_error = ?,"
-            " updated_at = ? WHERE id = ? AND state = 'in_progress'",
-            (retry_at_ms, error, self.now_ms(), turn_id),
-        )
+        conn = self._connection()
+        with _transaction(conn):
+            cursor = conn.execute(
+                "UPDATE turns SET state = 'pending', next_attempt_at = ?, last_error = ?,"
+                " updated_at = ? WHERE id = ? AND state = 'in_progress'",
+                (retry_at_ms, error, self.now_ms(), turn_id),
+            )
         return cursor.rowcount == 1
 
     async def dead(self, turn_id: int, error: str) -> bool:

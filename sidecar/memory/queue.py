@@ -18,6 +18,12 @@ the writer's deterministic memory ids make a second pass idempotent). ``drain``
 stops accepting and waits for the journal to empty, up to a deadline: what is left
 stays in the journal for the next start. ``close`` stops the workers (turns they
 were writing go back to pending) and closes the journal.
+
+With ``write_queue.own_process`` the two halves run in two processes over one
+journal file: the sidecar worker's queue is the ``appender`` (it accepts turns and
+keeps the gauges; ``on_accept`` tells its writer there is work), the writer's is the
+``claimer`` (its workers write the turns; :meth:`WriteQueue.wake` is how it hears of
+new ones, besides polling every ``poll_interval_s``).
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from typing import Protocol
 from sidecar.config import WriteQueueConfig
 from sidecar.errors import EmbeddingError, JournalError, JournalFull, SidecarError, StoreError
 from sidecar.logs import REQUEST_ID
-from sidecar.memory.journal import ClaimedTurn, TurnJournal
+from sidecar.memory.journal import ClaimedTurn, JournalRole, TurnJournal
 from sidecar.memory.turns import Turn
 from sidecar.memory.writer import WriteResult
 from sidecar.metrics import Metrics
@@ -95,13 +101,19 @@ class WriteQueue:
         *,
         journal: TurnJournal | None = None,
         rng: random.Random | None = None,
+        role: JournalRole = "owner",
+        on_accept: Callable[[], None] | None = None,
     ) -> None:
         self._writer = writer
         self._config = config
         self._metrics = metrics
         self._journal = journal or TurnJournal(
-            config.journal_path, max_pending=config.max_pending, sync=config.journal_sync
+            config.journal_path,
+            max_pending=config.max_pending,
+            sync=config.journal_sync,
+            role=role,
         )
+        self._on_accept = on_accept
         self._rng = rng or random.Random()
         self._workers: list[asyncio.Task[None]] = []
         self._maintenance: asyncio.Task[None] | None = None
@@ -120,6 +132,20 @@ class WriteQueue:
         return self._journal
 
     @property
+    def writes(self) -> bool:
+        """Whether this process writes the turns (not only accepts them)."""
+        return self._journal.role != "appender"
+
+    @property
+    def accepts(self) -> bool:
+        """Whether this process accepts turns (not only writes them)."""
+        return self._journal.role != "claimer"
+
+    def wake(self) -> None:
+        """Another process accepted a turn: idle workers look for work now."""
+        self._wake.set()
+
+    @property
     def depth(self) -> int:
         """Turns accepted and not yet written (pending + in progress)."""
         return self._journal.open_count if self._journal.is_open else 0
@@ -129,11 +155,17 @@ class WriteQueue:
     async def start(self) -> None:
         """Open the journal, queue again what a crash left in progress, start the
         workers; then accept turns."""
-        if self._workers:
+        if self._maintenance is not None:
             return
         await self._journal.open()
         try:
-            requeued, dead = await self._journal.requeue_in_progress(self._config.max_attempts)
+            # Only the process that writes turns may requeue them: while it runs, an
+            # in-progress turn is its own.
+            requeued, dead = (
+                await self._journal.requeue_in_progress(self._config.max_attempts)
+                if self.writes
+                else (0, 0)
+            )
             counts = await self._journal.counts()
         except BaseException:
             await self._journal.close()
@@ -152,11 +184,12 @@ class WriteQueue:
             self._config.max_attempts,
             counts.dead,
         )
-        self._accepting = True
-        self._workers = [
-            asyncio.create_task(self._work(), name=f"write-worker-{i}")
-            for i in range(self._config.workers)
-        ]
+        self._accepting = self.accepts
+        if self.writes:
+            self._workers = [
+                asyncio.create_task(self._work(), name=f"write-worker-{i}")
+                for i in range(self._config.workers)
+            ]
         self._maintenance = asyncio.create_task(self._maintain(), name="write-journal-upkeep")
         self._wake.set()
 
@@ -195,6 +228,8 @@ class WriteQueue:
         self._metrics.turns.labels(outcome="accepted").inc()
         self._metrics.queue_depth.set(self.depth)
         self._wake.set()
+        if self._on_accept is not None:
+            self._on_accept()
         return True
 
     async def wait_idle(self, timeout_s: float) -> bool:
@@ -202,8 +237,12 @@ class WriteQueue:
         timeout passes (False)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
+        # With another process on the journal its changes are read from the file.
+        poll_s = 0.05 if self._journal.shared else 0.25
         while True:
             self._progress.clear()
+            if self._journal.shared and self._journal.is_open:
+                await self._journal.counts()
             # In-flight turns count until their worker has finished with them (the
             # journal may already say done while the worker still counts the turn).
             if self.depth == 0 and self._appending == 0 and not self._in_flight:
@@ -212,12 +251,14 @@ class WriteQueue:
             if remaining <= 0:
                 return False
             # Woken by every settled turn; the cap re-checks after anything missed.
-            await _wait(self._progress, min(remaining, 0.25))
+            await _wait(self._progress, min(remaining, poll_s))
 
     async def drain(self, timeout_s: float | None = None) -> bool:
         """Stop accepting; wait for the journal to empty (True) or the deadline —
         then what is left stays in the journal for the next start (False)."""
         self._accepting = False
+        if not self.writes:
+            return True  # what was accepted is in the journal, for the writer
         deadline = self._config.drain_timeout_s if timeout_s is None else timeout_s
         if await self.wait_idle(deadline):
             return True
@@ -364,7 +405,7 @@ class WriteQueue:
             try:
                 counts = await self._journal.counts()
                 self._set_gauges(counts.open, counts.oldest_open_ms, counts.dead)
-                if time.monotonic() - last_prune >= PRUNE_INTERVAL_S:
+                if self.writes and time.monotonic() - last_prune >= PRUNE_INTERVAL_S:
                     last_prune = time.monotonic()
                     await self._journal.prune(self._config.keep_done)
             except JournalError as exc:

@@ -478,7 +478,7 @@ async def test_closed_journal_raises_journal_error(path: Path) -> None:
     await journal.open()
     await journal.close()
     await journal.close()  # idempotent
-    assert listing(path.parent) == ["journal.sqlite3", "journal.sqlite3.lock"]
+    assert listing(path.parent) == ["journal.sqlite3", "journal.sqlite3.append.lock", "journal.sqlite3.lock"]
 
 
 async def test_unusable_path_raises_journal_error(tmp_path: Path) -> None:

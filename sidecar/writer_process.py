@@ -1,0 +1,89 @@
+"""A writer of its own (``write_queue.own_process``): the process that writes the
+turns one sidecar worker accepts.
+
+Without it a worker writes its turns itself: fact extraction through the LLM
+client, the dedup judge, embedding the facts, storing, filing and linking them run
+on the event loop and under the interpreter lock that also serve the next requests.
+With it the worker only journals each turn (the response path's one SQLite
+insert) and its writer, started beside it by the supervisor, claims the turns from
+the same journal file and writes them with the usual components
+(:meth:`sidecar.app.Components.build` with ``writer_process``). The category tree's
+schedule and retention run here too. What the writer stores reaches the worker's
+corpus cache over :mod:`sidecar.memory.relay`; while that is down, at the worker's
+next delta refresh.
+
+A writer that dies is started again by the supervisor; the turns it was writing
+are claimed again (the journal is at-least-once, the writer idempotent) and the
+worker goes on accepting turns meanwhile. SIGTERM drains the journal up to
+``write_queue.drain_timeout_s`` (the supervisor stops the workers first, so
+nothing new arrives).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from collections.abc import Callable
+
+from prometheus_client import start_http_server
+
+from sidecar.app import Components, freeze_startup_objects
+from sidecar.config import SidecarConfig
+from sidecar.memory.relay import RelayClient
+
+log = logging.getLogger(__name__)
+
+
+async def serve_writer(
+    config: SidecarConfig,
+    *,
+    index: int,
+    announce: Callable[[], None],
+    supervisor_pid: int,
+    metrics_port: int | None,
+) -> None:
+    """Write worker ``index``'s turns until SIGTERM, SIGINT or the supervisor is gone."""
+    from sidecar.workers import watch_supervisor
+
+    components = await Components.build(config, writer_process=True)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    watcher = loop.create_task(watch_supervisor(supervisor_pid, stop))
+    try:
+        await components.queue.start()  # requeues what a killed writer left in progress
+        if isinstance(components.relay, RelayClient):
+            components.relay.start()
+        if components.hierarchy is not None:
+            components.hierarchy.start()
+        if components.retention is not None:
+            components.retention.start()
+        if metrics_port is not None:
+            _serve_metrics(components, metrics_port, config.admin.host)
+        freeze_startup_objects()
+        announce()
+        log.info("writer %d writing turns pid=%d", index, os.getpid())
+        await stop.wait()
+    finally:
+        watcher.cancel()
+        if components.hierarchy is not None:
+            await components.hierarchy.stop()
+        if components.retention is not None:
+            await components.retention.stop()
+        drained = await components.queue.drain()
+        log.info("writer %d %s", index, "drained" if drained else "stopped with turns left")
+        await components.close()
+
+
+def _serve_metrics(components: Components, port: int, host: str) -> None:
+    """The writer's ``/metrics`` (turns written, extraction, judging, the store);
+    a port in use is logged, not fatal."""
+    try:
+        start_http_server(port, addr=host, registry=components.metrics.registry)
+    except OSError as exc:
+        log.warning("writer metrics not served on port %d: %s", port, exc)
+        return
+    log.info("writer metrics on port %d", port)
