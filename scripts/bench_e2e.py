@@ -108,7 +108,7 @@ def wait_writes_drained(stack: Stack, timeout: float = 300.0) -> None:
 def fact_decisions(stack: Stack) -> dict[str, float]:
     """The write path's fact decisions so far (add_*, noop_*, supersede_*, ...)."""
     out: dict[str, float] = {}
-    for url in stack.sidecar_admin_urls:
+    for url in [*stack.sidecar_admin_urls, *stack.writer_metrics_urls]:
         _, body = http_get(f"{url}/metrics")
         for line in body.decode().splitlines():
             if line.startswith('memory_sidecar_facts_total{decision="'):
@@ -234,10 +234,17 @@ def main(argv: list[str] | None = None) -> int:
         help="embedding.shared: one encoder process for all workers (default: auto, on a"
         " GPU device)",
     )
+    parser.add_argument(
+        "--write-process",
+        default="off",
+        help="write_queue.own_process, comma-separated (off, on, or off,on): one sidecar"
+        " run each; 'on' rows are labelled 'wp'",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     worker_counts = [int(w) for w in args.workers.split(",")]
+    write_processes = [w.strip() == "on" for w in args.write_process.split(",")]
     workdir = Path(tempfile.mkdtemp(prefix="bench-e2e-"))
     results: list[Result] = []
     breakdowns: dict[str, dict[str, float]] = {}
@@ -278,13 +285,18 @@ def main(argv: list[str] | None = None) -> int:
             for process in extra:
                 process.stop()
             base.stop()
-        for size, workers in [(size, w) for size in sizes for w in worker_counts]:
+        runs = [(s, w, wp) for s in sizes for w in worker_counts for wp in write_processes]
+        for run, (size, workers, own_process) in enumerate(runs):
             users = size // args.per_user
             label = f"{size // 1000}k" + (f" w{workers}" if workers > 1 else "")
-            stack_dir = workdir / f"sidecar-{size}-w{workers}"
+            label += " wp" if own_process else ""
+            stack_dir = workdir / f"sidecar-{run}"  # the same shape may run twice
             stack_dir.mkdir()
             shutil.copy(stores[size], stack_dir / "memory.db")
-            overrides: dict[str, Any] = {"server": {"workers": workers}}
+            overrides: dict[str, Any] = {
+                "server": {"workers": workers},
+                "write_queue": {"own_process": own_process},
+            }
             embedding: dict[str, Any] = {}
             if args.lanes:
                 embedding["lanes"] = args.lanes
@@ -328,8 +340,9 @@ def main(argv: list[str] | None = None) -> int:
                 report[f"write_queue_depth_{key}"] = stack.sidecar_metric(
                     "memory_sidecar_write_queue_depth"
                 )
-                report[f"turns_written_{key}"] = stack.sidecar_metric(
-                    "memory_sidecar_turns_total", {"outcome": "written"}
+                report[f"turns_written_{key}"] = sum(
+                    metric("memory_sidecar_turns_total", {"outcome": "written"})
+                    for metric in (stack.sidecar_metric, stack.writer_metric)
                 )
             finally:
                 stack.stop()

@@ -110,11 +110,11 @@ class RelayServer:
             self._server.close()
             self._server = None
         for writer in list(self._writers):
-            writer.close()
+            writer.close()  # their readers end without being cancelled
+        if self._connections:
+            await asyncio.wait(self._connections, timeout=1.0)
         for task in list(self._connections):
             task.cancel()
-        if self._connections:
-            await asyncio.wait(self._connections)
 
     def wake(self) -> None:
         """Tell every connected writer a turn is waiting (never blocks)."""

@@ -458,6 +458,108 @@ async def test_one_process_owns_a_journal_file(journal: TurnJournal, path: Path)
     await other.close()
 
 
+async def test_an_appender_and_a_claimer_share_a_file_and_exclude_the_rest(path: Path) -> None:
+    appender = TurnJournal(path, max_pending=10, role="appender")
+    claimer = TurnJournal(path, max_pending=10, role="claimer")
+    await appender.open()
+    await claimer.open()
+    try:
+        for role in ("owner", "appender", "claimer"):
+            with pytest.raises(JournalError, match="in use"):
+                await TurnJournal(path, max_pending=10, role=role).open()  # type: ignore[arg-type]
+        assert (appender.shared, claimer.shared) == (True, True)
+    finally:
+        await appender.close()
+        await claimer.close()
+    owner = TurnJournal(path, max_pending=10)
+    await owner.open()
+    assert not owner.shared
+    await owner.close()
+
+
+async def test_the_claimer_writes_what_the_appender_accepts(path: Path, clock: Clock) -> None:
+    appender = TurnJournal(path, max_pending=3, role="appender", clock=clock)
+    claimer = TurnJournal(path, max_pending=3, role="claimer", clock=clock)
+    await appender.open()
+    await claimer.open()
+    try:
+        await appender.append(turn("u1", "a"))
+        await appender.append(turn("u1", "b"))
+        await appender.append(turn("u2", "c"))
+        with pytest.raises(JournalFull):
+            await appender.append(turn("u3", "d"))
+        first = await claimer.claim(10)
+        assert texts(first) == ["a", "c"]  # one head per user, across the processes
+        assert await claimer.claim(10) == []
+        for claimed in first:
+            assert await claimer.complete(claimed.id)
+        assert texts(await claimer.claim(10)) == ["b"]
+        # The appender learns of the claimer's progress from the file.
+        assert appender.open_count == 3
+        assert (await appender.counts()).open == 1
+        assert appender.open_count == 1
+        await appender.append(turn("u3", "d"))  # room again
+    finally:
+        await appender.close()
+        await claimer.close()
+
+
+async def test_two_processes_on_one_journal_write_every_turn_once_in_order(
+    path: Path,
+) -> None:
+    """Another process appends 300 turns of 6 users as fast as it can while this one
+    claims and completes them: every turn is claimed exactly once, each user's in
+    acceptance order, never two of a user's at once."""
+    script = textwrap.dedent(
+        f"""
+        import asyncio
+        from sidecar.memory.journal import TurnJournal
+        from sidecar.memory.turns import Turn
+
+        async def main():
+            journal = TurnJournal({str(path)!r}, max_pending=10_000, role="appender")
+            await journal.open()
+            for n in range(300):
+                user = f"u{{n % 6}}"
+                await journal.append(Turn(user_id=user, user_text=str(n),
+                    assistant_text="ok", created_at=n, request_id=str(n)))
+            await journal.close()
+
+        asyncio.run(main())
+        """
+    )
+    claimer = TurnJournal(path, max_pending=10_000, role="claimer")
+    await claimer.open()
+    appending = asyncio.create_task(
+        asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-c", script],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            timeout=60,
+        )
+    )
+    seen: list[int] = []
+    try:
+        while not appending.done() or (await claimer.counts()).open:
+            claimed = await claimer.claim(4)
+            users = [c.turn.user_id for c in claimed]
+            assert len(users) == len(set(users))  # never two of a user's at once
+            for item in claimed:
+                seen.append(int(item.turn.user_text))
+                assert await claimer.complete(item.id)
+            if not claimed:
+                await asyncio.sleep(0.005)
+        done = await appending
+        assert done.returncode == 0, done.stderr.decode()[-2000:]
+    finally:
+        await claimer.close()
+    assert sorted(seen) == list(range(300))
+    for user in range(6):
+        mine = [n for n in seen if n % 6 == user]
+        assert mine == sorted(mine)
+
+
 async def test_in_memory_journal_only_when_asked_for(tmp_path: Path) -> None:
     with pytest.raises(JournalError, match="not durable"):
         TurnJournal(":memory:", max_pending=10)
@@ -478,7 +580,11 @@ async def test_closed_journal_raises_journal_error(path: Path) -> None:
     await journal.open()
     await journal.close()
     await journal.close()  # idempotent
-    assert listing(path.parent) == ["journal.sqlite3", "journal.sqlite3.append.lock", "journal.sqlite3.lock"]
+    assert listing(path.parent) == [
+        "journal.sqlite3",
+        "journal.sqlite3.append.lock",
+        "journal.sqlite3.lock",
+    ]
 
 
 async def test_unusable_path_raises_journal_error(tmp_path: Path) -> None:

@@ -409,3 +409,74 @@ async def test_nothing_touches_the_disk_before_start(tmp_path: Path) -> None:
     assert await queue.wait_idle(0.1)
     await queue.close()
     assert not path.parent.exists()
+
+
+# -- two processes' halves (write_queue.own_process) ----------------------------------
+
+
+async def test_an_appender_accepts_and_a_claimer_writes(harness: Harness) -> None:
+    """The worker's queue (appender) only journals and wakes its writer; the
+    writer's queue (claimer) writes every turn once, in user order; the appender's
+    drain leaves the turns to the writer and its wait_idle sees the writer's
+    progress in the file."""
+    cfg = config(journal_path=str(harness.path), poll_interval_s=5.0)
+    never = FakeWriter()
+    writer = FakeWriter()
+    writing = WriteQueue(writer, cfg, Metrics(), role="claimer")
+    accepting_metrics = Metrics()
+    accepting = WriteQueue(never, cfg, accepting_metrics, role="appender", on_accept=writing.wake)
+    harness.queues += [accepting, writing]
+    await accepting.start()
+    await writing.start()
+    assert (accepting.accepts, accepting.writes) == (True, False)
+    assert (writing.accepts, writing.writes) == (False, True)
+
+    for n in range(30):
+        assert await accepting.submit(make_turn(f"u{n % 3}", n))
+    # Woken by on_accept, not by its 5-second poll.
+    assert await accepting.wait_idle(4.0)
+    assert never.calls == []
+    assert sorted(len(ids) for ids in writer.written.values()) == [10, 10, 10]
+    for user, ids in writer.written.items():
+        assert ids == [f"{user}/{n}" for n in range(30) if f"u{n % 3}" == user]
+    assert writer.overlaps == 0
+    assert turns_metric(accepting_metrics, "accepted") == 30
+
+    writer.gate = asyncio.Event()  # the writer stalls: the worker's drain does not wait
+    assert await accepting.submit(make_turn("u9", 99))
+    assert await accepting.drain(timeout_s=0.1)
+    assert not await accepting.submit(make_turn("u9", 100))  # stopped accepting
+    assert harness.rows("SELECT COUNT(*) FROM turns WHERE state <> 'done'") == [(1,)]
+    writer.gate.set()
+    assert await writing.drain(timeout_s=4.0)
+    assert writer.written["u9"] == ["u9/99"]
+
+
+async def test_a_restarted_claimer_takes_back_what_its_predecessor_left(
+    harness: Harness,
+) -> None:
+    """A writer killed mid-turn leaves it in progress; the next writer requeues and
+    writes it, while the worker kept accepting."""
+    cfg = config(journal_path=str(harness.path))
+    accepting = WriteQueue(FakeWriter(), cfg, Metrics(), role="appender")
+    harness.queues.append(accepting)
+    await accepting.start()
+    stuck = FakeWriter()
+    stuck.gate = asyncio.Event()
+    first = WriteQueue(stuck, cfg, Metrics(), role="claimer")
+    await first.start()
+    assert await accepting.submit(make_turn("u1", 1))
+    first.wake()
+    await asyncio.wait_for(stuck.entered.wait(), 4.0)
+    # Its journal goes away without settling the turn (as when the process dies).
+    await first.journal.close()
+    await first.close()
+    assert harness.rows("SELECT state FROM turns") == [("in_progress",)]
+    assert await accepting.submit(make_turn("u1", 2))
+
+    writer = FakeWriter()
+    second = WriteQueue(writer, cfg, Metrics(), role="claimer")
+    harness.queues.append(second)
+    await second.start()
+    assert await second.wait_idle(4.0)
+    assert writer.written["u1"] == ["u1/1", "u1/2"]

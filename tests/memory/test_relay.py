@@ -1,0 +1,245 @@
+"""The channel between a worker and its writer process, in-process against a real
+store: what the writer's cache is told reaches the worker's cache at once (not at
+its next refresh), rows a refresh reads are not sent, wake-ups reach the writer,
+malformed frames are refused and counted, and a restarted worker is found again."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import socket
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from sidecar.config import CacheConfig, StoreConfig
+from sidecar.memory.corpus_cache import CorpusCache
+from sidecar.memory.records import (
+    MemoryRecord,
+    MemoryType,
+    NodeType,
+    Scope,
+    Status,
+    Visibility,
+    now_ms,
+)
+from sidecar.memory.relay import (
+    APPLY,
+    FRAME,
+    RelayClient,
+    RelayServer,
+    decode_records,
+    encode_records,
+)
+from sidecar.memory.store import MemoryStore
+from sidecar.metrics import Metrics
+
+DIM = 4
+
+
+def rec(rid: str, user: str, **extra: object) -> MemoryRecord:
+    return MemoryRecord(
+        id=rid,
+        user_id=user,
+        content=f"text {rid}",
+        embedding=(0.25, 0.5, 0.0, 1.0),
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+def socket_path() -> Iterator[str]:
+    directory = tempfile.mkdtemp(prefix="relay-")  # short: Unix socket paths are
+    yield str(Path(directory) / "relay.sock")  # limited to ~100 bytes
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[MemoryStore]:
+    opened = await MemoryStore.open(StoreConfig(uri=str(tmp_path / "r.db")), DIM, Metrics())
+    await opened.upsert([rec("old", "alice")])
+    yield opened
+    await opened.close()
+
+
+class Pair:
+    """A worker's cache behind a relay server, a writer's cache mirrored by a client."""
+
+    def __init__(self, store: MemoryStore, path: str) -> None:
+        self.path = path
+        self.worker_metrics, self.writer_metrics = Metrics(), Metrics()
+        self.worker_cache = CorpusCache(store, CacheConfig(), self.worker_metrics)
+        self.writer_cache = CorpusCache(store, CacheConfig(), self.writer_metrics)
+        self.server = RelayServer(self.worker_cache, self.worker_metrics)
+        self.wakes = 0
+        self.client = RelayClient(path, self.writer_metrics, on_wake=self._woken)
+        self.writer_cache.mirror = self.client
+
+    def _woken(self) -> None:
+        self.wakes += 1
+
+    def frames(self, metrics: Metrics, kind: str, outcome: str) -> float:
+        return metrics.value(
+            "memory_sidecar_write_relay_frames_total", {"kind": kind, "outcome": outcome}
+        )
+
+
+@pytest.fixture
+async def pair(store: MemoryStore, socket_path: str) -> AsyncIterator[Pair]:
+    made = Pair(store, socket_path)
+    await made.server.start(socket_path)
+    made.client.start()
+    assert await made.client.wait_connected(5.0)
+    yield made
+    await made.client.close()
+    await made.server.close()
+    for cache in (made.worker_cache, made.writer_cache):
+        await cache.close()
+
+
+async def eventually(check: object, timeout_s: float = 5.0) -> None:
+    assert callable(check)
+    for _ in range(int(timeout_s / 0.01)):
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("not reached in time")
+
+
+def test_records_cross_as_they_are() -> None:
+    records = [
+        MemoryRecord(
+            id="a",
+            user_id="alice",
+            content="Ünïcode \u2028 text",
+            embedding=(0.1, -0.2, 3.5e-8, 1.0),
+            group_id="team",
+            visibility=Visibility.GROUP,
+            node_type=NodeType.CATEGORY,
+            memory_type=MemoryType.EPISODIC,
+            status=Status.SUPERSEDED,
+            related_ids=("b", "c"),
+            importance=0.7,
+            created_at=1,
+            updated_at=2,
+            superseded_by="z",
+        ),
+        MemoryRecord(id="hollow", user_id="bob", content="", embedding=None),
+    ]
+    assert decode_records(encode_records(records)) == records
+    for bad in (b"{}", b"[1]", b'[{"content": "no id"}]', b"\xff"):
+        with pytest.raises(ValueError, match=r"."):  # JSON's, UTF-8's or ours
+            decode_records(bad)
+
+
+async def test_what_the_writer_stores_is_served_by_the_worker_at_once(
+    pair: Pair, store: MemoryStore
+) -> None:
+    scope = Scope("alice")
+    assert set((await pair.worker_cache.corpus(scope)).index_of) == {"old"}
+    await pair.writer_cache.corpus(scope)
+
+    fresh = rec("fresh", "alice")
+    await store.upsert([fresh])
+    pair.writer_cache.apply([fresh])  # what the writer does after storing
+    await eventually(lambda: pair.frames(pair.worker_metrics, "apply", "received") == 1)
+    # No refresh ran (ttl_s is 30 s): the row came over the relay.
+    served = pair.worker_cache.corpus_nowait(scope)
+    assert served is not None
+    assert set(served.index_of) == {"old", "fresh"}
+    assert served.records[served.index_of["fresh"]] == fresh
+
+    gone = fresh.with_changes(status=Status.SUPERSEDED)
+    pair.writer_cache.apply([gone])
+    await eventually(lambda: pair.frames(pair.worker_metrics, "apply", "received") == 2)
+    served = pair.worker_cache.corpus_nowait(scope)
+    assert served is not None
+    assert "fresh" not in served.index_of
+
+
+async def test_invalidations_cross_and_refreshed_rows_do_not(
+    pair: Pair, store: MemoryStore
+) -> None:
+    scope = Scope("alice")
+    await pair.worker_cache.corpus(scope)
+    await pair.writer_cache.corpus(scope)
+    # Rows the caches were not told of: the worker's unit (ttl_s 30 s) keeps
+    # serving without them until the writer's invalidation reaches it.
+    await store.upsert([rec("quiet-1", "alice")])
+    assert "quiet-1" not in (await pair.worker_cache.corpus(scope)).index_of
+    pair.writer_cache.invalidate(rec("old", "alice"))
+    await eventually(lambda: pair.frames(pair.worker_metrics, "invalidate", "received") == 1)
+    assert "quiet-1" in (await pair.worker_cache.corpus(scope)).index_of  # reloaded
+
+    await store.upsert([rec("quiet-2", "alice")])
+    pair.writer_cache.invalidate_user("alice")
+    await eventually(lambda: pair.frames(pair.worker_metrics, "invalidate_user", "received") == 1)
+    assert "quiet-2" in (await pair.worker_cache.corpus(scope)).index_of
+
+    # Rows the writer's cache reads from the store were not its writes: not sent.
+    await pair.writer_cache.corpus(scope)
+    await store.upsert([rec("by-someone-else", "alice", updated_at=now_ms())])
+    assert await pair.writer_cache.refresh() == 1
+    writer_corpus = pair.writer_cache.corpus_nowait(scope)
+    assert writer_corpus is not None
+    assert "by-someone-else" in writer_corpus.index_of
+    assert pair.frames(pair.writer_metrics, "apply", "sent") == 0
+
+
+async def test_a_wake_reaches_the_writer(pair: Pair) -> None:
+    woken = pair.wakes  # one on connecting: turns may have waited meanwhile
+    assert woken == 1
+    pair.server.wake()
+    pair.server.wake()
+    await eventually(lambda: pair.wakes == woken + 2)
+    assert pair.frames(pair.worker_metrics, "wake", "sent") == 2
+    assert pair.frames(pair.writer_metrics, "wake", "received") == 2
+
+
+async def test_malformed_frames_are_refused_and_counted(pair: Pair, socket_path: str) -> None:
+    scope = Scope("alice")
+    await pair.worker_cache.corpus(scope)
+
+    def send(frames: bytes) -> None:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.connect(socket_path)
+            sock.sendall(frames)
+
+    bad_rows = json.dumps([{"no": "id"}]).encode()
+    await asyncio.to_thread(send, FRAME.pack(APPLY, len(bad_rows)) + bad_rows)
+    await eventually(lambda: pair.frames(pair.worker_metrics, "apply", "malformed") == 1)
+    await asyncio.to_thread(send, FRAME.pack(b"?", 0))
+    await eventually(lambda: pair.frames(pair.worker_metrics, "unknown", "malformed") == 1)
+    await asyncio.to_thread(send, FRAME.pack(APPLY, 2**31))  # too large: closed
+    await eventually(lambda: pair.frames(pair.worker_metrics, "unknown", "malformed") == 2)
+    served = pair.worker_cache.corpus_nowait(scope)
+    assert served is not None
+    assert set(served.index_of) == {"old"}
+    # The writer's own connection is unaffected.
+    pair.writer_cache.apply([rec("after", "alice")])
+    await eventually(lambda: pair.frames(pair.worker_metrics, "apply", "received") == 1)
+
+
+async def test_a_restarted_worker_is_found_again(
+    pair: Pair, store: MemoryStore, socket_path: str
+) -> None:
+    await pair.server.close()
+    await eventually(lambda: not pair.client.connected)
+    pair.writer_cache.apply([rec("lost", "alice")])  # nobody to tell: counted
+    assert pair.frames(pair.writer_metrics, "apply", "dropped") == 1
+
+    restarted = RelayServer(pair.worker_cache, pair.worker_metrics)
+    await restarted.start(socket_path)
+    try:
+        assert await pair.client.wait_connected(5.0)
+        await pair.worker_cache.corpus(Scope("alice"))
+        pair.writer_cache.apply([rec("found", "alice")])
+        await eventually(lambda: pair.frames(pair.worker_metrics, "apply", "received") == 1)
+        served = pair.worker_cache.corpus_nowait(Scope("alice"))
+        assert served is not None
+        assert "found" in served.index_of
+    finally:
+        await restarted.close()
