@@ -314,8 +314,9 @@ def run(args: argparse.Namespace, workdir: Path | None = None) -> SoakReport:
         report.turns_accepted = stack.sidecar_metric(
             "memory_sidecar_turns_total", {"outcome": "accepted"}
         )
-        report.turns_written = stack.sidecar_metric(
-            "memory_sidecar_turns_total", {"outcome": "written"}
+        report.turns_written = sum(  # by the workers, or their writer processes
+            metric("memory_sidecar_turns_total", {"outcome": "written"})
+            for metric in (stack.sidecar_metric, stack.writer_metric)
         )
         report.turns_shed = stack.sidecar_metric("memory_sidecar_turns_total", {"outcome": "shed"})
         report.dead_letters = stack.sidecar_metric("memory_sidecar_write_queue_dead_letters")

@@ -12,6 +12,7 @@ import yaml
 from sidecar.config import SidecarConfig, config_from_mapping
 from sidecar.envoy_config import render_yaml
 from sidecar.errors import ConfigError
+from sidecar.memory.host_locks import host_locks_for
 from sidecar.memory.journal import TurnJournal, adopt_journal
 from sidecar.memory.turns import Turn
 from sidecar.workers import adopt_stray_journals, worker_config, worker_journals, worker_path
@@ -57,6 +58,37 @@ def test_worker_config_moves_ports_and_files_and_shares_the_store() -> None:
 
 def test_admin_port_zero_stays_any_port() -> None:
     assert worker_config(config(admin={"port": 0}), 1, None).admin.port == 0
+
+
+def test_writers_of_their_own_are_supervised_beside_their_workers(tmp_path: Path) -> None:
+    one = config(server={"port": 0, "workers": 1}, write_queue={"own_process": True})
+    assert one.supervised  # a supervisor, even for one worker
+    assert one.model_processes == 2
+    assert one.shares_store  # the writer writes the rows the worker reads
+    assert one.writer_metrics_port(0) == 9500 + 1 + 1  # after the encoder's place
+    assert one.encoder_metrics_port is None  # CPU: a model per process
+    shared = config(
+        server={"workers": 1}, write_queue={"own_process": True}, embedding={"shared": "on"}
+    )
+    assert shared.encoder_metrics_port == 9501  # the worker and its writer share it
+    four = config(server={"port": 50100, "workers": 4}, write_queue={"own_process": True})
+    assert [four.writer_metrics_port(i) for i in range(4)] == [9505, 9506, 9507, 9508]
+    assert config().writer_metrics_port(0) is None
+    assert not config(server={"workers": 1}).supervised
+
+    second = worker_config(four, 2, None, "/run/sidecar-x")
+    assert second.write_queue.relay_socket == "/run/sidecar-x/relay-2.sock"
+    assert worker_config(config(), 2, None, "/run/sidecar-x").write_queue.relay_socket == ""
+
+    locks_config = config(
+        server={"workers": 1},
+        write_queue={"own_process": True, "journal_path": str(tmp_path / "j.sqlite3")},
+    )
+    locks = host_locks_for(locks_config)
+    assert locks is not None  # the worker and its writer write one user's rows
+    locks.close()
+    with pytest.raises(ConfigError, match="writers"):
+        config(server={"workers": 2}, write_queue={"own_process": True}, admin={"port": 65532})
 
 
 def test_workers_need_a_fixed_port_and_room_above_it() -> None:
