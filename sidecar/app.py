@@ -159,14 +159,14 @@ class Components:
             other_writers=config.shares_store,
         )
         relay: RelayServer | RelayClient | None = None
-        socket = config.write_queue.relay_socket
+        relay_socket = config.write_queue.relay_socket
         if writer_process:
             queue = WriteQueue(writer, config.write_queue, metrics, role="claimer")
-            if socket:
-                relay = RelayClient(socket, metrics, on_wake=queue.wake)
+            if relay_socket:
+                relay = RelayClient(relay_socket, metrics, on_wake=queue.wake)
                 cache.mirror = relay
         elif config.write_queue.own_process:
-            relay = RelayServer(cache, metrics) if socket else None
+            relay = RelayServer(cache, metrics) if relay_socket else None
             queue = WriteQueue(
                 writer,
                 config.write_queue,
@@ -312,7 +312,10 @@ class Sidecar:
         if self.components.hierarchy is not None:
             await self.components.hierarchy.stop()  # a half-done evolve is repaired next time
         drained = await self.components.queue.drain()
-        log.info("write queue %s", "drained" if drained else "not drained before the deadline")
+        if self.components.queue.writes:
+            log.info("write queue %s", "drained" if drained else "not drained before the deadline")
+        else:
+            log.info("accepted turns are left to the writer process")
         if self._admin is not None:
             await self._admin.stop()
         await self.components.close()

@@ -157,6 +157,11 @@ class Metrics:
             ["kind", "outcome"],
             registry=reg,
         )
+        self.relay_connections = Gauge(
+            p + "write_relay_connections",
+            "Writer processes connected to this worker (write_queue.own_process)",
+            registry=reg,
+        )
         self.cold_fallbacks = Counter(
             p + "cold_corpus_fallbacks",
             "Requests answered by store-side search while the scope's corpus loaded",

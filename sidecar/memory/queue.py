@@ -242,7 +242,8 @@ class WriteQueue:
         while True:
             self._progress.clear()
             if self._journal.shared and self._journal.is_open:
-                await self._journal.counts()
+                with contextlib.suppress(JournalError):  # then as of the last read
+                    await self._journal.counts()
             # In-flight turns count until their worker has finished with them (the
             # journal may already say done while the worker still counts the turn).
             if self.depth == 0 and self._appending == 0 and not self._in_flight:

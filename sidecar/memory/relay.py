@@ -133,6 +133,7 @@ class RelayServer:
         if current is not None:
             self._connections.add(current)
         self._writers.add(writer)
+        self._metrics.relay_connections.set(len(self._writers))
         log.info("writer process connected")
         try:
             while True:
@@ -146,6 +147,7 @@ class RelayServer:
             pass  # the writer closed its end (or is gone)
         finally:
             self._writers.discard(writer)
+            self._metrics.relay_connections.set(len(self._writers))
             writer.close()
             if current is not None:
                 self._connections.discard(current)

@@ -36,18 +36,7 @@ from sidecar.memory.relay import (
 )
 from sidecar.memory.store import MemoryStore
 from sidecar.metrics import Metrics
-
-DIM = 4
-
-
-def rec(rid: str, user: str, **extra: object) -> MemoryRecord:
-    return MemoryRecord(
-        id=rid,
-        user_id=user,
-        content=f"text {rid}",
-        embedding=(0.25, 0.5, 0.0, 1.0),
-        **extra,  # type: ignore[arg-type]
-    )
+from tests.memory.test_corpus import DIM, rec
 
 
 @pytest.fixture
@@ -190,6 +179,7 @@ async def test_invalidations_cross_and_refreshed_rows_do_not(
 
 
 async def test_a_wake_reaches_the_writer(pair: Pair) -> None:
+    assert pair.worker_metrics.value("memory_sidecar_write_relay_connections") == 1
     woken = pair.wakes  # one on connecting: turns may have waited meanwhile
     assert woken == 1
     pair.server.wake()
@@ -228,6 +218,7 @@ async def test_a_restarted_worker_is_found_again(
 ) -> None:
     await pair.server.close()
     await eventually(lambda: not pair.client.connected)
+    assert pair.worker_metrics.value("memory_sidecar_write_relay_connections") == 0
     pair.writer_cache.apply([rec("lost", "alice")])  # nobody to tell: counted
     assert pair.frames(pair.writer_metrics, "apply", "dropped") == 1
 
