@@ -61,6 +61,22 @@ def parse_json_loose(text: str) -> Any:
     raise LLMBadOutput("no JSON value in the LLM answer")
 
 
+def answer_text(raw: bytes) -> str | None:
+    """The first choice's message text of a chat completion's JSON body (None when
+    it has none); :class:`LLMBadOutput` when the body is not a chat completion."""
+    try:
+        completion = json.loads(raw)
+    except ValueError as exc:  # not JSON, not UTF-8
+        raise LLMBadOutput("the LLM's response is not JSON") from exc
+    choices = completion.get("choices") if isinstance(completion, dict) else None
+    if not isinstance(choices, list):
+        raise LLMBadOutput("the LLM's response is not a chat completion")
+    first = choices[0] if choices else None
+    message = first.get("message") if isinstance(first, dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    return content if isinstance(content, str) else None
+
+
 class LLMClient:
     """Calls an OpenAI-compatible chat endpoint; one instance per process."""
 
@@ -125,21 +141,28 @@ class LLMClient:
         """One call; failures are counted here, successes by the caller."""
         if self._client is None:
             raise LLMUnavailable("no LLM is configured")
-        kwargs: dict[str, Any] = {}
+        body: dict[str, Any] = {
+            "model": self._config.model,
+            "messages": list(messages),
+            "max_tokens": max_tokens or self._config.max_tokens,
+            "temperature": self._config.temperature if temperature is None else temperature,
+        }
         if json_mode:
-            kwargs["response_format"] = {"type": "json_object"}
+            body["response_format"] = {"type": "json_object"}
         budget = timeout_s if timeout_s is not None else self._config.timeout_s
         with self._metrics.llm_seconds.labels(task=task).time():
             try:
-                response = await asyncio.wait_for(
-                    self._client.chat.completions.create(
-                        model=self._config.model,
-                        messages=list(messages),  # type: ignore[arg-type]
-                        max_tokens=max_tokens or self._config.max_tokens,
-                        temperature=(
-                            self._config.temperature if temperature is None else temperature
-                        ),
-                        **kwargs,
+                # The client's plain POST (its documented way to call any endpoint):
+                # the same transport, retries, auth and errors as
+                # ``chat.completions.create`` without its request transform and
+                # response models — measured 1.6-1.8 -> 0.9-1.0 ms of CPU per call
+                # against the e2e mock, paid by every turn and every rewrite.
+                raw = await asyncio.wait_for(
+                    self._client.post(
+                        "/chat/completions",
+                        body=body,
+                        cast_to=bytes,
+                        options={"timeout": budget},
                     ),
                     timeout=budget,
                 )
@@ -152,9 +175,12 @@ class LLMClient:
             except openai.APIError as exc:
                 self._metrics.llm_calls.labels(task=task, outcome="unavailable").inc()
                 raise LLMUnavailable(f"{task}: {type(exc).__name__}") from exc
-        choices = getattr(response, "choices", None) or []
-        content = choices[0].message.content if choices else None
-        if not isinstance(content, str) or not content.strip():
+        try:
+            content = answer_text(raw)
+        except LLMBadOutput:
+            self._metrics.llm_calls.labels(task=task, outcome="bad_output").inc()
+            raise
+        if content is None or not content.strip():
             self._metrics.llm_calls.labels(task=task, outcome="empty").inc()
             raise LLMBadOutput(f"{task}: empty answer")
         return strip_reasoning(content)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import AsyncIterator
 
@@ -263,3 +264,42 @@ async def test_connection_refused_raises_unavailable(metrics: Metrics) -> None:
     finally:
         await client.close()
     assert metrics.value(CALLS, {"task": "extract", "outcome": "unavailable"}) == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "outcome"),
+    [
+        (b"<html>gateway error</html>", "bad_output"),  # not JSON
+        (b"\xff\xfe", "bad_output"),  # not UTF-8
+        (b'{"error": {"message": "overloaded"}}', "bad_output"),  # not a completion
+        (b'["choices"]', "bad_output"),
+        (b'{"choices": []}', "empty"),
+        (b'{"choices": [{"message": {"content": null}}]}', "empty"),
+        (b'{"choices": [{"message": {"content": "  "}}]}', "empty"),
+        (b'{"choices": ["odd"]}', "empty"),
+    ],
+)
+async def test_a_response_that_is_no_chat_completion_is_bad_output(
+    metrics: Metrics, body: bytes, outcome: str
+) -> None:
+    """A 200 whose body is not a usable chat completion (a proxy's error page, a
+    truncated answer) is an LLM failure the caller falls back from, and counted."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        head = f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {len(body)}"
+        writer.write(head.encode() + b"\r\nconnection: close\r\n\r\n" + body)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = LLMClient(LLMConfig(base_url=f"http://127.0.0.1:{port}/v1", timeout_s=5), metrics)
+    try:
+        with pytest.raises(LLMBadOutput):
+            await client.chat_json("extract", TASK_MESSAGES)
+        assert metrics.value(CALLS, {"task": "extract", "outcome": outcome}) == 1
+    finally:
+        await client.close()
+        server.close()
+        await server.wait_closed()
