@@ -34,7 +34,7 @@ from sidecar.memory.hierarchy import Hierarchy
 from sidecar.memory.host_locks import HostLocks, host_locks_for
 from sidecar.memory.queue import WriteQueue
 from sidecar.memory.records import Scope
-from sidecar.memory.relay import RelayClient, RelayServer
+from sidecar.memory.relay import RelayClient, RelayPeers, RelayServer
 from sidecar.memory.retention import Retention
 from sidecar.memory.retrieval.registry import build_retrievers
 from sidecar.memory.service import MemoryService
@@ -71,9 +71,12 @@ class Components:
     access: AccessTracker | None = None
     #: Host-wide lock files held open (``server.workers`` > 1), closed last.
     host_locks: tuple[HostLocks, ...] = ()
-    #: ``write_queue.own_process``: the worker's end of the channel to its writer
-    #: (the worker), or the writer's (the writer process); None otherwise.
-    relay: RelayServer | RelayClient | None = None
+    #: Where this worker's cache takes the host's other processes' writes (the
+    #: cache relay; a supervised worker, not a writer process).
+    relay_server: RelayServer | None = None
+    #: Who this process's writes are told to (the other workers; a writer process:
+    #: every worker, its own asked for wake-ups).
+    relay_peers: RelayPeers | None = None
 
     @classmethod
     async def build(
@@ -158,24 +161,27 @@ class Components:
             on_stored=retention.note,
             other_writers=config.shares_store,
         )
-        relay: RelayServer | RelayClient | None = None
-        relay_socket = config.write_queue.relay_socket
+        relay_server: RelayServer | None = None
+        own_socket, peers = config.cache.relay_socket, config.cache.relay_peers
+        clients = [RelayClient(path, metrics) for path in peers]
         if writer_process:
             queue = WriteQueue(writer, config.write_queue, metrics, role="claimer")
-            if relay_socket:
-                relay = RelayClient(relay_socket, metrics, on_wake=queue.wake)
-                cache.mirror = relay
-        elif config.write_queue.own_process:
-            relay = RelayServer(cache, metrics) if relay_socket else None
-            queue = WriteQueue(
-                writer,
-                config.write_queue,
-                metrics,
-                role="appender",
-                on_accept=relay.wake if relay is not None else None,
-            )
+            if own_socket:  # its worker's: wake-ups come from there
+                clients.insert(0, RelayClient(own_socket, metrics, on_wake=queue.wake))
         else:
-            queue = WriteQueue(writer, config.write_queue, metrics)
+            relay_server = RelayServer(cache, metrics) if own_socket else None
+            if config.write_queue.own_process:
+                queue = WriteQueue(
+                    writer,
+                    config.write_queue,
+                    metrics,
+                    role="appender",
+                    on_accept=relay_server.wake if relay_server is not None else None,
+                )
+            else:
+                queue = WriteQueue(writer, config.write_queue, metrics)
+        relay_peers = RelayPeers(clients) if clients else None
+        cache.mirror = relay_peers
         return cls(
             config,
             metrics,
@@ -191,7 +197,8 @@ class Components:
             retention,
             access,
             tuple(h for h in (owner_host, tree_host) if h is not None),
-            relay,
+            relay_server,
+            relay_peers,
         )
 
     async def readiness(self) -> dict[str, bool]:
@@ -214,8 +221,10 @@ class Components:
         if self.access is not None:
             await self.access.stop()  # writes the accesses recorded so far
         await self.queue.close()
-        if self.relay is not None:
-            await self.relay.close()
+        if self.relay_peers is not None:
+            await self.relay_peers.close()
+        if self.relay_server is not None:
+            await self.relay_server.close()
         await self.memory.close()
         await self.memory.cache.close()  # its refresher and loads use the store
         await self.llm.close()
@@ -270,9 +279,10 @@ class Sidecar:
         self.port = self._server.add_insecure_port(address)
         if self.port == 0:
             raise SidecarError(f"cannot listen on {address}")
-        relay = self.components.relay
-        if isinstance(relay, RelayServer):
-            await relay.start(self._config.write_queue.relay_socket)
+        if self.components.relay_server is not None:
+            await self.components.relay_server.start(self._config.cache.relay_socket)
+        if self.components.relay_peers is not None:
+            self.components.relay_peers.start()
         await self.components.queue.start()  # opens the journal; resumes its turns
         if self.components.queue.writes:  # else its writer process runs these
             if self.components.hierarchy is not None:

@@ -363,6 +363,14 @@ class CacheConfig(_Model):
     #: A full reload (which also notices rows deleted by other replicas) at most
     #: this often per unit.
     full_reload_s: float = Field(default=600.0, gt=0)
+    #: The Unix socket on which this worker's cache takes what the host's other
+    #: processes write (the cache relay, :mod:`sidecar.memory.relay`): a user's
+    #: next request sees a write at once whichever worker serves it. Set by the
+    #: ``serve`` supervisor (``server.workers`` > 1, ``write_queue.own_process``).
+    relay_socket: str = ""
+    #: The other workers' relay sockets, told of this process's writes. Set by the
+    #: supervisor.
+    relay_peers: list[str] = Field(default_factory=list)
     #: Most memory rows held across all cached units (least recently used evicted).
     max_rows: int = Field(default=200_000, ge=1_000)
     #: Most merged per-scope corpora kept.
@@ -430,13 +438,10 @@ class WriteQueueConfig(_Model):
     #: sidecar worker, a writer that claims the turns that worker journals and runs
     #: extraction, judging and storing there, so they no longer compete with the next
     #: requests for the worker's event loop and interpreter lock. What a writer
-    #: stores reaches its worker's corpus cache over a Unix socket at once (within
-    #: ``cache.ttl_s`` while that socket is down). Worth it where the host has idle
-    #: cores; writer *i*'s ``/metrics`` are on ``admin.port + server.workers + 1 + i``.
+    #: stores reaches the workers' corpus caches at once (the cache relay). Worth it
+    #: where the host has idle cores; writer *i*'s ``/metrics`` are on
+    #: ``admin.port + server.workers + 1 + i``.
     own_process: bool = False
-    #: The Unix socket between a worker and its writer (``own_process``). Set by the
-    #: supervisor.
-    relay_socket: str = ""
 
     @field_validator("journal_path")
     @classmethod

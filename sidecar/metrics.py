@@ -150,16 +150,17 @@ class Metrics:
             p + "corpus_cache_lookups", "Corpus cache unit lookups", ["outcome"], registry=reg
         )
         self.relay_frames = Counter(
-            p + "write_relay_frames",
-            "Frames between a worker and its writer process (write_queue.own_process),"
-            " by kind (wake, apply, invalidate, invalidate_user) and outcome (sent,"
-            " received, dropped: no connection, malformed)",
+            p + "cache_relay_frames",
+            "Cache relay frames between the host's processes, by kind (wake, apply,"
+            " invalidate, invalidate_user) and outcome (sent, received, dropped: not"
+            " connected, malformed)",
             ["kind", "outcome"],
             registry=reg,
         )
         self.relay_connections = Gauge(
-            p + "write_relay_connections",
-            "Writer processes connected to this worker (write_queue.own_process)",
+            p + "cache_relay_connections",
+            "Processes (other workers, this worker's writer) connected to this"
+            " worker's cache relay",
             registry=reg,
         )
         self.cold_fallbacks = Counter(

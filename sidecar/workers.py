@@ -24,12 +24,16 @@ within ``cache.ttl_s``):
   after them, and is restarted like a worker (meanwhile embeddings fail, and
   retrieval fails open or closed as each profile says); its ``/metrics`` are on
   ``admin.port + N``;
+- what one worker writes reaches the other workers' corpus caches at once over
+  the cache relay (:mod:`sidecar.memory.relay`): worker *i* serves its cache on
+  ``relay-<i>.sock`` in a private directory (the encoder's socket sits there too)
+  and tells the others' of its writes;
 - with ``write_queue.own_process`` each worker gets a writer process beside it
-  (:mod:`sidecar.writer_process`) that claims the turns the worker journals; the
-  two talk over a Unix socket in the same private directory as the encoder's
-  (:mod:`sidecar.memory.relay`). Writers start after their workers and stop after
-  them (draining the journals), before the encoder; writer *i*'s ``/metrics`` are
-  on ``admin.port + N + 1 + i``. This runs under the supervisor with one worker too;
+  (:mod:`sidecar.writer_process`) that claims the turns the worker journals and
+  tells every worker's cache what it wrote (its own worker wakes it over the relay
+  when a turn is accepted). Writers start after their workers and stop after them
+  (draining the journals), before the encoder; writer *i*'s ``/metrics`` are on
+  ``admin.port + N + 1 + i``. This runs under the supervisor with one worker too;
 - a worker that exits unexpectedly is started again (backoff 1 s doubling to 30 s);
   a worker whose supervisor is gone stops itself; SIGTERM/SIGINT to the supervisor
   stops every worker gracefully (each drains its write queue), then the embedded
@@ -122,7 +126,8 @@ def worker_config(
     config: SidecarConfig, index: int, store_uri: str | None, relay_dir: str | None = None
 ) -> SidecarConfig:
     """The configuration worker ``index`` (and its writer) runs: its ports, its files,
-    the shared store, the socket to its writer (in ``relay_dir``)."""
+    the shared store; with ``relay_dir``, its cache relay socket and the other
+    workers' (``workers`` of them)."""
     server = config.server.model_copy(update={"port": config.server.port + index})
     admin = config.admin
     if admin.port:
@@ -130,10 +135,14 @@ def worker_config(
     store = (
         config.store if store_uri is None else config.store.model_copy(update={"uri": store_uri})
     )
-    queue_update = {"journal_path": worker_path(config.write_queue.journal_path, index)}
-    if relay_dir is not None and config.write_queue.own_process:
-        queue_update["relay_socket"] = str(Path(relay_dir) / f"relay-{index}.sock")
-    write_queue = config.write_queue.model_copy(update=queue_update)
+    write_queue = config.write_queue.model_copy(
+        update={"journal_path": worker_path(config.write_queue.journal_path, index)}
+    )
+    cache = config.cache
+    if relay_dir is not None:
+        sockets = [str(Path(relay_dir) / f"relay-{i}.sock") for i in range(config.server.workers)]
+        peers = [path for i, path in enumerate(sockets) if i != index]
+        cache = cache.model_copy(update={"relay_socket": sockets[index], "relay_peers": peers})
 
     def profile_files(profile: Any) -> Any:
         deep = profile.deep_search
@@ -148,6 +157,7 @@ def worker_config(
             "admin": admin,
             "store": store,
             "write_queue": write_queue,
+            "cache": cache,
             "defaults": profile_files(config.defaults),
             "profiles": {name: profile_files(p) for name, p in config.profiles.items()},
         }

@@ -8,9 +8,9 @@ With it the worker only journals each turn (the response path's one SQLite
 insert) and its writer, started beside it by the supervisor, claims the turns from
 the same journal file and writes them with the usual components
 (:meth:`sidecar.app.Components.build` with ``writer_process``). The category tree's
-schedule and retention run here too. What the writer stores reaches the worker's
-corpus cache over :mod:`sidecar.memory.relay`; while that is down, at the worker's
-next delta refresh.
+schedule and retention run here too. What the writer stores reaches every worker's
+corpus cache over the cache relay (:mod:`sidecar.memory.relay`); while that is
+down, at the worker's next delta refresh.
 
 A writer that dies is started again by the supervisor; the turns it was writing
 are claimed again (the journal is at-least-once, the writer idempotent) and the
@@ -31,7 +31,6 @@ from prometheus_client import start_http_server
 
 from sidecar.app import Components, freeze_startup_objects
 from sidecar.config import SidecarConfig
-from sidecar.memory.relay import RelayClient
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +54,8 @@ async def serve_writer(
     watcher = loop.create_task(watch_supervisor(supervisor_pid, stop))
     try:
         await components.queue.start()  # requeues what a killed writer left in progress
-        if isinstance(components.relay, RelayClient):
-            components.relay.start()
+        if components.relay_peers is not None:
+            components.relay_peers.start()
         if components.hierarchy is not None:
             components.hierarchy.start()
         if components.retention is not None:

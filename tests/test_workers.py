@@ -77,8 +77,14 @@ def test_writers_of_their_own_are_supervised_beside_their_workers(tmp_path: Path
     assert not config(server={"workers": 1}).supervised
 
     second = worker_config(four, 2, None, "/run/sidecar-x")
-    assert second.write_queue.relay_socket == "/run/sidecar-x/relay-2.sock"
-    assert worker_config(config(), 2, None, "/run/sidecar-x").write_queue.relay_socket == ""
+    assert second.cache.relay_socket == "/run/sidecar-x/relay-2.sock"
+    assert second.cache.relay_peers == [f"/run/sidecar-x/relay-{i}.sock" for i in (0, 1, 3)]
+    assert worker_config(config(), 2, None).cache.relay_socket == ""  # unsupervised
+    alone = worker_config(one, 0, None, "/run/sidecar-x")
+    assert (alone.cache.relay_socket, alone.cache.relay_peers) == (
+        "/run/sidecar-x/relay-0.sock",
+        [],
+    )
 
     locks_config = config(
         server={"workers": 1},

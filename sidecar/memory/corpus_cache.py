@@ -36,8 +36,8 @@ _ID_BATCH = 500
 
 
 class CacheMirror(Protocol):
-    """Told what a cache is told by this process's writes (another process's cache
-    takes the same: :class:`sidecar.memory.relay.RelayClient`)."""
+    """Told what a cache is told by this process's writes, so the caches of the
+    host's other processes take the same (:class:`sidecar.memory.relay.RelayPeers`)."""
 
     def applied(self, records: Sequence[MemoryRecord]) -> None: ...
 
@@ -231,14 +231,14 @@ class CorpusCache:
             with contextlib.suppress(asyncio.CancelledError, SidecarError):
                 await task
 
-    def apply(self, records: Sequence[MemoryRecord]) -> None:
-        """Write-through after this process stored ``records`` (and the shared
-        refresh's rows from other replicas): every cached unit a record belongs to
-        gets the new version (by id), so the next request sees it; rows no longer
-        active leave the unit. Loads in flight are not kept (they may predate the
-        write)."""
+    def apply(self, records: Sequence[MemoryRecord], *, mirror: bool = True) -> None:
+        """Write-through after this process stored ``records``: every cached unit a
+        record belongs to gets the new version (by id), so the next request sees
+        it; rows no longer active leave the unit. Loads in flight are not kept (they
+        may predate the write). ``mirror=False``: another process's write (from the
+        relay), not told on."""
         self._apply(records)
-        if self.mirror is not None:
+        if mirror and self.mirror is not None:
             self.mirror.applied(records)
 
     def _apply(self, records: Sequence[MemoryRecord]) -> None:
@@ -292,7 +292,8 @@ class CorpusCache:
         if since is None:
             since = min(u.loaded_wall_ms for u in units) - CLOCK_SKEW_MS
         # Scalars first; vectors only for the rows not already held in that version
-        # (in a single replica that is none: its own writes went through already).
+        # (none in a single replica, whose own writes went through already, nor for
+        # the rows the relay brought).
         heads = await self._store.scan(
             build_filter(node_type=None, status=None, updated_since=since, deleted=True)
         )
@@ -356,16 +357,16 @@ class CorpusCache:
                 return False
         return True
 
-    def invalidate(self, record: MemoryRecord) -> None:
+    def invalidate(self, record: MemoryRecord, *, mirror: bool = True) -> None:
         """Mark every unit ``record`` belongs to stale (e.g. after a delete)."""
         for key in units_of(record):
             self._bump(key)
-        if self.mirror is not None:
+        if mirror and self.mirror is not None:
             self.mirror.invalidated([record])
 
-    def invalidate_user(self, user_id: str) -> None:
+    def invalidate_user(self, user_id: str, *, mirror: bool = True) -> None:
         self._bump(f"user:{user_id}")
-        if self.mirror is not None:
+        if mirror and self.mirror is not None:
             self.mirror.invalidated_user(user_id)
 
     def clear(self) -> None:

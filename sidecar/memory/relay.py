@@ -1,22 +1,28 @@
-"""The channel between a sidecar worker and its writer process
-(``write_queue.own_process``).
+"""The cache relay: what one process of a host writes reaches the corpus caches of
+the others at once (``server.workers`` > 1, ``write_queue.own_process``).
 
-The worker accepts turns into the journal; the writer, a process of its own, claims
-and writes them. Two things cross between them on one Unix socket the supervisor
-names (``write_queue.relay_socket``), served by the worker:
+Every supervised sidecar worker serves its cache on a Unix socket the supervisor
+names (``cache.relay_socket``) and connects to every other worker's
+(``cache.relay_peers``); a writer process of its own connects to its worker's and
+to all the others. What a process's cache is told by that process's writes
+(:class:`~sidecar.memory.corpus_cache.CacheMirror`) is sent to every peer:
 
-- worker -> writer, ``wake``: a turn was accepted, so the writer claims it now
-  instead of at its next poll (``write_queue.poll_interval_s``);
-- writer -> worker, what the writer's corpus cache was told (:class:`CacheMirror`):
-  rows it stored (``apply``: the worker's cache takes them as its own writes, so the
-  user's next request sees them), rows and users whose cached units are stale
-  (``invalidate``, ``invalidate_user``).
+- ``apply``: rows stored or changed (a turn's facts, back-links, category moves,
+  retention, access counts, admin edits, tombstones) — a peer's cache takes them as
+  its own writes, so a user's next request sees them whichever worker serves it;
+- ``invalidate``, ``invalidate_user``: rows and users whose cached units are stale.
 
-A frame is ``FRAME`` (kind, body length) and a JSON body: a list of rows (the
-store's row fields, the vector as a list of floats), or a user id. Nothing here is
-needed for correctness: while the socket is down the writer polls the journal and
-the worker's cache reads the writer's rows at its next delta refresh
-(``cache.ttl_s``); frames that could not be sent are counted (``dropped``).
+One more frame goes the other way: ``wake``, from a worker to its own writer when it
+accepted a turn, so the writer claims it now instead of at its next poll
+(``write_queue.poll_interval_s``); a client says whether it wants them in its
+``hello``.
+
+A frame is ``FRAME`` (kind, body length) and a body: JSON rows (the record's fields,
+the vector as a list of floats), a JSON user id, or one byte. Received rows are
+applied without being sent on (no echo). Nothing here is needed for correctness:
+while a socket is down its peer's cache reads the rows at its next delta refresh
+(``cache.ttl_s``) and the writer polls the journal; frames that could not be sent
+are counted (``outcome="dropped"``).
 """
 
 from __future__ import annotations
@@ -40,16 +46,18 @@ from sidecar.metrics import Metrics
 log = logging.getLogger(__name__)
 
 FRAME = struct.Struct("<cI")  # kind, body bytes
-#: Larger frames are a protocol error (the connection is closed).
+#: Larger frames are a protocol error (the connection is closed); a peer that lets
+#: this much pile up unread is skipped until it reads again.
 MAX_BODY = 64 * 1024 * 1024
-WAKE, APPLY, INVALIDATE, INVALIDATE_USER = b"W", b"A", b"I", b"U"
+HELLO, WAKE, APPLY, INVALIDATE, INVALIDATE_USER = b"H", b"W", b"A", b"I", b"U"
 _KIND_NAMES = {
+    HELLO: "hello",
     WAKE: "wake",
     APPLY: "apply",
     INVALIDATE: "invalidate",
     INVALIDATE_USER: "invalidate_user",
 }
-#: First and longest pause between a writer's connection attempts.
+#: First and longest pause between a client's connection attempts.
 _RECONNECT_START_S = 0.05
 _RECONNECT_MAX_S = 1.0
 
@@ -86,20 +94,29 @@ def decode_records(body: bytes) -> list[MemoryRecord]:
         raise ValueError(f"not a memory row: {type(exc).__name__}") from exc
 
 
+def _writable(writer: asyncio.StreamWriter | None) -> bool:
+    return (
+        writer is not None
+        and not writer.is_closing()
+        and writer.transport.get_write_buffer_size() <= MAX_BODY  # else: not reading
+    )
+
+
 class RelayServer:
-    """The worker's end: applies what its writers' caches were told to ``cache``
-    and wakes them when a turn is accepted (:meth:`wake`)."""
+    """A worker's end: applies what its peers' caches were told to ``cache``, and
+    wakes its writer when a turn is accepted (:meth:`wake`)."""
 
     def __init__(self, cache: CorpusCache, metrics: Metrics) -> None:
         self._cache = cache
         self._metrics = metrics
         self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
+        #: Connected peers; True for those that asked for wake-ups (its writer).
+        self._peers: dict[asyncio.StreamWriter, bool] = {}
         self._connections: set[asyncio.Task[None]] = set()
 
     @property
     def connections(self) -> int:
-        return len(self._writers)
+        return len(self._peers)
 
     async def start(self, path: str) -> None:
         _remove_stale_socket(path)  # left by a worker that was killed
@@ -109,7 +126,7 @@ class RelayServer:
         if self._server is not None:
             self._server.close()
             self._server = None
-        for writer in list(self._writers):
+        for writer in list(self._peers):
             writer.close()  # their readers end without being cancelled
         if self._connections:
             await asyncio.wait(self._connections, timeout=1.0)
@@ -117,41 +134,44 @@ class RelayServer:
             task.cancel()
 
     def wake(self) -> None:
-        """Tell every connected writer a turn is waiting (never blocks)."""
-        frame = FRAME.pack(WAKE, 0)
-        if not self._writers:
-            self._metrics.relay_frames.labels(kind="wake", outcome="dropped").inc()
-            return
-        for writer in list(self._writers):
-            if writer.is_closing() or writer.transport.get_write_buffer_size() > MAX_BODY:
-                continue  # a writer that stops reading finds its turns by polling
-            writer.write(frame)
-            self._metrics.relay_frames.labels(kind="wake", outcome="sent").inc()
+        """Tell this worker's writer a turn is waiting (never blocks)."""
+        woken = 0
+        for writer, wants in list(self._peers.items()):
+            if wants and _writable(writer):
+                writer.write(FRAME.pack(WAKE, 0))
+                woken += 1
+        outcome = "sent" if woken else "dropped"
+        self._metrics.relay_frames.labels(kind="wake", outcome=outcome).inc()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         current = asyncio.current_task()
         if current is not None:
             self._connections.add(current)
-        self._writers.add(writer)
-        self._metrics.relay_connections.set(len(self._writers))
-        log.info("writer process connected")
         try:
+            kind, size = FRAME.unpack(await reader.readexactly(FRAME.size))
+            if kind != HELLO or size != 1:
+                self._refuse(kind, size)
+                return
+            self._peers[writer] = (await reader.readexactly(1)) == b"1"
+            self._metrics.relay_connections.set(len(self._peers))
             while True:
                 kind, size = FRAME.unpack(await reader.readexactly(FRAME.size))
-                if size > MAX_BODY or kind not in _KIND_NAMES or kind == WAKE:
-                    self._metrics.relay_frames.labels(kind="unknown", outcome="malformed").inc()
-                    log.warning("relay frame refused (kind %r, %d bytes); closing", kind, size)
+                if size > MAX_BODY or kind not in (APPLY, INVALIDATE, INVALIDATE_USER):
+                    self._refuse(kind, size)
                     return
                 self._receive(kind, await reader.readexactly(size))
         except (asyncio.IncompleteReadError, ConnectionError):
-            pass  # the writer closed its end (or is gone)
+            pass  # the peer closed its end (or is gone)
         finally:
-            self._writers.discard(writer)
-            self._metrics.relay_connections.set(len(self._writers))
+            self._peers.pop(writer, None)
+            self._metrics.relay_connections.set(len(self._peers))
             writer.close()
             if current is not None:
                 self._connections.discard(current)
-            log.info("writer process disconnected")
+
+    def _refuse(self, kind: bytes, size: int) -> None:
+        self._metrics.relay_frames.labels(kind="unknown", outcome="malformed").inc()
+        log.warning("cache relay frame refused (kind %r, %d bytes); closing", kind, size)
 
     def _receive(self, kind: bytes, body: bytes) -> None:
         name = _KIND_NAMES[kind]
@@ -160,14 +180,14 @@ class RelayServer:
                 user_id = json.loads(body)
                 if not isinstance(user_id, str):
                     raise ValueError("not a user id")
-                self._cache.invalidate_user(user_id)
+                self._cache.invalidate_user(user_id, mirror=False)
             else:
                 records = decode_records(body)
                 if kind == APPLY:
-                    self._cache.apply(records)
+                    self._cache.apply(records, mirror=False)
                 else:
                     for record in records:
-                        self._cache.invalidate(record)
+                        self._cache.invalidate(record, mirror=False)
         except ValueError:
             self._metrics.relay_frames.labels(kind=name, outcome="malformed").inc()
             return
@@ -175,11 +195,13 @@ class RelayServer:
 
 
 class RelayClient:
-    """The writer's end, a :class:`CacheMirror` of its corpus cache: forwards what
-    the cache was told to the worker, and calls ``on_wake`` when the worker accepted
-    a turn. Connects (and reconnects) in the background after :meth:`start`."""
+    """One connection to a peer's :class:`RelayServer`, made (and made again) in the
+    background after :meth:`start`. With ``on_wake`` it asks for wake-ups and calls
+    it on each (and on connecting: turns may have waited meanwhile)."""
 
-    def __init__(self, path: str, metrics: Metrics, on_wake: Callable[[], None]) -> None:
+    def __init__(
+        self, path: str, metrics: Metrics, on_wake: Callable[[], None] | None = None
+    ) -> None:
         self._path = path
         self._metrics = metrics
         self._on_wake = on_wake
@@ -193,7 +215,7 @@ class RelayClient:
 
     def start(self) -> None:
         if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="write-relay")
+            self._task = asyncio.create_task(self._run(), name="cache-relay")
 
     async def wait_connected(self, timeout_s: float) -> bool:
         with contextlib.suppress(TimeoutError):
@@ -221,46 +243,64 @@ class RelayClient:
                 pause = min(_RECONNECT_MAX_S, pause * 2)
                 continue
             pause = _RECONNECT_START_S
+            writer.write(FRAME.pack(HELLO, 1) + (b"1" if self._on_wake else b"0"))
             self._writer = writer
             self._connected.set()
-            self._on_wake()  # turns accepted while disconnected
             try:
+                if self._on_wake is not None:
+                    self._on_wake()
                 while True:
                     kind, size = FRAME.unpack(await reader.readexactly(FRAME.size))
-                    if kind != WAKE or size:
+                    if kind != WAKE or size or self._on_wake is None:
                         self._metrics.relay_frames.labels(kind="unknown", outcome="malformed").inc()
                         break
                     self._metrics.relay_frames.labels(kind="wake", outcome="received").inc()
                     self._on_wake()
             except (asyncio.IncompleteReadError, ConnectionError):
-                pass  # the worker is gone: reconnect when it is back
+                pass  # the peer is gone: connect again when it is back
             finally:
                 self._connected.clear()
                 self._writer = None
                 writer.close()
 
-    def _send(self, kind: bytes, body: bytes) -> None:
+    def send(self, kind: bytes, body: bytes) -> None:
+        """Send one frame now, or count it dropped (not connected, or not reading)."""
         name = _KIND_NAMES[kind]
         writer = self._writer
-        if (
-            writer is None
-            or writer.is_closing()
-            or writer.transport.get_write_buffer_size() > MAX_BODY  # a worker not reading
-        ):
+        if writer is None or not _writable(writer):
             self._metrics.relay_frames.labels(kind=name, outcome="dropped").inc()
             return
         writer.write(FRAME.pack(kind, len(body)) + body)
         self._metrics.relay_frames.labels(kind=name, outcome="sent").inc()
 
-    # -- CacheMirror ----------------------------------------------------------------
+
+class RelayPeers:
+    """A :class:`~sidecar.memory.corpus_cache.CacheMirror` that tells every peer
+    (one :class:`RelayClient` each) what this process's cache was told."""
+
+    def __init__(self, clients: Sequence[RelayClient]) -> None:
+        self.clients = tuple(clients)
+
+    def start(self) -> None:
+        for client in self.clients:
+            client.start()
+
+    async def close(self) -> None:
+        for client in self.clients:
+            await client.close()
+
+    def _send(self, kind: bytes, body: bytes) -> None:
+        for client in self.clients:
+            client.send(kind, body)
 
     def applied(self, records: Sequence[MemoryRecord]) -> None:
-        if records:
+        if records and self.clients:
             self._send(APPLY, encode_records(records))
 
     def invalidated(self, records: Sequence[MemoryRecord]) -> None:
-        if records:
+        if records and self.clients:
             self._send(INVALIDATE, encode_records(records))
 
     def invalidated_user(self, user_id: str) -> None:
-        self._send(INVALIDATE_USER, json.dumps(user_id).encode())
+        if self.clients:
+            self._send(INVALIDATE_USER, json.dumps(user_id).encode())

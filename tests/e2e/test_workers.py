@@ -30,8 +30,8 @@ ADMIN_TOKEN = "workers-e2e-admin-token-0123456789"
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     overrides: dict[str, Any] = {
         "server": {"workers": WORKERS},
-        # Another worker's write reaches a corpus this worker holds within ttl_s.
-        "cache": {"ttl_s": 0.5},
+        # No refresh runs during the tests (ttl_s 30 s by default): what one worker
+        # writes reaches a corpus the other holds over the cache relay.
         "admin": {"token": ADMIN_TOKEN},
     }
     with running_stack(tmp_path_factory.mktemp("workers"), config_overrides=overrides) as running:
@@ -125,14 +125,23 @@ def test_both_workers_take_traffic_and_share_memories(stack: Stack) -> None:
     assert all(b > a for a, b in zip(before, after, strict=True)), (before, after)
 
     # A memory written by whichever worker took the turn reaches the next question,
-    # whichever worker takes that: the store is shared, corpora refresh within ttl_s.
+    # whichever worker takes that, at once: over the cache relay, not a refresh.
     user = f"erin-{uuid.uuid4().hex[:6]}"
+    relayed = relay_frames(stack, "apply", "received")
+    for echo in served_by_each_worker(stack, user, "What do you know about me?", 1):
+        assert "Lisbon" not in echo  # both workers hold the user's corpus now
     ask(stack, user, "I live in Lisbon and I play the cello.")
     wait_for(lambda: stack.sidecar_metric("memory_sidecar_turns_total", {"outcome": "written"}) > 0)
-    time.sleep(1.0)  # every worker's refresh has run
-    for _ in range(6):  # least-request balancing spreads these over both workers
-        _, echo = ask(stack, user, "Where do I live?")
-        assert "Lisbon" in echo
+    wait_for(lambda: relay_frames(stack, "apply", "received") > relayed, timeout=10)
+    assert all(
+        "Lisbon" in echo for echo in served_by_each_worker(stack, user, "Where do I live?", 2)
+    )
+
+
+def relay_frames(stack: Stack, kind: str, outcome: str) -> float:
+    return stack.sidecar_metric(
+        "memory_sidecar_cache_relay_frames_total", {"kind": kind, "outcome": outcome}
+    )
 
 
 def served_by_each_worker(stack: Stack, user: str, question: str, times: int) -> list[str]:
@@ -149,15 +158,15 @@ def served_by_each_worker(stack: Stack, user: str, question: str, times: int) ->
 
 def test_forget_through_one_worker_reaches_every_worker(stack: Stack) -> None:
     """Both workers hold the user's memories in their caches; a forget through one
-    worker's admin API stops both from serving them within a refresh (ttl_s), not
-    a full reload (cache.full_reload_s, ten minutes)."""
+    worker's admin API stops both from serving them at once (its tombstones cross
+    the cache relay), not at a full reload (cache.full_reload_s, ten minutes)."""
     user = f"fay-{uuid.uuid4().hex[:6]}"
     written = stack.sidecar_metric("memory_sidecar_turns_total", {"outcome": "written"})
     ask(stack, user, "I live in Lisbon and I play the cello.")
     wait_for(
         lambda: stack.sidecar_metric("memory_sidecar_turns_total", {"outcome": "written"}) > written
     )
-    time.sleep(1.0)  # every worker's refresh has run
+    time.sleep(0.5)  # the relay's frames
     assert all(
         "Lisbon" in echo for echo in served_by_each_worker(stack, user, "Where do I live?", 2)
     )
@@ -170,7 +179,7 @@ def test_forget_through_one_worker_reaches_every_worker(stack: Stack) -> None:
     with urllib.request.urlopen(request, timeout=30) as response:
         assert response.status == 200
         assert json.loads(response.read())["deleted"]["rows"] >= 2
-    time.sleep(1.5)  # three refresh periods
+    time.sleep(0.5)  # the relay's frames (no refresh runs meanwhile)
     echoes = served_by_each_worker(stack, user, "Where do I live?", 3)
     assert not [echo for echo in echoes if "Lisbon" in echo or "cello" in echo]
 

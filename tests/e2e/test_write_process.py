@@ -48,7 +48,7 @@ def writer_pid(stack: Stack) -> int:
 
 def relay_frames(stack: Stack, kind: str, outcome: str) -> float:
     return stack.sidecar_metric(
-        "memory_sidecar_write_relay_frames_total", {"kind": kind, "outcome": outcome}
+        "memory_sidecar_cache_relay_frames_total", {"kind": kind, "outcome": outcome}
     )
 
 

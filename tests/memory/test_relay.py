@@ -1,7 +1,8 @@
-"""The channel between a worker and its writer process, in-process against a real
-store: what the writer's cache is told reaches the worker's cache at once (not at
-its next refresh), rows a refresh reads are not sent, wake-ups reach the writer,
-malformed frames are refused and counted, and a restarted worker is found again."""
+"""The cache relay, in-process against a real store: what a writer's cache is told
+reaches its worker's cache at once (not at its next refresh), rows a refresh reads
+are not sent, wake-ups reach the writer that asked for them, two workers tell each
+other their writes without echoing them back, malformed frames are refused and
+counted, and a restarted worker is found again."""
 
 from __future__ import annotations
 
@@ -29,7 +30,9 @@ from sidecar.memory.records import (
 from sidecar.memory.relay import (
     APPLY,
     FRAME,
+    HELLO,
     RelayClient,
+    RelayPeers,
     RelayServer,
     decode_records,
     encode_records,
@@ -65,14 +68,14 @@ class Pair:
         self.server = RelayServer(self.worker_cache, self.worker_metrics)
         self.wakes = 0
         self.client = RelayClient(path, self.writer_metrics, on_wake=self._woken)
-        self.writer_cache.mirror = self.client
+        self.writer_cache.mirror = RelayPeers([self.client])
 
     def _woken(self) -> None:
         self.wakes += 1
 
     def frames(self, metrics: Metrics, kind: str, outcome: str) -> float:
         return metrics.value(
-            "memory_sidecar_write_relay_frames_total", {"kind": kind, "outcome": outcome}
+            "memory_sidecar_cache_relay_frames_total", {"kind": kind, "outcome": outcome}
         )
 
 
@@ -179,7 +182,7 @@ async def test_invalidations_cross_and_refreshed_rows_do_not(
 
 
 async def test_a_wake_reaches_the_writer(pair: Pair) -> None:
-    assert pair.worker_metrics.value("memory_sidecar_write_relay_connections") == 1
+    assert pair.worker_metrics.value("memory_sidecar_cache_relay_connections") == 1
     woken = pair.wakes  # one on connecting: turns may have waited meanwhile
     assert woken == 1
     pair.server.wake()
@@ -198,13 +201,16 @@ async def test_malformed_frames_are_refused_and_counted(pair: Pair, socket_path:
             sock.connect(socket_path)
             sock.sendall(frames)
 
+    hello = FRAME.pack(HELLO, 1) + b"0"
     bad_rows = json.dumps([{"no": "id"}]).encode()
-    await asyncio.to_thread(send, FRAME.pack(APPLY, len(bad_rows)) + bad_rows)
+    await asyncio.to_thread(send, hello + FRAME.pack(APPLY, len(bad_rows)) + bad_rows)
     await eventually(lambda: pair.frames(pair.worker_metrics, "apply", "malformed") == 1)
-    await asyncio.to_thread(send, FRAME.pack(b"?", 0))
+    await asyncio.to_thread(send, hello + FRAME.pack(b"?", 0))
     await eventually(lambda: pair.frames(pair.worker_metrics, "unknown", "malformed") == 1)
-    await asyncio.to_thread(send, FRAME.pack(APPLY, 2**31))  # too large: closed
+    await asyncio.to_thread(send, hello + FRAME.pack(APPLY, 2**31))  # too large: closed
     await eventually(lambda: pair.frames(pair.worker_metrics, "unknown", "malformed") == 2)
+    await asyncio.to_thread(send, FRAME.pack(APPLY, 2) + b"[]")  # no hello: closed
+    await eventually(lambda: pair.frames(pair.worker_metrics, "unknown", "malformed") == 3)
     served = pair.worker_cache.corpus_nowait(scope)
     assert served is not None
     assert set(served.index_of) == {"old"}
@@ -213,12 +219,62 @@ async def test_malformed_frames_are_refused_and_counted(pair: Pair, socket_path:
     await eventually(lambda: pair.frames(pair.worker_metrics, "apply", "received") == 1)
 
 
+async def test_two_workers_tell_each_other_their_writes_without_echo(
+    store: MemoryStore, socket_path: str
+) -> None:
+    """Each worker serves its cache and tells the other's of its writes; a row one
+    of them stores is served by the other at once, and not sent back."""
+    paths = [socket_path, socket_path.replace("relay.sock", "relay-b.sock")]
+    metrics = [Metrics(), Metrics()]
+    caches = [CorpusCache(store, CacheConfig(), m) for m in metrics]
+    servers = [RelayServer(c, m) for c, m in zip(caches, metrics, strict=True)]
+    peers = [RelayPeers([RelayClient(paths[1 - i], metrics[i])]) for i in range(2)]
+    for i in range(2):
+        caches[i].mirror = peers[i]
+        await servers[i].start(paths[i])
+        peers[i].start()
+    try:
+        for i in range(2):
+            assert await peers[i].clients[0].wait_connected(5.0)
+        scope = Scope("alice")
+        for cache in caches:
+            await cache.corpus(scope)
+
+        def frames(i: int, outcome: str) -> float:
+            return metrics[i].value(
+                "memory_sidecar_cache_relay_frames_total", {"kind": "apply", "outcome": outcome}
+            )
+
+        caches[0].apply([rec("from-a", "alice")])
+        caches[1].apply([rec("from-b", "alice")])
+        await eventually(lambda: frames(0, "received") == 1 and frames(1, "received") == 1)
+        for cache in caches:
+            served = cache.corpus_nowait(scope)
+            assert served is not None
+            assert {"from-a", "from-b"} <= set(served.index_of)
+        await asyncio.sleep(0.1)
+        assert (frames(0, "sent"), frames(1, "sent")) == (1, 1)  # nothing echoed
+        # A wake-up goes only to a client that asked for one: none here.
+        servers[0].wake()
+        assert (
+            metrics[0].value(
+                "memory_sidecar_cache_relay_frames_total", {"kind": "wake", "outcome": "dropped"}
+            )
+            == 1
+        )
+    finally:
+        for i in range(2):
+            await peers[i].close()
+            await servers[i].close()
+            await caches[i].close()
+
+
 async def test_a_restarted_worker_is_found_again(
     pair: Pair, store: MemoryStore, socket_path: str
 ) -> None:
     await pair.server.close()
     await eventually(lambda: not pair.client.connected)
-    assert pair.worker_metrics.value("memory_sidecar_write_relay_connections") == 0
+    assert pair.worker_metrics.value("memory_sidecar_cache_relay_connections") == 0
     pair.writer_cache.apply([rec("lost", "alice")])  # nobody to tell: counted
     assert pair.frames(pair.writer_metrics, "apply", "dropped") == 1
 
