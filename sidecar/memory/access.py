@@ -141,7 +141,10 @@ class AccessTracker:
                         )
                     )
             await self._store.upsert(updated)
-            self._cache.apply(updated)
+            # Not told to the host's other workers (the cache relay): counts change
+            # no content, and every accessed row with its vector each flush would
+            # be most of the relay's traffic; their refresh reads them.
+            self._cache.apply(updated, mirror=False)
         self._metrics.access_updates.labels(outcome="flushed").inc(len(updated))
         if len(updated) < len(ids):  # superseded, archived or deleted since
             self._metrics.access_updates.labels(outcome="gone").inc(len(ids) - len(updated))

@@ -18,7 +18,7 @@ accepted a turn, so the writer claims it now instead of at its next poll
 ``hello``.
 
 A frame is ``FRAME`` (kind, body length) and a body: JSON rows (the record's fields,
-the vector as a list of floats), a JSON user id, or one byte. Received rows are
+the vector as base64 float32), a JSON user id, or one byte. Received rows are
 applied without being sent on (no echo). Nothing here is needed for correctness:
 while a socket is down its peer's cache reads the rows at its next delta refresh
 (``cache.ttl_s``) and the writer polls the journal; frames that could not be sent
@@ -28,6 +28,8 @@ are counted (``outcome="dropped"``).
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
 import dataclasses
 import json
@@ -37,6 +39,8 @@ from collections.abc import Callable, Sequence
 from enum import Enum
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from sidecar.memory.corpus_cache import CorpusCache
 from sidecar.memory.records import MemoryRecord
@@ -74,13 +78,18 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _row(record: MemoryRecord) -> dict[str, Any]:
+    row = {f.name: _plain(getattr(record, f.name)) for f in dataclasses.fields(record)}
+    if record.embedding is not None:  # float32 bytes: 4x faster than a list of floats
+        vector = np.asarray(record.embedding, dtype="<f4").tobytes()
+        row["embedding"] = base64.b64encode(vector).decode("ascii")
+    return row
+
+
 def encode_records(records: Sequence[MemoryRecord]) -> bytes:
-    """``records`` as a JSON list of their fields (enums by value)."""
-    rows = [
-        {f.name: _plain(getattr(record, f.name)) for f in dataclasses.fields(record)}
-        for record in records
-    ]
-    return json.dumps(rows, separators=(",", ":")).encode()
+    """``records`` as a JSON list of their fields (enums by value; the vector as
+    base64 of little-endian float32, the precision every stored vector has)."""
+    return json.dumps([_row(r) for r in records], separators=(",", ":")).encode()
 
 
 def decode_records(body: bytes) -> list[MemoryRecord]:
@@ -89,8 +98,13 @@ def decode_records(body: bytes) -> list[MemoryRecord]:
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
         raise ValueError("not a list of rows")
     try:
+        for row in rows:
+            vector = row.get("embedding")
+            if vector is not None:
+                raw = base64.b64decode(vector, validate=True)
+                row["embedding"] = np.frombuffer(raw, dtype="<f4").tolist()
         return [row_to_record(row) for row in rows]
-    except (KeyError, TypeError) as exc:
+    except (KeyError, TypeError, binascii.Error) as exc:
         raise ValueError(f"not a memory row: {type(exc).__name__}") from exc
 
 

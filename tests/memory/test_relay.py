@@ -107,7 +107,7 @@ def test_records_cross_as_they_are() -> None:
             id="a",
             user_id="alice",
             content="Ünïcode \u2028 text",
-            embedding=(0.1, -0.2, 3.5e-8, 1.0),
+            embedding=(0.125, -0.2001953125, 2.0**-25, 1.0),  # float32 values, as stored
             group_id="team",
             visibility=Visibility.GROUP,
             node_type=NodeType.CATEGORY,
@@ -122,7 +122,14 @@ def test_records_cross_as_they_are() -> None:
         MemoryRecord(id="hollow", user_id="bob", content="", embedding=None),
     ]
     assert decode_records(encode_records(records)) == records
-    for bad in (b"{}", b"[1]", b'[{"content": "no id"}]', b"\xff"):
+    for bad in (
+        b"{}",
+        b"[1]",
+        b'[{"content": "no id"}]',
+        b"\xff",
+        b'[{"id": "a", "embedding": "not base64!"}]',
+        b'[{"id": "a", "embedding": "AAA="}]',  # not whole float32s
+    ):
         with pytest.raises(ValueError, match=r"."):  # JSON's, UTF-8's or ours
             decode_records(bad)
 
