@@ -225,11 +225,22 @@ def test_sigterm_stops_workers_and_the_store_server(tmp_path: Path) -> None:
         wait_for(lambda: not any(alive(pid) for pid in family), timeout=10)
 
 
-def test_workers_and_store_server_do_not_outlive_a_killed_supervisor(tmp_path: Path) -> None:
-    with running_stack(tmp_path, config_overrides={"server": {"workers": WORKERS}}) as stack:
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"server": {"workers": WORKERS}},
+        {"write_queue": {"own_process": True}},  # one worker and its writer
+    ],
+    ids=["workers", "writer"],
+)
+def test_workers_and_store_server_do_not_outlive_a_killed_supervisor(
+    tmp_path: Path, overrides: dict[str, Any]
+) -> None:
+    with running_stack(tmp_path, config_overrides=overrides) as stack:
         assert stack.sidecar.process is not None
+        wait_for(lambda: len(worker_pids(stack)) == 2, timeout=90)  # workers, or one + writer
         family = children(stack.sidecar.process.pid)
-        assert len(family) >= WORKERS + 1  # the workers and the store server at least
+        assert len(family) >= 3  # those two and the store server at least
         stack.sidecar.kill()
 
         def gone() -> bool:
