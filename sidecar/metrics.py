@@ -6,7 +6,18 @@ share counters. Labels never carry user ids or content.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+import logging
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    start_http_server,
+)
+
+log = logging.getLogger(__name__)
 
 _FAST_BUCKETS = (0.0005, 0.001, 0.002, 0.004, 0.006, 0.008, 0.012, 0.016, 0.025, 0.05, 0.1, 0.25)
 _SLOW_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -249,3 +260,16 @@ class Metrics:
         """A sample's current value (0 when absent) — for tests and the CLI."""
         found = self.registry.get_sample_value(name, labels or {})
         return 0.0 if found is None else found
+
+
+def serve_registry(registry: CollectorRegistry, port: int, host: str, what: str) -> bool:
+    """``/metrics`` of ``registry`` on ``host:port`` (a thread), for a process without
+    the admin listener (the shared encoder, a writer process). A port in use is
+    logged, not fatal: the process does its work without it. Whether it serves."""
+    try:
+        start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        log.warning("%s metrics not served on port %d: %s", what, port, exc)
+        return False
+    log.info("%s metrics on port %d", what, port)
+    return True

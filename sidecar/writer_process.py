@@ -27,10 +27,9 @@ import os
 import signal
 from collections.abc import Callable
 
-from prometheus_client import start_http_server
-
 from sidecar.app import Components, freeze_startup_objects
 from sidecar.config import SidecarConfig
+from sidecar.metrics import serve_registry
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +60,7 @@ async def serve_writer(
         if components.retention is not None:
             components.retention.start()
         if metrics_port is not None:
-            _serve_metrics(components, metrics_port, config.admin.host)
+            serve_registry(components.metrics.registry, metrics_port, config.admin.host, "writer")
         freeze_startup_objects()
         announce()
         log.info("writer %d writing turns pid=%d", index, os.getpid())
@@ -75,14 +74,3 @@ async def serve_writer(
         drained = await components.queue.drain()
         log.info("writer %d %s", index, "drained" if drained else "stopped with turns left")
         await components.close()
-
-
-def _serve_metrics(components: Components, port: int, host: str) -> None:
-    """The writer's ``/metrics`` (turns written, extraction, judging, the store);
-    a port in use is logged, not fatal."""
-    try:
-        start_http_server(port, addr=host, registry=components.metrics.registry)
-    except OSError as exc:
-        log.warning("writer metrics not served on port %d: %s", port, exc)
-        return
-    log.info("writer metrics on port %d", port)

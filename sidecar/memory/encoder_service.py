@@ -29,15 +29,16 @@ import socket
 import struct
 import time
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 
 import numpy as np
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from sidecar.errors import EmbeddingError
 from sidecar.memory.embedder import BatchingEmbedder, Embedder, Vectors
+from sidecar.metrics import serve_registry
+from sidecar.unix_socket import start_unix_server
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +59,7 @@ class EncoderServer:
         self._connections: set[asyncio.Task[None]] = set()
 
     async def start(self, path: str) -> None:
-        _remove_stale_socket(path)  # left by an encoder that was killed
-        self._server = await asyncio.start_unix_server(self._serve, path=path)
+        self._server = await start_unix_server(self._serve, path)
 
     async def close(self) -> None:
         if self._server is not None:
@@ -156,16 +156,7 @@ def serve_metrics(port: int, host: str, metrics: EncoderMetrics) -> None:
     logged, not fatal: the encoder serves the workers without it."""
     registry = CollectorRegistry(auto_describe=True)
     registry.register(metrics)
-    try:
-        start_http_server(port, addr=host, registry=registry)
-    except OSError as exc:
-        log.warning("shared encoder metrics not served on port %d: %s", port, exc)
-        return
-    log.info("shared encoder metrics on port %d", port)
-
-
-def _remove_stale_socket(path: str) -> None:
-    Path(path).unlink(missing_ok=True)
+    serve_registry(registry, port, host, "shared encoder")
 
 
 def read_hello(data: bytes) -> int:

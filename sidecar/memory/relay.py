@@ -37,7 +37,6 @@ import logging
 import struct
 from collections.abc import Callable, Sequence
 from enum import Enum
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -46,6 +45,7 @@ from sidecar.memory.corpus_cache import CorpusCache
 from sidecar.memory.records import MemoryRecord
 from sidecar.memory.store import row_to_record
 from sidecar.metrics import Metrics
+from sidecar.unix_socket import start_unix_server
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +64,6 @@ _KIND_NAMES = {
 #: First and longest pause between a client's connection attempts.
 _RECONNECT_START_S = 0.05
 _RECONNECT_MAX_S = 1.0
-
-
-def _remove_stale_socket(path: str) -> None:
-    Path(path).unlink(missing_ok=True)
 
 
 def _plain(value: Any) -> Any:
@@ -133,8 +129,7 @@ class RelayServer:
         return len(self._peers)
 
     async def start(self, path: str) -> None:
-        _remove_stale_socket(path)  # left by a worker that was killed
-        self._server = await asyncio.start_unix_server(self._serve, path=path)
+        self._server = await start_unix_server(self._serve, path)
 
     async def close(self) -> None:
         if self._server is not None:
