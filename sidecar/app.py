@@ -201,6 +201,22 @@ class Components:
             relay_peers,
         )
 
+    def start_write_upkeep(self) -> None:
+        """The category tree's schedule and retention: run by the process that writes
+        the turns (a worker, or its writer with ``write_queue.own_process``)."""
+        if self.hierarchy is not None:
+            self.hierarchy.start()
+        if self.retention is not None:
+            self.retention.start()
+
+    async def stop_write_upkeep(self) -> None:
+        """Before the last turns are drained: over-cap owners are pruned next time,
+        a half-done evolve is repaired next time."""
+        if self.retention is not None:
+            await self.retention.stop()
+        if self.hierarchy is not None:
+            await self.hierarchy.stop()
+
     async def readiness(self) -> dict[str, bool]:
         checks = {"store": True, "embedder": True}
         try:
@@ -214,10 +230,7 @@ class Components:
         return checks
 
     async def close(self) -> None:
-        if self.hierarchy is not None:
-            await self.hierarchy.stop()
-        if self.retention is not None:
-            await self.retention.stop()
+        await self.stop_write_upkeep()
         if self.access is not None:
             await self.access.stop()  # writes the accesses recorded so far
         await self.queue.close()
@@ -284,11 +297,8 @@ class Sidecar:
         if self.components.relay_peers is not None:
             self.components.relay_peers.start()
         await self.components.queue.start()  # opens the journal; resumes its turns
-        if self.components.queue.writes:  # else its writer process runs these
-            if self.components.hierarchy is not None:
-                self.components.hierarchy.start()
-            if self.components.retention is not None:
-                self.components.retention.start()
+        if self.components.queue.writes:  # else its writer process runs it
+            self.components.start_write_upkeep()
         if self.components.access is not None:
             self.components.access.start()
         await self._server.start()
@@ -317,10 +327,7 @@ class Sidecar:
             await self._server.stop(self._config.server.shutdown_grace_s)
         if self.components.access is not None:
             await self.components.access.stop()  # no more requests: write the last accesses
-        if self.components.retention is not None:
-            await self.components.retention.stop()  # over-cap owners are pruned next time
-        if self.components.hierarchy is not None:
-            await self.components.hierarchy.stop()  # a half-done evolve is repaired next time
+        await self.components.stop_write_upkeep()
         drained = await self.components.queue.drain()
         if self.components.queue.writes:
             log.info("write queue %s", "drained" if drained else "not drained before the deadline")

@@ -55,10 +55,7 @@ async def serve_writer(
         await components.queue.start()  # requeues what a killed writer left in progress
         if components.relay_peers is not None:
             components.relay_peers.start()
-        if components.hierarchy is not None:
-            components.hierarchy.start()
-        if components.retention is not None:
-            components.retention.start()
+        components.start_write_upkeep()
         if metrics_port is not None:
             serve_registry(components.metrics.registry, metrics_port, config.admin.host, "writer")
         freeze_startup_objects()
@@ -67,10 +64,7 @@ async def serve_writer(
         await stop.wait()
     finally:
         watcher.cancel()
-        if components.hierarchy is not None:
-            await components.hierarchy.stop()
-        if components.retention is not None:
-            await components.retention.stop()
+        await components.stop_write_upkeep()
         drained = await components.queue.drain()
         log.info("writer %d %s", index, "drained" if drained else "stopped with turns left")
         await components.close()
