@@ -124,10 +124,6 @@ class RelayServer:
         self._peers: dict[asyncio.StreamWriter, bool] = {}
         self._connections: set[asyncio.Task[None]] = set()
 
-    @property
-    def connections(self) -> int:
-        return len(self._peers)
-
     async def start(self, path: str) -> None:
         self._server = await start_unix_server(self._serve, path)
 
