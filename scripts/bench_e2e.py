@@ -119,8 +119,13 @@ def fact_decisions(stack: Stack) -> dict[str, float]:
 
 
 #: Where a sidecar request's time goes: (label, histogram, labels) of its metrics.
+#: Each is a mean per observation: a streamed response has a response_body message
+#: per chunk.
 BREAKDOWN = (
+    ("request_headers", "memory_sidecar_phase_seconds", {"phase": "request_headers"}),
     ("request_body", "memory_sidecar_phase_seconds", {"phase": "request_body"}),
+    ("response_headers", "memory_sidecar_phase_seconds", {"phase": "response_headers"}),
+    ("response_body", "memory_sidecar_phase_seconds", {"phase": "response_body"}),
     ("embedding", "memory_sidecar_embed_seconds", None),
     ("retrieval", "memory_sidecar_retrieval_seconds", {"strategy": "default"}),
 )

@@ -53,6 +53,7 @@ from sidecar.memory.records import (
     Scope,
     Status,
     Visibility,
+    as_vector,
     content_hash,
     memory_id,
     now_ms,
@@ -317,7 +318,7 @@ class MemoryAdmin:
                 id=rid,
                 user_id=owner,
                 content=text,
-                embedding=tuple(float(x) for x in vector),
+                embedding=as_vector(vector),
                 group_id=data.group_id,
                 visibility=data.visibility,
                 memory_type=data.memory_type,
@@ -350,7 +351,7 @@ class MemoryAdmin:
                 vector = (await self._embedder.embed([text]))[0]
                 changes.update(
                     content=text,
-                    embedding=tuple(float(x) for x in vector),
+                    embedding=as_vector(vector),
                     content_hash=content_hash(text),
                     abstract="",  # derived from the text: the enricher fills them again
                     overview="",
@@ -360,7 +361,7 @@ class MemoryAdmin:
                 raise ValidationFailed([("body.group_id", "visibility 'group' needs a group_id")])
             if updated.embedding is None:  # a row written without one: embed it now
                 vector = (await self._embedder.embed([updated.content]))[0]
-                updated = updated.with_changes(embedding=tuple(float(x) for x in vector))
+                updated = updated.with_changes(embedding=as_vector(vector))
             # A changed visibility or group moves the row between cache units.
             self._cache.invalidate(current)
             stored = await self._write(owner, [updated], self._enricher)
@@ -580,7 +581,7 @@ def _unit(vector: tuple[float, ...]) -> tuple[float, ...]:
     norm = float(np.linalg.norm(array))
     if norm == 0.0 or abs(norm - 1.0) < 1e-4:
         return vector
-    return tuple(float(x) for x in array / norm)
+    return as_vector(array / norm)
 
 
 def _record(owner: str, line: MemoryLine, max_chars: int, now: int) -> MemoryRecord:

@@ -19,7 +19,7 @@ from typing import TypeVar
 from sidecar.memory.corpus_cache import CorpusCache
 from sidecar.memory.embedder import Embedder
 from sidecar.memory.enrich import Enricher
-from sidecar.memory.records import MemoryRecord
+from sidecar.memory.records import MemoryRecord, as_vector
 from sidecar.memory.store import MemoryStore
 
 T = TypeVar("T")
@@ -74,7 +74,7 @@ async def bulk_load(
     for batch in chunks(missing, EMBED_CHUNK):
         vectors = await embedder.embed([records[i].content for i in batch])
         for i, vector in zip(batch, vectors, strict=True):
-            filled[i] = records[i].with_changes(embedding=tuple(float(x) for x in vector))
+            filled[i] = records[i].with_changes(embedding=as_vector(vector))
         if progress is not None:
             progress("embed", len(batch))
     embedded = time.perf_counter()

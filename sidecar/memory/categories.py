@@ -16,7 +16,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from sidecar.memory.clustering import Vector, summary_text
-from sidecar.memory.records import MemoryRecord, NodeType, Visibility, content_hash
+from sidecar.memory.records import MemoryRecord, NodeType, Visibility, as_vector, content_hash
 
 GENERAL_NAME = "general"
 TOPIC_SOURCE = "topic"
@@ -48,7 +48,7 @@ def _fresh_node(
         id=cid,
         user_id=owner,
         content=text,
-        embedding=tuple(float(x) for x in vector),
+        embedding=as_vector(vector),
         node_type=NodeType.CATEGORY,
         visibility=Visibility.USER,
         abstract=name,

@@ -52,7 +52,7 @@ from sidecar.memory.corpus_cache import CorpusCache
 from sidecar.memory.embedder import Embedder
 from sidecar.memory.filters import build_filter
 from sidecar.memory.hierarchy_plan import TreePlan, TreePlanner
-from sidecar.memory.records import MemoryRecord, NodeType, Scope, Status, now_ms
+from sidecar.memory.records import MemoryRecord, NodeType, Scope, Status, as_vector, now_ms
 from sidecar.memory.store import MemoryStore
 from sidecar.memory.tombstones import mark_for_reload
 from sidecar.memory.writer import KeyedLocks, OwnerLock
@@ -219,7 +219,7 @@ class Hierarchy:
         stale = set(plan.needs_embedding)
         vectors = iter(await self._embedder.embed([c.content for c in categories if c.id in stale]))
         return [
-            c.with_changes(embedding=tuple(float(x) for x in next(vectors))) if c.id in stale else c
+            c.with_changes(embedding=as_vector(next(vectors))) if c.id in stale else c
             for c in categories
         ]
 

@@ -53,7 +53,7 @@ from sidecar.memory.clustering import (
     words,
 )
 from sidecar.memory.enrich import abstract_of
-from sidecar.memory.records import MemoryRecord, NodeType, Status, content_hash
+from sidecar.memory.records import MemoryRecord, NodeType, Status, as_vector, content_hash
 
 MAX_PASSES = 8
 _ABSTRACT_CHARS = 120
@@ -423,7 +423,7 @@ class TreePlanner:
             text = summary_text(node.name, keywords, examples)
             digest = content_hash(text)
             old = node.record
-            embedding = tuple(float(x) for x in vector)
+            embedding = as_vector(vector)
             if config.embedding == "summary":
                 if old is not None and old.content_hash == digest and old.embedding is not None:
                     embedding = old.embedding

@@ -26,7 +26,7 @@ from sidecar.memory.bulk import EMBED_CHUNK, UPSERT_CHUNK, chunks
 from sidecar.memory.clustering import centroid
 from sidecar.memory.embedder import Embedder
 from sidecar.memory.filters import build_filter
-from sidecar.memory.records import MemoryRecord, NodeType
+from sidecar.memory.records import MemoryRecord, NodeType, as_vector
 from sidecar.memory.store import MemoryStore
 from sidecar.metrics import Metrics
 
@@ -65,14 +65,14 @@ async def fill_embeddings(
                 member_vectors = members.get(out[i].id)
                 if member_vectors:
                     mean = centroid(np.asarray(member_vectors, dtype=np.float32))
-                    out[i] = out[i].with_changes(embedding=tuple(float(x) for x in mean))
+                    out[i] = out[i].with_changes(embedding=as_vector(mean))
                 else:
                     still.append(i)
             missing = still
         for batch in chunks(missing, EMBED_CHUNK):
             vectors = await embedder.embed([out[i].content or " " for i in batch])
             for i, vector in zip(batch, vectors, strict=True):
-                out[i] = out[i].with_changes(embedding=tuple(float(x) for x in vector))
+                out[i] = out[i].with_changes(embedding=as_vector(vector))
     return out
 
 

@@ -8,6 +8,9 @@ import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from typing import Any
+
+import numpy as np
 
 
 class Visibility(StrEnum):
@@ -44,6 +47,16 @@ class Status(StrEnum):
 #: ``updated_at`` tells other caches to reload that owner's rows in full
 #: (:func:`sidecar.memory.tombstones.mark_for_reload`).
 RELOAD_MARKER = "reload"
+
+
+def as_vector(values: Any) -> tuple[float, ...]:
+    """``values`` (a numpy array, or any sequence of numbers) as the tuple of Python
+    floats a record holds: one C-level conversion, not a Python call per component
+    (384 of them per row)."""
+    array = np.asarray(values, dtype=np.float64)
+    if array.ndim != 1:
+        raise ValueError(f"a vector has one dimension, not {array.ndim}")
+    return tuple(array.tolist())
 
 
 def now_ms() -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,6 +34,7 @@ from sidecar.memory.records import (
     NodeType,
     Status,
     Visibility,
+    as_vector,
 )
 from sidecar.metrics import Metrics
 
@@ -139,17 +140,28 @@ def record_to_row(record: MemoryRecord) -> dict[str, Any]:
         "created_at": int(record.created_at),
         "updated_at": int(record.updated_at),
         "accessed_at": int(record.accessed_at),
-        "embedding": [float(x) for x in record.embedding],
+        # A record's vector is a tuple of Python floats (:func:`as_vector`).
+        "embedding": list(record.embedding),
     }
 
 
+def _vector(values: Any) -> tuple[float, ...] | None:
+    """A row's vector as a record holds it. pymilvus returns a FLOAT_VECTOR as a list
+    of Python floats (from the protobuf's repeated float), taken as is: converting
+    each of 384 components was most of the cost of reading a row."""
+    if values is None:
+        return None
+    if type(values) is list and values and type(values[0]) is float:
+        return tuple(values)
+    return as_vector(values)
+
+
 def row_to_record(row: dict[str, Any]) -> MemoryRecord:
-    embedding = row.get("embedding")
     return MemoryRecord(
         id=str(row["id"]),
         user_id=str(row.get("user_id", "")),
         content=str(row.get("content", "")),
-        embedding=tuple(float(x) for x in embedding) if embedding is not None else None,
+        embedding=_vector(row.get("embedding")),
         group_id=str(row.get("group_id", "")),
         visibility=Visibility(row.get("visibility") or Visibility.USER),
         node_type=NodeType(row.get("node_type") or NodeType.MEMORY),
@@ -408,13 +420,12 @@ class MemoryStore:
         """Insert or replace rows by id (re-embedded rows replace their vectors)."""
         if not records:
             return
-        rows = [record_to_row(r) for r in records]
-        await self._run(
-            "upsert",
-            lambda: self._client.upsert(
-                self._collection, data=rows, timeout=self._config.timeout_s
-            ),
-        )
+
+        def call() -> Any:
+            rows = [record_to_row(r) for r in records]
+            return self._client.upsert(self._collection, data=rows, timeout=self._config.timeout_s)
+
+        await self._run("upsert", call)
 
     async def delete(self, where: Filter) -> None:
         await self._run(
@@ -444,10 +455,10 @@ class MemoryStore:
         ``strong`` asks for read-your-writes consistency (the write path's dedup);
         the request path reads with bounded staleness.
         """
-        data = [[float(x) for x in vector]]
+        data = [list(as_vector(vector))]
 
-        def call() -> Any:
-            return self._client.search(
+        def call() -> list[Hit]:
+            result = self._client.search(
                 self._collection,
                 data=data,
                 anns_field="embedding",
@@ -458,9 +469,9 @@ class MemoryStore:
                 consistency_level="Strong" if strong else "Bounded",
                 timeout=self._config.timeout_s,
             )
+            return _hits(result)
 
-        result = await self._run("search", call)
-        return _hits(result)
+        return await self._run("search", call)
 
     def _vector_search_params(self, limit: int) -> dict[str, Any]:
         if self._config.index == "HNSW":
@@ -470,8 +481,8 @@ class MemoryStore:
     async def search_text(self, text: str, *, where: Filter, limit: int) -> list[Hit]:
         """BM25 full-text search over ``content`` among rows matching ``where``."""
 
-        def call() -> Any:
-            return self._client.search(
+        def call() -> list[Hit]:
+            result = self._client.search(
                 self._collection,
                 data=[text],
                 anns_field="sparse",
@@ -481,9 +492,9 @@ class MemoryStore:
                 search_params={"metric_type": "BM25"},
                 timeout=self._config.timeout_s,
             )
+            return _hits(result)
 
-        result = await self._run("search_text", call)
-        return _hits(result)
+        return await self._run("search_text", call)
 
     async def query(
         self,
@@ -495,8 +506,8 @@ class MemoryStore:
     ) -> list[MemoryRecord]:
         fields = [*SCALAR_FIELDS, "embedding"] if with_vectors else list(SCALAR_FIELDS)
 
-        def call() -> Any:
-            return self._client.query(
+        def call() -> list[MemoryRecord]:
+            rows = self._client.query(
                 self._collection,
                 filter=where,
                 output_fields=fields,
@@ -504,11 +515,9 @@ class MemoryStore:
                 offset=offset,
                 timeout=self._config.timeout_s,
             )
+            return _records(dict(row) for row in rows)
 
-        rows = await self._run("query", call)
-        records = [row_to_record(dict(row)) for row in rows]
-        records.sort(key=lambda r: (r.created_at, r.id))
-        return records
+        return await self._run("query", call)
 
     async def scan(
         self, where: Filter, *, with_vectors: bool = False, batch_size: int = 1000
@@ -517,7 +526,7 @@ class MemoryStore:
         window, a paged query iterator beyond it."""
         fields = [*SCALAR_FIELDS, "embedding"] if with_vectors else list(SCALAR_FIELDS)
 
-        def call() -> list[dict[str, Any]]:
+        def call() -> list[MemoryRecord]:
             rows = self._client.query(
                 self._collection,
                 filter=where,
@@ -526,7 +535,7 @@ class MemoryStore:
                 timeout=self._config.timeout_s,
             )
             if len(rows) < QUERY_WINDOW:
-                return [dict(row) for row in rows]
+                return _records(dict(row) for row in rows)
             iterator = self._client.query_iterator(
                 self._collection,
                 batch_size=batch_size,
@@ -539,15 +548,12 @@ class MemoryStore:
                 while True:
                     page = iterator.next()
                     if not page:
-                        return paged
+                        return _records(paged)
                     paged.extend(dict(row) for row in page)
             finally:
                 iterator.close()
 
-        rows = await self._run("scan", call)
-        records = [row_to_record(row) for row in rows]
-        records.sort(key=lambda r: (r.created_at, r.id))
-        return records
+        return await self._run("scan", call)
 
     async def count(self, where: Filter) -> int:
         def call() -> Any:
@@ -569,6 +575,14 @@ def _status(value: object) -> Status:
         return Status(str(value or Status.ACTIVE))
     except ValueError:
         return Status.DELETED
+
+
+def _records(rows: Iterable[dict[str, Any]]) -> list[MemoryRecord]:
+    """Rows as records, oldest first (ties by id). Run on the store's threads, beside
+    the call: a thousand rows take milliseconds that the event loop does not wait."""
+    records = [row_to_record(row) for row in rows]
+    records.sort(key=lambda r: (r.created_at, r.id))
+    return records
 
 
 def _hits(result: Any) -> list[Hit]:

@@ -26,6 +26,7 @@ from sidecar.memory.records import (
     MemoryRecord,
     Scope,
     Status,
+    as_vector,
     content_hash,
     memory_id,
     now_ms,
@@ -225,7 +226,7 @@ class MemoryWriter:
             return [
                 target.with_changes(
                     content=merged,
-                    embedding=tuple(float(x) for x in embedding),
+                    embedding=as_vector(embedding),
                     abstract="",
                     overview="",
                     content_hash=content_hash(merged),
@@ -238,7 +239,7 @@ class MemoryWriter:
             id=memory_id(turn.user_id, text),
             user_id=turn.user_id,
             content=text,
-            embedding=tuple(float(x) for x in vector),
+            embedding=as_vector(vector),
             memory_type=fact.memory_type,
             source=fact.source,
             session_id=turn.session_id,
