@@ -168,6 +168,12 @@ class Metrics:
             ["kind", "outcome"],
             registry=reg,
         )
+        self.relay_stale_rows = Counter(
+            p + "cache_relay_stale_rows",
+            "Rows of a peer's cache relay frame not applied: this cache had applied a"
+            " newer write of them (frames of two peers arrived out of order)",
+            registry=reg,
+        )
         self.relay_connections = Gauge(
             p + "cache_relay_connections",
             "Processes (other workers, this worker's writer) connected to this"

@@ -26,6 +26,7 @@ from sidecar.memory.corpus import Corpus
 from sidecar.memory.filters import Filter, build_filter
 from sidecar.memory.records import RELOAD_MARKER, MemoryRecord, Scope, Status, Visibility, now_ms
 from sidecar.memory.store import MemoryStore
+from sidecar.memory.write_stamps import WriteStamps
 from sidecar.metrics import Metrics
 
 #: Allowance for clocks of writers (other replicas) behind this process's: the shared
@@ -36,14 +37,15 @@ _ID_BATCH = 500
 
 
 class CacheMirror(Protocol):
-    """Told what a cache is told by this process's writes, so the caches of the
-    host's other processes take the same (:class:`sidecar.memory.relay.RelayPeers`)."""
+    """Told what a cache is told by this process's writes, with their write stamps
+    (:mod:`sidecar.memory.write_stamps`), so the caches of the host's other processes
+    take the same (:class:`sidecar.memory.relay.RelayPeers`)."""
 
-    def applied(self, records: Sequence[MemoryRecord]) -> None: ...
+    def applied(self, records: Sequence[MemoryRecord], stamp: int) -> None: ...
 
-    def invalidated(self, records: Sequence[MemoryRecord]) -> None: ...
+    def invalidated(self, records: Sequence[MemoryRecord], stamp: int) -> None: ...
 
-    def invalidated_user(self, user_id: str) -> None: ...
+    def invalidated_user(self, user_id: str, stamp: int) -> None: ...
 
 
 @dataclass(slots=True)
@@ -137,6 +139,9 @@ class CorpusCache:
         #: Told of this process's writes (``apply``, ``invalidate*``), not of the
         #: rows refreshes read.
         self.mirror: CacheMirror | None = None
+        #: The newest write applied per row, so a peer's older frame is not applied
+        #: over it; kept for two refresh intervals.
+        self.stamps = WriteStamps(2 * config.ttl_s)
 
     async def corpus(self, scope: Scope) -> Corpus:
         """The scope's corpus, loading (and waiting for) whatever is missing or stale."""
@@ -231,15 +236,28 @@ class CorpusCache:
             with contextlib.suppress(asyncio.CancelledError, SidecarError):
                 await task
 
-    def apply(self, records: Sequence[MemoryRecord], *, mirror: bool = True) -> None:
-        """Write-through after this process stored ``records``: every cached unit a
-        record belongs to gets the new version (by id), so the next request sees
-        it; rows no longer active leave the unit. Loads in flight are not kept (they
-        may predate the write). ``mirror=False``: another process's write (from the
-        relay), not told on."""
+    def apply(
+        self, records: Sequence[MemoryRecord], *, mirror: bool = True, stamp: int | None = None
+    ) -> None:
+        """Write-through after this process stored ``records`` (holding their owner's
+        write lock): every cached unit a record belongs to gets the new version (by
+        id), so the next request sees it; rows no longer active leave the unit. Loads
+        in flight are not kept (they may predate the write). ``mirror=False``: not
+        told to the host's other processes. ``stamp``: another process's write, from
+        the relay (never told on); rows this cache holds a newer write of are left
+        out (:mod:`sidecar.memory.write_stamps`)."""
+        if stamp is None:
+            stamp = self.stamps.now()
+            self.stamps.note(records, stamp)
+        else:
+            mirror = False
+            fresh = self.stamps.newer(records, stamp)
+            if len(fresh) < len(records):
+                self._metrics.relay_stale_rows.inc(len(records) - len(fresh))
+            records = fresh
         self._apply(records)
         if mirror and self.mirror is not None:
-            self.mirror.applied(records)
+            self.mirror.applied(records, stamp)
 
     def _apply(self, records: Sequence[MemoryRecord]) -> None:
         changed: dict[str, dict[str, MemoryRecord]] = {}
@@ -357,17 +375,35 @@ class CorpusCache:
                 return False
         return True
 
-    def invalidate(self, record: MemoryRecord, *, mirror: bool = True) -> None:
-        """Mark every unit ``record`` belongs to stale (e.g. after a delete)."""
+    def invalidate(
+        self, record: MemoryRecord, *, mirror: bool = True, stamp: int | None = None
+    ) -> None:
+        """Mark every unit ``record`` belongs to stale (e.g. after a delete): they
+        reload from the store, so a peer's write of it stamped before this is not
+        applied after it. ``mirror`` and ``stamp`` as for :meth:`apply`."""
+        if stamp is None:
+            stamp = self.stamps.now()
+        else:
+            mirror = False
+        self.stamps.note([record], stamp)
         for key in units_of(record):
             self._bump(key)
         if mirror and self.mirror is not None:
-            self.mirror.invalidated([record])
+            self.mirror.invalidated([record], stamp)
 
-    def invalidate_user(self, user_id: str, *, mirror: bool = True) -> None:
+    def invalidate_user(
+        self, user_id: str, *, mirror: bool = True, stamp: int | None = None
+    ) -> None:
+        """Mark the user's own unit stale; peers' writes of their rows stamped
+        before this are not applied after it."""
+        if stamp is None:
+            stamp = self.stamps.now()
+        else:
+            mirror = False
+        self.stamps.note_user(user_id, stamp)
         self._bump(f"user:{user_id}")
         if mirror and self.mirror is not None:
-            self.mirror.invalidated_user(user_id)
+            self.mirror.invalidated_user(user_id, stamp)
 
     def clear(self) -> None:
         for key in list(self._units):

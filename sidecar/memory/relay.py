@@ -8,7 +8,7 @@ to all the others. What a process's cache is told by that process's writes
 (:class:`~sidecar.memory.corpus_cache.CacheMirror`) is sent to every peer:
 
 - ``apply``: rows stored or changed (a turn's facts, back-links, category moves,
-  retention, access counts, admin edits, tombstones) — a peer's cache takes them as
+  retention, admin edits, tombstones) — a peer's cache takes them as
   its own writes, so a user's next request sees them whichever worker serves it;
 - ``invalidate``, ``invalidate_user``: rows and users whose cached units are stale.
 
@@ -17,12 +17,14 @@ accepted a turn, so the writer claims it now instead of at its next poll
 (``write_queue.poll_interval_s``); a client says whether it wants them in its
 ``hello``.
 
-A frame is ``FRAME`` (kind, body length) and a body: JSON rows (the record's fields,
-the vector as base64 float32), a JSON user id, or one byte. Received rows are
-applied without being sent on (no echo). Nothing here is needed for correctness:
-while a socket is down its peer's cache reads the rows at its next delta refresh
-(``cache.ttl_s``) and the writer polls the journal; frames that could not be sent
-are counted (``outcome="dropped"``).
+A frame is ``FRAME`` (kind, body length) and a body: the write's stamp
+(:mod:`sidecar.memory.write_stamps`) and JSON rows (the record's fields, the vector
+as base64 float32) or a JSON user id; or one byte. Received rows are applied
+without being sent on (no echo), unless the cache already applied a newer write of
+them: two peers' frames about one row may arrive in either order. Nothing here is
+needed for correctness: while a socket is down its peer's cache reads the rows at
+its next delta refresh (``cache.ttl_s``) and the writer polls the journal; frames
+that could not be sent are counted (``outcome="dropped"``).
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ from sidecar.unix_socket import start_unix_server
 log = logging.getLogger(__name__)
 
 FRAME = struct.Struct("<cI")  # kind, body bytes
+#: The write stamp that starts the body of apply and invalidate frames.
+STAMP = struct.Struct("<Q")
 #: Larger frames are a protocol error (the connection is closed); a peer that lets
 #: this much pile up unread is skipped until it reads again.
 MAX_BODY = 64 * 1024 * 1024
@@ -181,18 +185,22 @@ class RelayServer:
     def _receive(self, kind: bytes, body: bytes) -> None:
         name = _KIND_NAMES[kind]
         try:
+            if len(body) < STAMP.size:
+                raise ValueError("no write stamp")
+            (stamp,) = STAMP.unpack_from(body)
+            body = body[STAMP.size :]
             if kind == INVALIDATE_USER:
                 user_id = json.loads(body)
                 if not isinstance(user_id, str):
                     raise ValueError("not a user id")
-                self._cache.invalidate_user(user_id, mirror=False)
+                self._cache.invalidate_user(user_id, stamp=stamp)
             else:
                 records = decode_records(body)
                 if kind == APPLY:
-                    self._cache.apply(records, mirror=False)
+                    self._cache.apply(records, stamp=stamp)
                 else:
                     for record in records:
-                        self._cache.invalidate(record, mirror=False)
+                        self._cache.invalidate(record, stamp=stamp)
         except ValueError:
             self._metrics.relay_frames.labels(kind=name, outcome="malformed").inc()
             return
@@ -298,14 +306,14 @@ class RelayPeers:
         for client in self.clients:
             client.send(kind, body)
 
-    def applied(self, records: Sequence[MemoryRecord]) -> None:
+    def applied(self, records: Sequence[MemoryRecord], stamp: int) -> None:
         if records and self.clients:
-            self._send(APPLY, encode_records(records))
+            self._send(APPLY, STAMP.pack(stamp) + encode_records(records))
 
-    def invalidated(self, records: Sequence[MemoryRecord]) -> None:
+    def invalidated(self, records: Sequence[MemoryRecord], stamp: int) -> None:
         if records and self.clients:
-            self._send(INVALIDATE, encode_records(records))
+            self._send(INVALIDATE, STAMP.pack(stamp) + encode_records(records))
 
-    def invalidated_user(self, user_id: str) -> None:
+    def invalidated_user(self, user_id: str, stamp: int) -> None:
         if self.clients:
-            self._send(INVALIDATE_USER, json.dumps(user_id).encode())
+            self._send(INVALIDATE_USER, STAMP.pack(stamp) + json.dumps(user_id).encode())

@@ -2,7 +2,8 @@
 reaches its worker's cache at once (not at its next refresh), rows a refresh reads
 are not sent, wake-ups reach the writer that asked for them, two workers tell each
 other their writes without echoing them back, malformed frames are refused and
-counted, and a restarted worker is found again."""
+counted, two peers' writes of one row arriving in the other order leave the newer
+one served, and a restarted worker is found again."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from sidecar.memory.relay import (
     APPLY,
     FRAME,
     HELLO,
+    STAMP,
     RelayClient,
     RelayPeers,
     RelayServer,
@@ -209,9 +211,11 @@ async def test_malformed_frames_are_refused_and_counted(pair: Pair, socket_path:
             sock.sendall(frames)
 
     hello = FRAME.pack(HELLO, 1) + b"0"
-    bad_rows = json.dumps([{"no": "id"}]).encode()
+    bad_rows = STAMP.pack(1) + json.dumps([{"no": "id"}]).encode()
     await asyncio.to_thread(send, hello + FRAME.pack(APPLY, len(bad_rows)) + bad_rows)
     await eventually(lambda: pair.frames(pair.worker_metrics, "apply", "malformed") == 1)
+    await asyncio.to_thread(send, hello + FRAME.pack(APPLY, 2) + b"[]")  # no stamp
+    await eventually(lambda: pair.frames(pair.worker_metrics, "apply", "malformed") == 2)
     await asyncio.to_thread(send, hello + FRAME.pack(b"?", 0))
     await eventually(lambda: pair.frames(pair.worker_metrics, "unknown", "malformed") == 1)
     await asyncio.to_thread(send, hello + FRAME.pack(APPLY, 2**31))  # too large: closed
@@ -224,6 +228,49 @@ async def test_malformed_frames_are_refused_and_counted(pair: Pair, socket_path:
     # The writer's own connection is unaffected.
     pair.writer_cache.apply([rec("after", "alice")])
     await eventually(lambda: pair.frames(pair.worker_metrics, "apply", "received") == 1)
+
+
+async def test_the_newer_of_two_peers_writes_stays_served_whatever_their_order(
+    pair: Pair, store: MemoryStore, socket_path: str
+) -> None:
+    """Worker A writes a row, worker B writes it again (holding the owner's host lock
+    in turn, so B's frame carries the later stamp); their frames reach a third
+    worker over two connections, B's first. A's is not applied over it; nor is a
+    peer's write older than this worker's own."""
+    scope = Scope("alice")
+    await pair.worker_cache.corpus(scope)
+    base = rec("row", "alice", updated_at=1_000)
+    by_a = base.with_changes(content="version from A")
+    by_b = base.with_changes(content="version from B", related_ids=("old",))  # a back-link
+    first = pair.worker_cache.stamps.now()
+
+    def peer(records: list[MemoryRecord], stamp: int) -> None:
+        body = STAMP.pack(stamp) + encode_records(records)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.connect(socket_path)
+            sock.sendall(FRAME.pack(HELLO, 1) + b"0" + FRAME.pack(APPLY, len(body)) + body)
+
+    def served() -> MemoryRecord:
+        corpus = pair.worker_cache.corpus_nowait(scope)
+        assert corpus is not None
+        return corpus.records[corpus.index_of["row"]]
+
+    await asyncio.to_thread(peer, [by_b], first + 2)
+    await eventually(lambda: pair.frames(pair.worker_metrics, "apply", "received") == 1)
+    await asyncio.to_thread(peer, [by_a, rec("other", "alice")], first + 1)
+    await eventually(lambda: pair.frames(pair.worker_metrics, "apply", "received") == 2)
+    assert served() == by_b
+    assert "other" in pair.worker_cache.corpus_nowait(scope).index_of  # type: ignore[union-attr]
+    stale = pair.worker_metrics.value("memory_sidecar_cache_relay_stale_rows_total")
+    assert stale == 1
+
+    # This worker's own write, then a peer's frame stamped before it.
+    mine = base.with_changes(content="version from this worker")
+    pair.worker_cache.apply([mine])
+    await asyncio.to_thread(peer, [by_a], first + 3)
+    await eventually(lambda: pair.frames(pair.worker_metrics, "apply", "received") == 3)
+    assert served() == mine
+    assert pair.worker_metrics.value("memory_sidecar_cache_relay_stale_rows_total") == 2
 
 
 async def test_two_workers_tell_each_other_their_writes_without_echo(
