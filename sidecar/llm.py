@@ -57,6 +57,8 @@ def parse_json_loose(text: str) -> Any:
                 value, _ = decoder.raw_decode(candidate, start)
             except json.JSONDecodeError:
                 continue
+            except RecursionError:  # nested too deep: give up on this candidate (each
+                break  # later start inside it would parse it all again)
             return value
     raise LLMBadOutput("no JSON value in the LLM answer")
 
@@ -66,7 +68,7 @@ def answer_text(raw: bytes) -> str | None:
     it has none); :class:`LLMBadOutput` when the body is not a chat completion."""
     try:
         completion = json.loads(raw)
-    except ValueError as exc:  # not JSON, not UTF-8
+    except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, nested too deep
         raise LLMBadOutput("the LLM's response is not JSON") from exc
     choices = completion.get("choices") if isinstance(completion, dict) else None
     if not isinstance(choices, list):

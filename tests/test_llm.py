@@ -83,6 +83,7 @@ def test_parse_json_loose(text: str, expected: object) -> None:
         '<think>{"a": 1}',  # unterminated think hides everything after it
         "```json\n{oops\n```",
         "Sure! Here are the results you asked for: {facts: [oops, this is not JSON",
+        "[" * 5_000,  # nested past the parser's recursion limit, never closed
     ],
 )
 def test_parse_json_loose_without_json_raises_bad_output(text: str) -> None:
@@ -273,6 +274,7 @@ async def test_connection_refused_raises_unavailable(metrics: Metrics) -> None:
         (b"\xff\xfe", "bad_output"),  # not UTF-8
         (b'{"error": {"message": "overloaded"}}', "bad_output"),  # not a completion
         (b'["choices"]', "bad_output"),
+        (b"[" * 5_000 + b"]" * 5_000, "bad_output"),  # nested too deep to parse
         (b'{"choices": []}', "empty"),
         (b'{"choices": [{"message": {"content": null}}]}', "empty"),
         (b'{"choices": [{"message": {"content": "  "}}]}', "empty"),

@@ -127,6 +127,8 @@ class Call:
             return await self.request.json(loads=json.loads)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ValidationFailed([("body", f"not valid JSON: {exc}")]) from None
+        except RecursionError:
+            raise ValidationFailed([("body", "not valid JSON: nested too deep")]) from None
 
 
 def error_response(status: int, code: str, message: str, **extra: Any) -> web.Response:

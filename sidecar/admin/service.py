@@ -526,6 +526,9 @@ class MemoryAdmin:
             except json.JSONDecodeError as exc:
                 parsed.error(where, f"invalid JSON: {exc.msg}")
                 continue
+            except RecursionError:
+                parsed.error(where, "invalid JSON: nested too deep")
+                continue
             if not isinstance(data, dict):
                 parsed.error(where, "not a JSON object")
                 continue

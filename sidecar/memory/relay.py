@@ -94,7 +94,10 @@ def encode_records(records: Sequence[MemoryRecord]) -> bytes:
 
 def decode_records(body: bytes) -> list[MemoryRecord]:
     """The records of :func:`encode_records`; ``ValueError`` if ``body`` is not that."""
-    rows = json.loads(body)
+    try:
+        rows = json.loads(body)
+    except RecursionError as exc:
+        raise ValueError("nested too deep") from exc
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
         raise ValueError("not a list of rows")
     try:
@@ -201,7 +204,7 @@ class RelayServer:
                 else:
                     for record in records:
                         self._cache.invalidate(record, stamp=stamp)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: JSON nested too deep
             self._metrics.relay_frames.labels(kind=name, outcome="malformed").inc()
             return
         self._metrics.relay_frames.labels(kind=name, outcome="received").inc()

@@ -284,6 +284,10 @@ async def test_validation_errors_name_every_field(http: aiohttp.ClientSession) -
     status, body = await call(http, "POST", f"{base(user)}/memories", data=b"{not json")
     assert status == 400
     assert body["errors"][0]["path"] == "body"
+    deep = b'{"content": ' + b"[" * 5_000 + b"]" * 5_000 + b"}"
+    status, body = await call(http, "POST", f"{base(user)}/memories", data=deep)
+    assert status == 400
+    assert body["errors"][0]["message"] == "not valid JSON: nested too deep"
     status, body = await call(http, "PATCH", f"{base(user)}/memories/m1", json_body={})
     assert status == 400
     assert "nothing to update" in body["errors"][0]["message"]
@@ -412,11 +416,12 @@ async def test_invalid_imports_write_nothing(http: aiohttp.ClientSession) -> Non
         json.dumps({"content": "User likes soul.", "user_id": owner}),
         json.dumps({"content": "x", "node_type": "category"}),
         json.dumps({"content": "User likes funk.", "embedding": [0.1, 0.2]}),
+        "[" * 5_000 + "]" * 5_000,  # nested too deep to parse
     ]
     status, body = await call(http, "POST", f"{base(user)}/import", data="\n".join(lines))
     assert status == 400
     paths = [error["path"] for error in body["errors"]]
-    assert paths == ["line 2.importance", "line 3", "line 4.user_id", "line 5"], body
+    assert paths == ["line 2.importance", "line 3", "line 4.user_id", "line 5", "line 7"], body
     status, page = await call(http, "GET", f"{base(user)}/memories")
     assert page["total"] == 0
     # An id that another user's row holds would take that row over.

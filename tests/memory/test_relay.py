@@ -131,6 +131,7 @@ def test_records_cross_as_they_are() -> None:
         b"\xff",
         b'[{"id": "a", "embedding": "not base64!"}]',
         b'[{"id": "a", "embedding": "AAA="}]',  # not whole float32s
+        b"[" * 5_000 + b"]" * 5_000,  # nested past the parser's recursion limit
     ):
         with pytest.raises(ValueError, match=r"."):  # JSON's, UTF-8's or ours
             decode_records(bad)
