@@ -34,6 +34,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import statistics
 import sys
 import tempfile
@@ -49,7 +50,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from e2e.seed import SUBJECTS, VALUES  # noqa: E402
-from e2e.stack import Stack  # noqa: E402
+from e2e.stack import Stack, http_get  # noqa: E402
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -107,6 +108,10 @@ class Sample:
     children_cpu_s: float
     requests: int
     errors: int
+    #: Event-loop stalls in the window: timers run over 20 ms late, and the bucket
+    #: bound the worst one stayed under (``event_loop_lag_seconds``; workers summed).
+    loop_stalls: float = 0.0
+    loop_worst_ms: float = 0.0
 
 
 @dataclass
@@ -130,6 +135,8 @@ class SoakReport:
     turns_written: float = 0.0
     turns_shed: float = 0.0
     dead_letters: float = 0.0
+    loop_stalls: float = 0.0
+    loop_worst_ms: float = 0.0
     samples: list[Sample] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
 
@@ -171,6 +178,35 @@ async def one_request(
     return time.perf_counter() - started
 
 
+LAG_BUCKET = re.compile(r'^memory_sidecar_event_loop_lag_seconds_bucket\{le="([^"]+)"\} (\S+)$')
+#: A timer run later than this is counted as a stall.
+STALL_S = 0.02
+
+
+def loop_lag_buckets(stack: Stack) -> dict[float, float]:
+    """The sidecar's event-loop lag histogram: cumulative count per bucket bound,
+    summed over the workers."""
+    buckets: dict[float, float] = {}
+    for url in stack.sidecar_admin_urls:
+        _, body = http_get(f"{url}/metrics")
+        for line in body.decode().splitlines():
+            match = LAG_BUCKET.match(line)
+            if match:
+                bound = float(match[1])
+                buckets[bound] = buckets.get(bound, 0.0) + float(match[2])
+    return buckets
+
+
+def stalls(before: dict[float, float], after: dict[float, float]) -> tuple[float, float]:
+    """Between two :func:`loop_lag_buckets`: timers run over :data:`STALL_S` late,
+    and the smallest bound every one stayed under (ms; inf when over the largest)."""
+    delta = {bound: after[bound] - before.get(bound, 0.0) for bound in after}
+    total = delta.get(float("inf"), 0.0)
+    over = total - delta.get(STALL_S, total)
+    worst = min((bound for bound, count in delta.items() if count >= total), default=0.0)
+    return over, worst * 1000 if total else 0.0
+
+
 async def drive(stack: Stack, args: argparse.Namespace, report: SoakReport) -> list[float]:
     url = f"{stack.base_url}/chat/completions"
     deadline = time.monotonic() + args.minutes * 60
@@ -196,6 +232,7 @@ async def drive(stack: Stack, args: argparse.Namespace, report: SoakReport) -> l
 
     async def sampler() -> None:
         seen, cpu_own, cpu_children = 0, 0.0, 0.0
+        lag = await asyncio.to_thread(loop_lag_buckets, stack)
         while time.monotonic() < deadline:
             own = rss_bytes(sidecar_pid)
             members = process_tree(sidecar_pid)
@@ -203,6 +240,8 @@ async def drive(stack: Stack, args: argparse.Namespace, report: SoakReport) -> l
             now_own = cpu_seconds(sidecar_pid)
             now_children = sum(cpu_seconds(pid) for pid in members[1:])
             window, seen = latencies[seen:], len(latencies)
+            lag_before, lag = lag, await asyncio.to_thread(loop_lag_buckets, stack)
+            loop_stalls, loop_worst_ms = stalls(lag_before, lag)
             report.samples.append(
                 Sample(
                     elapsed_s=round(time.monotonic() - started, 1),
@@ -216,6 +255,8 @@ async def drive(stack: Stack, args: argparse.Namespace, report: SoakReport) -> l
                     window_p99_ms=round(percentile(window, 99) * 1000, 1),
                     sidecar_cpu_s=round(now_own - cpu_own, 2),
                     children_cpu_s=round(now_children - cpu_children, 2),
+                    loop_stalls=loop_stalls,
+                    loop_worst_ms=loop_worst_ms,
                 )
             )
             cpu_own, cpu_children = now_own, now_children
@@ -225,7 +266,8 @@ async def drive(stack: Stack, args: argparse.Namespace, report: SoakReport) -> l
                 f"(sidecar {sample.sidecar_rss_mib:>7.1f}) "
                 f"queue={sample.queue_depth:>5.0f} requests={sample.requests} "
                 f"errors={sample.errors} p99={sample.window_p99_ms:>6.1f}ms "
-                f"cpu sidecar={sample.sidecar_cpu_s:.1f}s children={sample.children_cpu_s:.1f}s",
+                f"cpu sidecar={sample.sidecar_cpu_s:.1f}s children={sample.children_cpu_s:.1f}s "
+                f"loop stalls={sample.loop_stalls:.0f} (worst <{sample.loop_worst_ms:.0f}ms)",
                 flush=True,
             )
             await asyncio.sleep(args.sample_s)
@@ -255,6 +297,8 @@ def judge(report: SoakReport, args: argparse.Namespace) -> None:
     report.rss_last_mib = round(statistics.fmean(last), 1)
     report.rss_growth = round(report.rss_last_mib / report.rss_middle_mib - 1, 3)
     report.queue_max = max((s.queue_depth for s in report.samples), default=0.0)
+    report.loop_stalls = sum(s.loop_stalls for s in report.samples)
+    report.loop_worst_ms = max((s.loop_worst_ms for s in report.samples), default=0.0)
     if report.errors:
         report.failures.append(f"{report.errors} client errors")
     if report.requests == 0:
@@ -362,6 +406,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{report.drained_in_s}s; {report.turns_accepted:.0f} turns accepted, "
         f"{report.turns_written:.0f} written, "
         f"{report.turns_shed:.0f} shed, {report.dead_letters:.0f} dead letters"
+    )
+    print(
+        f"event loop: {report.loop_stalls:.0f} timers run over {STALL_S * 1000:.0f} ms late, "
+        f"the worst under {report.loop_worst_ms:.0f} ms"
     )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

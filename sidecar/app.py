@@ -23,6 +23,7 @@ from sidecar.errors import SidecarError
 from sidecar.extproc.chat import ChatDeps
 from sidecar.extproc.service import ExternalProcessorService, ProfileRouter
 from sidecar.llm import LLMClient
+from sidecar.loop_lag import LoopLagMonitor
 from sidecar.memory.access import AccessTracker
 from sidecar.memory.corpus_cache import CorpusCache
 from sidecar.memory.dedup import DedupJudge
@@ -77,6 +78,9 @@ class Components:
     #: Who this process's writes are told to (the other workers; a writer process:
     #: every worker, its own asked for wake-ups).
     relay_peers: RelayPeers | None = None
+    #: The event loop's lag (``server.loop_lag_interval_s``; None when 0), started
+    #: with the process's serving (:meth:`Sidecar.start`, a writer process).
+    loop_lag: LoopLagMonitor | None = None
 
     @classmethod
     async def build(
@@ -182,6 +186,8 @@ class Components:
                 queue = WriteQueue(writer, config.write_queue, metrics)
         relay_peers = RelayPeers(clients) if clients else None
         cache.mirror = relay_peers
+        lag_interval = config.server.loop_lag_interval_s
+        loop_lag = LoopLagMonitor(metrics.loop_lag, lag_interval) if lag_interval else None
         return cls(
             config,
             metrics,
@@ -199,6 +205,7 @@ class Components:
             tuple(h for h in (owner_host, tree_host) if h is not None),
             relay_server,
             relay_peers,
+            loop_lag,
         )
 
     def start_write_upkeep(self) -> None:
@@ -230,6 +237,8 @@ class Components:
         return checks
 
     async def close(self) -> None:
+        if self.loop_lag is not None:
+            await self.loop_lag.stop()
         await self.stop_write_upkeep()
         if self.access is not None:
             await self.access.stop()  # writes the accesses recorded so far
@@ -301,6 +310,8 @@ class Sidecar:
             self.components.start_write_upkeep()
         if self.components.access is not None:
             self.components.access.start()
+        if self.components.loop_lag is not None:
+            self.components.loop_lag.start()
         await self._server.start()
         for service in ("", EXT_PROC_SERVICE):
             await self._health.set(service, health_pb2.HealthCheckResponse.SERVING)

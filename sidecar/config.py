@@ -96,6 +96,10 @@ class ServerConfig(_Model):
     #: each a replica (others' writes visible within ``cache.ttl_s``). The generated
     #: Envoy config balances over all of them. Needs a fixed ``port``.
     workers: int = Field(default=1, ge=1, le=64)
+    #: Seconds between samples of the event loop's lag
+    #: (``memory_sidecar_event_loop_lag_seconds``: how late a timer ran, i.e. how
+    #: long something held the loop every request shares); 0: not measured.
+    loop_lag_interval_s: float = Field(default=0.1, ge=0, le=60)
 
     _check_key = field_validator("profile_metadata_key")(_header_name)
 

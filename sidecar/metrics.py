@@ -54,6 +54,13 @@ class Metrics:
             "Requests refused because a fail-closed profile failed",
             registry=reg,
         )
+        self.loop_lag = Histogram(
+            p + "event_loop_lag_seconds",
+            "How much later than due the event loop ran a timer (server.loop_lag_interval_s):"
+            " the length of a stall when something held the loop",
+            buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0),
+            registry=reg,
+        )
         self.phase_seconds = Histogram(
             p + "phase_seconds",
             "Time the sidecar spent per ext_proc phase",

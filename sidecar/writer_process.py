@@ -56,6 +56,8 @@ async def serve_writer(
         if components.relay_peers is not None:
             components.relay_peers.start()
         components.start_write_upkeep()
+        if components.loop_lag is not None:
+            components.loop_lag.start()
         if metrics_port is not None:
             serve_registry(components.metrics.registry, metrics_port, config.admin.host, "writer")
         freeze_startup_objects()

@@ -41,3 +41,15 @@ def test_short_soak_serves_everything_and_writes_every_turn(tmp_path: Path) -> N
     assert len(report.samples) >= 6
     assert report.queue_max < report.queue_limit
     assert all(sample.rss_mib > 0 for sample in report.samples)
+    # The event loop's lag was sampled in every window (a timer every 0.1 s).
+    assert all(sample.loop_worst_ms > 0 for sample in report.samples[1:])
+
+
+def test_stalls_are_read_from_the_lag_histogram() -> None:
+    soak = soak_script()
+    inf = float("inf")
+    before = {0.001: 5.0, 0.02: 9.0, 0.05: 10.0, 0.1: 10.0, inf: 10.0}
+    after = {0.001: 15.0, 0.02: 21.0, 0.05: 24.0, 0.1: 25.0, inf: 25.0}
+    assert soak.stalls(before, after) == (3.0, 100.0)  # 3 over 20 ms, all under 100
+    assert soak.stalls(after, after) == (0.0, 0.0)  # nothing observed
+    assert soak.stalls(before, {**after, inf: 26.0}) == (4.0, inf)  # one over 1 s
