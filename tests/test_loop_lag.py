@@ -28,8 +28,8 @@ async def test_a_stall_is_observed_as_long_as_it_was() -> None:
         await asyncio.sleep(0.2)
         assert metrics.value(f"{LAG}_count") >= 5
         assert observed_over(metrics, 0.05) == 0  # nothing held the loop
-        time.sleep(0.15)  # a callback that holds the loop for 150 ms
-        await asyncio.sleep(0.05)
+        asyncio.get_running_loop().call_soon(time.sleep, 0.15)  # holds the loop 150 ms
+        await asyncio.sleep(0.2)
         assert observed_over(metrics, 0.1) == 1
         assert metrics.value(f"{LAG}_sum") >= 0.13
     finally:
