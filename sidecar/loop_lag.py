@@ -11,9 +11,10 @@ length of the stall when something held it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 from prometheus_client import Histogram
+
+from sidecar.tasks import cancel_and_wait
 
 
 class LoopLagMonitor:
@@ -30,10 +31,7 @@ class LoopLagMonitor:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()

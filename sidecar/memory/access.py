@@ -36,6 +36,7 @@ from sidecar.memory.records import Hit, NodeType, now_ms
 from sidecar.memory.store import MemoryStore
 from sidecar.memory.writer import KeyedLocks
 from sidecar.metrics import Metrics
+from sidecar.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -181,10 +182,7 @@ class AccessTracker:
     async def stop(self, *, flush: bool = True) -> None:
         """Stop the schedule; then flush what is recorded (unless ``flush`` is off)."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
         if flush and self._pending:
             try:
                 await self.flush()

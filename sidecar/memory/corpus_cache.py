@@ -28,6 +28,7 @@ from sidecar.memory.records import RELOAD_MARKER, MemoryRecord, Scope, Status, V
 from sidecar.memory.store import MemoryStore
 from sidecar.memory.write_stamps import WriteStamps
 from sidecar.metrics import Metrics
+from sidecar.tasks import cancel_and_wait
 
 #: Allowance for clocks of writers (other replicas) behind this process's: the shared
 #: refresh reads rows updated from this long before its last query on.
@@ -226,10 +227,7 @@ class CorpusCache:
 
     async def close(self) -> None:
         refresher, self._refresher = self._refresher, None
-        if refresher is not None:
-            refresher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await refresher
+        await cancel_and_wait(refresher)
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):

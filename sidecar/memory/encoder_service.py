@@ -38,6 +38,7 @@ from prometheus_client.registry import Collector
 from sidecar.errors import EmbeddingError
 from sidecar.memory.embedder import BatchingEmbedder, Embedder, Vectors
 from sidecar.metrics import serve_registry
+from sidecar.tasks import cancel_and_wait
 from sidecar.unix_socket import start_unix_server
 
 log = logging.getLogger(__name__)
@@ -278,8 +279,5 @@ class RemoteEmbedder:
         self._closed = True
         if self._writer is not None:
             self._writer.close()
-        if self._reading is not None:
-            self._reading.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reading
+        await cancel_and_wait(self._reading)
         self._fail_pending("the embedder is closed")

@@ -29,7 +29,6 @@ category that ``evolve`` just superseded or split.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -56,6 +55,7 @@ from sidecar.memory.records import MemoryRecord, NodeType, Scope, Status, as_vec
 from sidecar.memory.store import MemoryStore
 from sidecar.memory.tombstones import mark_for_reload
 from sidecar.memory.writer import KeyedLocks, OwnerLock
+from sidecar.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -325,10 +325,7 @@ class Hierarchy:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
 
 def _file_topics(

@@ -47,6 +47,7 @@ from sidecar.memory.corpus_cache import CorpusCache
 from sidecar.memory.records import MemoryRecord
 from sidecar.memory.store import row_to_record
 from sidecar.metrics import Metrics
+from sidecar.tasks import cancel_and_wait
 from sidecar.unix_socket import start_unix_server
 
 log = logging.getLogger(__name__)
@@ -241,10 +242,7 @@ class RelayClient:
 
     async def close(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
         if self._writer is not None:
             self._writer.close()
             self._writer = None

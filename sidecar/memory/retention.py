@@ -49,7 +49,6 @@ cap) and purges the tombstones of every delete that every cache has had time to 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import time
@@ -64,6 +63,7 @@ from sidecar.memory.store import MemoryStore
 from sidecar.memory.tombstones import bury, purge
 from sidecar.memory.writer import KeyedLocks
 from sidecar.metrics import Metrics
+from sidecar.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -247,7 +247,4 @@ class Retention:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
