@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from sidecar.config import StoreConfig  # noqa: E402
+from sidecar.evaluation.metrics import percentile  # noqa: E402
 from sidecar.memory.filters import build_filter  # noqa: E402
 from sidecar.memory.records import MemoryRecord, as_vector  # noqa: E402
 from sidecar.memory.store import MemoryStore  # noqa: E402
@@ -57,12 +58,12 @@ class Ticker:
 
 
 def summary(lags: list[float]) -> dict[str, float]:
-    ordered = sorted(lags)
-
-    def pick(q: float) -> float:
-        return 1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-    return {"ticks": len(ordered), "p50_ms": pick(0.5), "p99_ms": pick(0.99), "max_ms": pick(1.0)}
+    return {
+        "ticks": len(lags),
+        "p50_ms": 1000 * percentile(lags, 50),
+        "p99_ms": 1000 * percentile(lags, 99),
+        "max_ms": 1000 * max(lags, default=0.0),
+    }
 
 
 async def measure(args: argparse.Namespace) -> dict[str, object]:
