@@ -71,10 +71,13 @@ def identity_from_headers(headers: Mapping[str, str], config: IdentityConfig) ->
     user = headers.get(config.user_header, "").strip()
     if not user:
         return None
+    # A single-valued header with a comma is ambiguous: HTTP lets any hop fold
+    # repeated field lines into one comma-joined value (RFC 9110 section 5.3), and
+    # Envoy's request attributes do exactly that. Reject both forms alike.
     repeated = headers.repeated if isinstance(headers, Headers) else set()
     for name in (config.user_header, config.session_header):
-        if name in repeated:
-            raise InvalidIdentifier(f"header {name} is repeated")
+        if name in repeated or "," in headers.get(name, ""):
+            raise InvalidIdentifier(f"header {name} is repeated or holds a comma")
     return Identity(
         user_id=validate_identifier(user, "user id"),
         group_ids=parse_groups(headers.get(config.groups_header, ""), config.max_groups),

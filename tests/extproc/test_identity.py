@@ -186,6 +186,24 @@ def test_crafted_session_ids_are_rejected(session: bytes) -> None:
         identity(("x-user-id", b"alice"), ("x-session-id", session))
 
 
+@pytest.mark.parametrize(
+    "pairs",
+    [
+        (("x-user-id", b"alice"), ("x-user-id", b"mallory")),
+        (("x-user-id", b"alice,mallory"),),  # what a hop that folds the two lines sends
+        (("x-user-id", b"alice"), ("x-session-id", b"s1"), ("x-session-id", b"s2")),
+        (("x-user-id", b"alice"), ("x-session-id", b"s1,s2")),
+    ],
+)
+def test_repeated_or_comma_joined_user_and_session_headers_are_rejected(
+    pairs: tuple[tuple[str, bytes], ...],
+) -> None:
+    # HTTP lets any intermediary fold repeated field lines into one comma-joined
+    # value (RFC 9110 section 5.3): "alice,mallory" may be two users. Never guess.
+    with pytest.raises(InvalidIdentifier, match="repeated or holds a comma"):
+        identity(*pairs)
+
+
 def test_quote_characters_are_valid_ids_and_kept_verbatim() -> None:
     # Quotes are escaped by the filter builder, not refused here.
     found = identity(("x-user-id", b'x" || user_id != "y'))

@@ -168,6 +168,7 @@ async def test_crafted_user_id_sees_only_its_own_memories(
         (msg.request_headers("/v1/embeddings"), msg.chat_body(), "other_path"),
         (msg.request_headers(user=None), msg.chat_body(), "no_identity"),
         (msg.request_headers(user="bad\x01id"), msg.chat_body(), "invalid_identity"),
+        (msg.request_headers(user="alice,mallory"), msg.chat_body(), "invalid_identity"),
         (msg.request_headers(groups="ok,bad\x7fgroup"), msg.chat_body(), "invalid_identity"),
         (msg.request_headers(), b"{not json", "not_chat_json"),
         (msg.request_headers(), b'{"model": "m"}', "not_chat_json"),
