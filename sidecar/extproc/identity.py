@@ -25,30 +25,18 @@ class Identity:
         return Scope(self.user_id, self.group_ids)
 
 
-class Headers(dict[str, str]):
-    """Lower-cased header names to values; repeated headers are joined with ``,``
-    and their names kept in :attr:`repeated`."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.repeated: set[str] = set()
-
-
-def header_dict(header_map: base_pb2.HeaderMap) -> Headers:
-    """The headers of an ext_proc message. ``raw_value`` bytes that are not UTF-8
-    keep their bad bytes as lone surrogates (``surrogateescape``), so two different
-    invalid ids can never decode to the same string: identifiers with them are
-    rejected by :func:`validate_identifier`."""
-    headers = Headers()
+def header_dict(header_map: base_pb2.HeaderMap) -> dict[str, str]:
+    """The headers of an ext_proc message, by lower-cased name; a repeated header's
+    values are joined with ``,``. ``raw_value`` bytes that are not UTF-8 keep their
+    bad bytes as lone surrogates (``surrogateescape``), so two different invalid ids
+    can never decode to the same string: identifiers with them are rejected by
+    :func:`validate_identifier`."""
+    headers: dict[str, str] = {}
     for header in header_map.headers:
         raw = header.raw_value
         value = raw.decode("utf-8", errors="surrogateescape") if raw else header.value
         key = header.key.lower()
-        if key in headers:
-            headers.repeated.add(key)
-            headers[key] = f"{headers[key]},{value}"
-        else:
-            headers[key] = value
+        headers[key] = f"{headers[key]},{value}" if key in headers else value
     return headers
 
 
@@ -72,11 +60,10 @@ def identity_from_headers(headers: Mapping[str, str], config: IdentityConfig) ->
     if not user:
         return None
     # A single-valued header with a comma is ambiguous: HTTP lets any hop fold
-    # repeated field lines into one comma-joined value (RFC 9110 section 5.3), and
-    # Envoy's request attributes do exactly that. Reject both forms alike.
-    repeated = headers.repeated if isinstance(headers, Headers) else set()
+    # repeated field lines into one comma-joined value (RFC 9110 section 5.3), as
+    # header_dict does with a repeated header. Reject both forms alike.
     for name in (config.user_header, config.session_header):
-        if name in repeated or "," in headers.get(name, ""):
+        if "," in headers.get(name, ""):
             raise InvalidIdentifier(f"header {name} is repeated or holds a comma")
     return Identity(
         user_id=validate_identifier(user, "user id"),

@@ -73,9 +73,9 @@ async def test_clusters30_without_topics_holds_the_dense_level(
     # ngram each moved by one memory while default stayed at 0.700 (dense 0.733
     # with the torch, onnx and onnx-int8 backends alike; older tokenizers,
     # sentence-transformers, numpy and scikit-learn changed nothing).
-    one_memory = 1 / (5 * result.strategy("dense").overall.count)
-    dense = result.strategy("dense").overall.precision[5]
-    assert precision >= dense - one_memory - 1e-9, numbers(result, "precision@5")
+    dense = result.strategy("dense").overall
+    one_memory = 1 / (5 * dense.count)
+    assert precision >= dense.precision[5] - one_memory - 1e-9, numbers(result, "precision@5")
 
 
 async def test_gosource117_recall_at_10(
