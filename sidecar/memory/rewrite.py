@@ -46,7 +46,6 @@ import asyncio
 import hashlib
 import re
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -55,6 +54,7 @@ from sidecar.errors import LLMError, LLMTimeout
 from sidecar.llm import ChatMessage, LLMClient, task_tag
 from sidecar.memory.records import Hit
 from sidecar.memory.text import tokens as content_tokens
+from sidecar.memory.ttl_cache import TtlCache
 from sidecar.metrics import Metrics
 
 TASK = "rewrite"
@@ -704,42 +704,15 @@ def parse_rewrite(value: object) -> str | None:
     return text or None
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Cached:
-    expires: float
     query: str = field(repr=False)
     confidence: float
     kinds: tuple[str, ...]
 
 
-class RewriteCache:
-    """Bounded LRU of rewrite results with a TTL; keys are hashes (no text)."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._entries: OrderedDict[str, _Cached] = OrderedDict()
-        self._clock = clock
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def get(self, key: str) -> _Cached | None:
-        entry = self._entries.get(key)
-        if entry is None:
-            return None
-        if entry.expires <= self._clock():
-            del self._entries[key]
-            return None
-        self._entries.move_to_end(key)
-        return entry
-
-    def put(self, key: str, entry: _Cached, max_entries: int) -> None:
-        self._entries[key] = entry
-        self._entries.move_to_end(key)
-        while len(self._entries) > max_entries:
-            self._entries.popitem(last=False)
-
-    def now(self) -> float:
-        return self._clock()
+#: Rewrite results by :func:`cache_key` (a digest: no text is kept as a key).
+RewriteCache = TtlCache[_Cached]
 
 
 def cache_key(user_id: str, query: str, history: History, config: RewriteConfig, llm: bool) -> str:
@@ -813,10 +786,9 @@ class QueryRewriter:
         if result.reason in ("llm", "heuristic", "low_confidence") and config.cache_ttl_s > 0:
             self.cache.put(
                 key,
-                _Cached(
-                    self.cache.now() + config.cache_ttl_s, result.query, result.confidence, kinds
-                ),
-                config.cache_max_entries,
+                _Cached(result.query, result.confidence, kinds),
+                ttl_s=config.cache_ttl_s,
+                max_entries=config.cache_max_entries,
             )
         return result
 

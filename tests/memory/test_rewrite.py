@@ -302,10 +302,10 @@ async def test_results_are_cached_per_user_query_and_context() -> None:
 def test_cache_entries_expire_and_are_bounded() -> None:
     now = [100.0]
     cache = RewriteCache(clock=lambda: now[0])
-    cache.put("a", _Cached(now[0] + 10, "qa", 1.0, ()), max_entries=2)
-    cache.put("b", _Cached(now[0] + 10, "qb", 1.0, ()), max_entries=2)
+    cache.put("a", _Cached("qa", 1.0, ()), ttl_s=10, max_entries=2)
+    cache.put("b", _Cached("qb", 1.0, ()), ttl_s=10, max_entries=2)
     assert cache.get("a") is not None  # "a" is now the most recently used
-    cache.put("c", _Cached(now[0] + 10, "qc", 1.0, ()), max_entries=2)
+    cache.put("c", _Cached("qc", 1.0, ()), ttl_s=10, max_entries=2)
     assert cache.get("b") is None
     assert len(cache) == 2
     now[0] += 11
