@@ -33,6 +33,7 @@ from sidecar.memory.extraction import FactExtractor
 from sidecar.memory.filters import build_filter
 from sidecar.memory.hierarchy import Hierarchy
 from sidecar.memory.host_locks import HostLocks, host_locks_for
+from sidecar.memory.query_cache import QueryVectorCache
 from sidecar.memory.queue import WriteQueue
 from sidecar.memory.records import Scope
 from sidecar.memory.relay import RelayClient, RelayPeers, RelayServer
@@ -108,6 +109,7 @@ class Components:
             build_retrievers(),
             metrics,
             llm=llm,
+            query_vectors=QueryVectorCache.from_config(config.embedding),
             debug_content=config.logging.debug_content,
         )
         for name in config.profile_names():

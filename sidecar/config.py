@@ -260,6 +260,14 @@ class EmbeddingConfig(_Model):
     #: Most ``embed()`` calls waiting for the model; beyond it calls fail at once
     #: (retrieval then goes on without memory) instead of queueing without bound.
     max_queue: int = Field(default=1024, ge=1, le=1_000_000)
+    #: Request-path query vectors kept per user and exact text: the same latest user
+    #: message sent again (each round trip of an agent's tool loop, a client's retry)
+    #: skips the model. Keyed by a digest of user and text, so no text is kept and
+    #: one user's queries never answer another's. 0: off.
+    query_cache_entries: int = Field(default=4096, ge=0, le=1_000_000)
+    #: How long a cached query vector is kept (bounds how long a query leaves a
+    #: trace in memory; the model itself does not change while the process runs).
+    query_cache_ttl_s: float = Field(default=300.0, ge=0)
     #: With ``server.workers`` > 1: one encoder process runs the model for every
     #: worker (over a Unix socket), so their queries are batched together. ``auto``:
     #: on a GPU ``device`` (one CUDA context and one set of graphs instead of ~1 GB

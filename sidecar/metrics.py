@@ -195,6 +195,14 @@ class Metrics:
         self.cache_rows = Gauge(
             p + "corpus_cache_rows", "Memory rows held by the corpus cache", registry=reg
         )
+        #: outcome: hit (the model skipped), miss (embedded, then kept).
+        self.query_vector_cache = Counter(
+            p + "query_vector_cache_lookups",
+            "Request-path query vectors looked up by user and exact text"
+            " (embedding.query_cache_entries), by outcome",
+            ["outcome"],
+            registry=reg,
+        )
 
         #: reason: fast_path, llm, heuristic, low_confidence, timeout, error, cache,
         #: disabled (see sidecar.memory.rewrite).

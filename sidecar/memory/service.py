@@ -16,6 +16,7 @@ from sidecar.memory.corpus import Corpus
 from sidecar.memory.corpus_cache import CorpusCache
 from sidecar.memory.deep_search import DeepReport, DeepResult, DeepSearcher, PrimaryConfidence
 from sidecar.memory.embedder import Embedder
+from sidecar.memory.query_cache import QueryVectorCache, Vector
 from sidecar.memory.records import Hit, Scope
 from sidecar.memory.retrieval.base import Query, Retriever, SearchContext
 from sidecar.memory.rewrite import QueryRewriter, RewriteResult, fuse_rewrite_hits
@@ -45,11 +46,15 @@ class MemoryService:
         metrics: Metrics,
         *,
         llm: LLMClient | None = None,
+        query_vectors: QueryVectorCache | None = None,
         debug_content: bool = False,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.cache = cache
+        #: The request path's query vectors by user and text (None: every query is
+        #: embedded). Other callers (eval, admin search, benchmarks) never use it.
+        self.query_vectors = query_vectors
         self._retrievers = dict(retrievers)
         self._metrics = metrics
         #: Follow-up query rewriting (its cache lives here) and deep search (its
@@ -68,12 +73,12 @@ class MemoryService:
             known = ", ".join(sorted(self._retrievers))
             raise ConfigError(f"unknown retrieval strategy {name!r} (known: {known})") from None
 
-    async def embed_query(self, text: str, config: RetrievalConfig) -> Query:
-        started = time.perf_counter()
-        clipped = text[: config.max_query_chars]
-        vector = (await self.embedder.embed([clipped], urgent=True))[0]
-        self._metrics.embed_seconds.observe(time.perf_counter() - started)
-        return Query(clipped, vector)
+    async def embed_query(
+        self, text: str, config: RetrievalConfig, *, user: str | None = None
+    ) -> Query:
+        """``text`` (clipped to ``max_query_chars``) and its vector. With ``user`` (the
+        request path) a vector cached for that user and text is reused."""
+        return (await self.embed_queries([text], config, user=user))[0]
 
     async def search(
         self,
@@ -123,13 +128,33 @@ class MemoryService:
         query = await self.embed_query(text, config)
         return await self.search(query, scope, config, wait=False)
 
-    async def embed_queries(self, texts: Sequence[str], config: RetrievalConfig) -> list[Query]:
-        """Several queries embedded in one model call."""
-        started = time.perf_counter()
+    async def embed_queries(
+        self, texts: Sequence[str], config: RetrievalConfig, *, user: str | None = None
+    ) -> list[Query]:
+        """Several queries embedded in one model call (see :meth:`embed_query`)."""
         clipped = [text[: config.max_query_chars] for text in texts]
-        vectors = await self.embedder.embed(clipped, urgent=True)
-        self._metrics.embed_seconds.observe(time.perf_counter() - started)
-        return [Query(text, vector) for text, vector in zip(clipped, vectors, strict=True)]
+        cache = self.query_vectors if user is not None else None
+        vectors: dict[int, Vector] = {}
+        if cache is not None and user is not None:
+            for i, text in enumerate(clipped):
+                vector = cache.get(user, text)
+                if vector is not None:
+                    vectors[i] = vector
+            outcomes = self._metrics.query_vector_cache
+            if vectors:
+                outcomes.labels(outcome="hit").inc(len(vectors))
+            if len(vectors) < len(clipped):
+                outcomes.labels(outcome="miss").inc(len(clipped) - len(vectors))
+        missing = [i for i in range(len(clipped)) if i not in vectors]
+        if missing:
+            started = time.perf_counter()
+            fresh = await self.embedder.embed([clipped[i] for i in missing], urgent=True)
+            self._metrics.embed_seconds.observe(time.perf_counter() - started)
+            for i, vector in zip(missing, fresh, strict=True):
+                vectors[i] = vector
+                if cache is not None and user is not None:
+                    cache.put(user, clipped[i], vector)
+        return [Query(text, vectors[i]) for i, text in enumerate(clipped)]
 
     async def retrieve_texts(
         self,
@@ -140,12 +165,15 @@ class MemoryService:
         also: str | None = None,
         top_k: int | None = None,
         wait: bool = False,
+        cached: bool = False,
     ) -> tuple[Query, list[Hit]]:
-        """Search ``text`` (and ``also``, fused with it; see ``rewrite.search``)."""
+        """Search ``text`` (and ``also``, fused with it; see ``rewrite.search``).
+        ``cached``: the query vectors may come from the cache (the request path)."""
+        user = scope.user_id if cached else None
         if also is None:
-            query = await self.embed_query(text, config)
+            query = await self.embed_query(text, config, user=user)
             return query, await self.search(query, scope, config, top_k=top_k, wait=wait)
-        query, other = await self.embed_queries([text, also], config)
+        query, other = await self.embed_queries([text, also], config, user=user)
         hits = await self.search(query, scope, config, top_k=top_k, wait=wait)
         more = await self.search(other, scope, config, top_k=top_k, wait=wait)
         return query, fuse_rewrite_hits(hits, more, top_k or config.top_k)
@@ -172,7 +200,9 @@ class MemoryService:
                 also = text if profile.rewrite.search == "both" else None
         retrieval = profile.retrieval
         async with asyncio.timeout(retrieval.timeout_ms / 1000):  # no task of its own
-            query, hits = await self.retrieve_texts(search_text, scope, retrieval, also=also)
+            query, hits = await self.retrieve_texts(
+                search_text, scope, retrieval, also=also, cached=True
+            )
         deep: DeepReport | None = None
         if profile.deep_search.mode != "off":
             hits, deep = await self._deep_on_request(

@@ -99,6 +99,38 @@ def test_memory_reaches_the_next_conversation_for_that_user_only(stack: Stack) -
     assert other.headers["x-memory-injected"] == "0"
 
 
+def test_a_tool_loop_gets_its_memories_on_every_round_trip(stack: Stack) -> None:
+    """Every round trip of an agent's tool loop resends the same latest user message:
+    memories are injected each time, the message is embedded once."""
+    erin = new_user("erin")
+    before = written(stack)
+    say(stack, erin, "I live in Lisbon.")
+    wait_written(stack, before + 1)
+    hit = {"outcome": "hit"}
+    hits = stack.sidecar_metric("memory_sidecar_query_vector_cache_lookups_total", hit)
+    embedded = stack.sidecar_metric("memory_sidecar_embed_seconds_count")
+    tool: Any = {
+        "type": "function",
+        "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}},
+    }
+    messages: list[Any] = [{"role": "user", "content": "Where do I live?"}]
+    for round_trip in range(3):
+        raw = client(stack, erin).chat.completions.with_raw_response.create(
+            model="mock-llm", messages=messages, tools=[tool]
+        )
+        echo = raw.parse().choices[0].message.content or ""
+        assert "User lives in Lisbon" in system_prompt_seen_upstream(echo), round_trip
+        call: dict[str, Any] = {"id": f"call_{round_trip}", "type": "function"}
+        call["function"] = {"name": "lookup", "arguments": "{}"}
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call["id"], "content": "nothing new"},
+        ]
+    assert stack.sidecar_metric("memory_sidecar_embed_seconds_count") == embedded + 1
+    after = stack.sidecar_metric("memory_sidecar_query_vector_cache_lookups_total", hit)
+    assert after == hits + 2
+
+
 def test_streaming_injects_and_remembers(stack: Stack) -> None:
     carol = new_user("carol")
     before = written(stack)

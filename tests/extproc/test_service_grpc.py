@@ -351,6 +351,48 @@ async def test_injected_memories_count_an_access(
     assert row.accessed_at >= row.updated_at > row.created_at == 1_700_000_000_000
 
 
+async def test_a_tool_loop_embeds_its_user_message_once_and_retrieves_every_time(
+    sidecar: Sidecar, channel: grpc.aio.Channel
+) -> None:
+    """Each round trip of an agent's tool loop resends the same latest user message:
+    its vector comes from the cache, its memories from the corpus as it is now."""
+    user = new_user()
+    await remember(sidecar, user, "I live in Berlin.")
+    metrics = sidecar.components.metrics
+    embedded = metrics.value("memory_sidecar_embed_seconds_count")
+    hits = metrics.value("memory_sidecar_query_vector_cache_lookups_total", {"outcome": "hit"})
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Where do I live now?"}]
+    systems = []
+    for round_trip in range(3):
+        if round_trip == 2:  # a fact written mid-loop is seen at the next round trip
+            await remember(sidecar, user, "I moved to Hamburg last week.")
+        body = json.dumps({"model": "m", "messages": messages, "tools": [{"type": "function"}]})
+        replies = await exchange(
+            channel, [msg.request_headers(user=user), msg.request_body(body.encode())]
+        )
+        systems.append(mutated_body(replies[1])["messages"][0]["content"])
+        call_id = f"call_{round_trip}"
+        messages += [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": "lookup", "arguments": "{}"},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": call_id, "content": "ok"},
+        ]
+    assert all("Berlin" in system for system in systems[:2])
+    assert "Hamburg" in systems[2]
+    assert metrics.value("memory_sidecar_embed_seconds_count") == embedded + 1
+    after = metrics.value("memory_sidecar_query_vector_cache_lookups_total", {"outcome": "hit"})
+    assert after == hits + 2
+
+
 async def test_lone_surrogates_in_the_body_are_cleaned_before_the_journal(
     sidecar: Sidecar, channel: grpc.aio.Channel
 ) -> None:

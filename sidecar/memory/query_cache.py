@@ -1,0 +1,58 @@
+"""Query vectors of the request path, kept by user and exact text.
+
+A chat client sends the same latest user message again and again: every round trip
+of an agent's tool loop carries the conversation up to the user's message unchanged,
+and clients retry. Each of those would run the embedding model for a vector it has
+already computed (~2–3 ms of a core per query on a 2-core x86 host, most of what the
+request path costs). The model is fixed for the life of the process, so a cached
+vector is the one the model would return: exactly with ``onnx-int8``, which embeds
+every text on its own, and up to float noise with the backends that pad a batch to
+its longest text.
+
+Keys are a digest of the user and the text, so no text is kept, and one user's
+queries never answer another's (a hit's timing says nothing about what someone else
+asked). ``ttl_s`` bounds how long a query leaves a trace in memory.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+import numpy.typing as npt
+
+from sidecar.config import EmbeddingConfig
+from sidecar.memory.ttl_cache import TtlCache, digest_key
+
+Vector = npt.NDArray[np.float32]
+
+
+class QueryVectorCache:
+    def __init__(
+        self, max_entries: int, ttl_s: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._max_entries = max_entries
+        self._ttl_s = ttl_s
+        self._vectors: TtlCache[Vector] = TtlCache(clock)
+
+    @classmethod
+    def from_config(cls, config: EmbeddingConfig) -> QueryVectorCache | None:
+        """The configured cache; ``None`` when it is off (no entries or no TTL)."""
+        if config.query_cache_entries < 1 or config.query_cache_ttl_s <= 0:
+            return None
+        return cls(config.query_cache_entries, config.query_cache_ttl_s)
+
+    def __len__(self) -> int:
+        return len(self._vectors)
+
+    def get(self, user: str, text: str) -> Vector | None:
+        return self._vectors.get(digest_key(user, text))
+
+    def put(self, user: str, text: str, vector: Vector) -> None:
+        """Keep a read-only copy of ``vector`` (a caller cannot change a cached one)."""
+        kept = np.array(vector, dtype=np.float32, copy=True)
+        kept.setflags(write=False)
+        self._vectors.put(
+            digest_key(user, text), kept, ttl_s=self._ttl_s, max_entries=self._max_entries
+        )
