@@ -13,6 +13,13 @@ seeded users; every user's corpus is warmed first. Prints a table, writes JSON.
 ``--workers 1,4`` runs the sidecar once per worker count (``server.workers``), and
 the do-nothing baseline with as many processes behind the same Envoy cluster, so
 each sidecar row has a baseline of its own shape (``w4`` in the name).
+
+The sidecar's query-vector cache (``embedding.query_cache_entries``) is off unless
+``--query-cache`` says otherwise: the 100 questions repeat per user over a run, so
+with it on a share of the rows would skip the model by chance. ``--tool-rounds 4``
+sends each question as four round trips of an agent's tool loop (the same latest
+user message each time, a tool call and result appended per round trip), the
+traffic the cache is for; each run prints its hits and misses.
 """
 
 from __future__ import annotations
@@ -140,6 +147,15 @@ def histogram_totals(stack: Stack) -> dict[str, tuple[float, float]]:
     }  # fmt: skip
 
 
+def query_cache_lookups(stack: Stack) -> tuple[float, float]:
+    """(hits, misses) of the sidecar's query-vector cache so far, over the workers."""
+    name = "memory_sidecar_query_vector_cache_lookups_total"
+    return (
+        stack.sidecar_metric(name, {"outcome": "hit"}),
+        stack.sidecar_metric(name, {"outcome": "miss"}),
+    )
+
+
 def breakdown_ms(
     before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]]
 ) -> dict[str, float]:
@@ -170,6 +186,7 @@ def measure(
             if settle is not None:
                 settle()
             before = histogram_totals(stack) if stack is not None else None
+            lookups = query_cache_lookups(stack) if stack is not None else None
             data = asyncio.run(
                 run_load(
                     url,
@@ -180,6 +197,8 @@ def measure(
                     warmup=args.warmup,
                     seed=concurrency,
                     statements=args.statements,
+                    tool_rounds=args.tool_rounds,
+                    run=len(results),
                 )
             )
             result = summarize(name, concurrency, stream, data)
@@ -192,6 +211,11 @@ def measure(
             if stack is not None and before is not None:
                 means = breakdown_ms(before, histogram_totals(stack))
                 print("    sidecar means: " + ", ".join(f"{k} {v:.2f}ms" for k, v in means.items()))
+                if lookups is not None:
+                    now = query_cache_lookups(stack)
+                    hits, misses = now[0] - lookups[0], now[1] - lookups[1]
+                    means["query_cache_hits"], means["query_cache_misses"] = hits, misses
+                    print(f"    query-vector cache: {hits:.0f} hits, {misses:.0f} misses")
                 if breakdowns is not None:
                     breakdowns[f"{name} stream={stream} c={concurrency}"] = means
 
@@ -244,6 +268,19 @@ def main(argv: list[str] | None = None) -> int:
         default="off",
         help="write_queue.own_process, comma-separated (off, on, or off,on): one sidecar"
         " run each; 'on' rows are labelled 'wp'",
+    )
+    parser.add_argument(
+        "--query-cache",
+        type=int,
+        default=0,
+        help="embedding.query_cache_entries of the sidecar (default 0: off, so every"
+        " query runs the model)",
+    )
+    parser.add_argument(
+        "--tool-rounds",
+        type=int,
+        default=1,
+        help="round trips per question, as in an agent's tool loop (default 1)",
     )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
@@ -302,15 +339,14 @@ def main(argv: list[str] | None = None) -> int:
                 "server": {"workers": workers},
                 "write_queue": {"own_process": own_process},
             }
-            embedding: dict[str, Any] = {}
+            embedding: dict[str, Any] = {"query_cache_entries": args.query_cache}
             if args.lanes:
                 embedding["lanes"] = args.lanes
             if args.embedding:
                 embedding |= embedding_spec(args.embedding)
             if args.shared_encoder:
                 embedding["shared"] = args.shared_encoder
-            if embedding:
-                overrides["embedding"] = embedding
+            overrides["embedding"] = embedding
             stack = Stack(stack_dir, config_overrides=overrides)
             try:
                 stack.start()
@@ -356,6 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print_table(results)
     report["statements"] = args.statements
+    report["query_cache_entries"] = args.query_cache
+    report["tool_rounds"] = args.tool_rounds
     report["results"] = [asdict(r) for r in results]
     report["sidecar_means_ms"] = breakdowns
     if args.json:

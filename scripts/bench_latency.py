@@ -109,15 +109,36 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
+def tool_loop_messages(question: str, rounds_done: int) -> list[dict[str, Any]]:
+    """The conversation an agent sends on round trip ``rounds_done`` + 1 of a tool loop:
+    the user's question, then one tool call and its result per earlier round trip —
+    the latest user message is the same on every round trip."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": question},
+    ]
+    for n in range(rounds_done):
+        call = {
+            "id": f"call_{n}",
+            "type": "function",
+            "function": {"name": "lookup", "arguments": f'{{"page": {n}}}'},
+        }
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"call_{n}", "content": f"page {n}"})
+    return messages
+
+
 async def one_request(
-    session: aiohttp.ClientSession, url: str, user: str, question: str, stream: bool
+    session: aiohttp.ClientSession,
+    url: str,
+    user: str,
+    question: str,
+    stream: bool,
+    rounds_done: int = 0,
 ) -> tuple[float, float | None]:
     body = {
         "model": "mock-llm",
-        "messages": [
-            {"role": "system", "content": "You are a helpful assistant."},
-            {"role": "user", "content": question},
-        ],
+        "messages": tool_loop_messages(question, rounds_done),
         "stream": stream,
     }
     started = time.perf_counter()
@@ -141,8 +162,15 @@ async def run_load(
     warmup: int,
     seed: int,
     statements: float = 0.0,
+    tool_rounds: int = 1,
+    run: int = 0,
 ) -> tuple[list[float], list[float], int, float]:
-    """``statements``: the share of requests that state a new fact (the rest ask)."""
+    """``statements``: the share of requests that state a new fact (the rest ask).
+    ``tool_rounds`` > 1: each planned message is sent as that many round trips of an
+    agent's tool loop (one after another; ``requests`` counts round trips, rounded up
+    to whole loops), and each loop's question is its own (numbered with ``run``,
+    which callers vary per run: a loop's first round trip is never a repeat of an
+    earlier run's)."""
     rng = random.Random(seed)
     plan = [
         (
@@ -151,8 +179,11 @@ async def run_load(
             if rng.random() < statements
             else rng.choice(QUESTIONS),
         )
-        for i in range(requests)
+        for i in range(-(-requests // tool_rounds))
     ]
+    warm = list(plan)
+    if tool_rounds > 1:  # same length in every run: the same tokens to embed
+        plan = [(user, f"{text} (task {run:03d}-{i:05d})") for i, (user, text) in enumerate(plan)]
     latencies: list[float] = []
     ttfbs: list[float] = []
     errors = 0
@@ -160,7 +191,7 @@ async def run_load(
     timeout = aiohttp.ClientTimeout(total=60)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         for i in range(warmup):
-            user, question = plan[i % len(plan)]
+            user, question = warm[i % len(warm)]
             await one_request(session, url, user, question, stream)
         queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
         for item in plan:
@@ -173,14 +204,17 @@ async def run_load(
                     user, question = queue.get_nowait()
                 except asyncio.QueueEmpty:
                     return
-                try:
-                    total, first = await one_request(session, url, user, question, stream)
-                except (aiohttp.ClientError, RuntimeError, TimeoutError):
-                    errors += 1
-                    continue
-                latencies.append(total)
-                if first is not None:
-                    ttfbs.append(first)
+                for rounds_done in range(tool_rounds):
+                    try:
+                        total, first = await one_request(
+                            session, url, user, question, stream, rounds_done
+                        )
+                    except (aiohttp.ClientError, RuntimeError, TimeoutError):
+                        errors += 1
+                        break
+                    latencies.append(total)
+                    if first is not None:
+                        ttfbs.append(first)
 
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
