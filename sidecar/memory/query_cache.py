@@ -54,5 +54,13 @@ class QueryVectorCache:
         kept = np.array(vector, dtype=np.float32, copy=True)
         kept.setflags(write=False)
         self._vectors.put(
-            digest_key(user, text), kept, ttl_s=self._ttl_s, max_entries=self._max_entries
+            digest_key(user, text),
+            kept,
+            ttl_s=self._ttl_s,
+            max_entries=self._max_entries,
+            owner=digest_key(user),
         )
+
+    def forget(self, user: str) -> int:
+        """Drop every vector cached for ``user`` (the admin API's forget); how many."""
+        return self._vectors.drop_owner(digest_key(user))

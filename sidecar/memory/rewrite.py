@@ -54,7 +54,7 @@ from sidecar.errors import LLMError, LLMTimeout
 from sidecar.llm import ChatMessage, LLMClient, task_tag
 from sidecar.memory.records import Hit
 from sidecar.memory.text import tokens as content_tokens
-from sidecar.memory.ttl_cache import TtlCache
+from sidecar.memory.ttl_cache import TtlCache, digest_key
 from sidecar.metrics import Metrics
 
 TASK = "rewrite"
@@ -738,6 +738,10 @@ class QueryRewriter:
         self._metrics = metrics
         self.cache = RewriteCache(clock)
 
+    def forget(self, user_id: str) -> int:
+        """Drop every cached rewrite of ``user_id``'s queries; how many."""
+        return self.cache.drop_owner(digest_key(user_id))
+
     def _uses_llm(self, config: RewriteConfig) -> bool:
         return config.use_llm and self._llm is not None and self._llm.configured
 
@@ -789,6 +793,7 @@ class QueryRewriter:
                 _Cached(result.query, result.confidence, kinds),
                 ttl_s=config.cache_ttl_s,
                 max_entries=config.cache_max_entries,
+                owner=digest_key(user_id),
             )
         return result
 

@@ -62,6 +62,14 @@ class MemoryService:
         self.rewriter = QueryRewriter(llm, metrics)
         self.deep = DeepSearcher(llm, metrics, debug_content=debug_content)
 
+    def forget_user(self, user_id: str) -> int:
+        """Drop what this process caches of ``user_id``'s queries (their vectors and
+        rewrites); how many entries. Other processes' copies expire with their TTL."""
+        dropped = self.rewriter.forget(user_id)
+        if self.query_vectors is not None:
+            dropped += self.query_vectors.forget(user_id)
+        return dropped
+
     @property
     def strategies(self) -> list[str]:
         return sorted(self._retrievers)

@@ -30,10 +30,11 @@ def digest_key(*parts: str) -> str:
 class TtlCache(Generic[V]):
     """At most ``max_entries`` values (the least recently used go first), each for
     ``ttl_s`` seconds after it was put. Both are given per :meth:`put`, so one cache
-    can serve settings that differ per profile."""
+    can serve settings that differ per profile. An entry may name its ``owner`` (a
+    digest too), whose entries :meth:`drop_owner` removes at once."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._entries: OrderedDict[str, tuple[float, V]] = OrderedDict()
+        self._entries: OrderedDict[str, tuple[float, str, V]] = OrderedDict()
         self._clock = clock
 
     def __len__(self) -> int:
@@ -43,20 +44,27 @@ class TtlCache(Generic[V]):
         entry = self._entries.get(key)
         if entry is None:
             return None
-        expires, value = entry
+        expires, _owner, value = entry
         if expires <= self._clock():
             del self._entries[key]
             return None
         self._entries.move_to_end(key)
         return value
 
-    def put(self, key: str, value: V, *, ttl_s: float, max_entries: int) -> None:
+    def put(self, key: str, value: V, *, ttl_s: float, max_entries: int, owner: str = "") -> None:
         if ttl_s <= 0 or max_entries < 1:
             return
-        self._entries[key] = (self._clock() + ttl_s, value)
+        self._entries[key] = (self._clock() + ttl_s, owner, value)
         self._entries.move_to_end(key)
         while len(self._entries) > max_entries:
             self._entries.popitem(last=False)
+
+    def drop_owner(self, owner: str) -> int:
+        """Remove every entry of ``owner`` (one pass over the cache); how many."""
+        keys = [key for key, (_, have, _) in self._entries.items() if have == owner]
+        for key in keys:
+            del self._entries[key]
+        return len(keys)
 
     def clear(self) -> None:
         self._entries.clear()

@@ -57,6 +57,18 @@ def test_query_vector_cache_is_per_user_and_keeps_a_read_only_copy() -> None:
     assert cache.get("alice", "where do I live") is None  # exact text only
 
 
+def test_forgetting_a_user_drops_only_their_entries() -> None:
+    cache = QueryVectorCache(max_entries=8, ttl_s=60)
+    for user in ("alice", "bob"):
+        for text in ("where do I live?", "what is my job?"):
+            cache.put(user, text, np.ones(4, dtype=np.float32))
+    assert cache.forget("alice") == 2
+    assert cache.get("alice", "where do I live?") is None
+    assert cache.get("bob", "where do I live?") is not None
+    assert len(cache) == 2
+    assert cache.forget("alice") == 0
+
+
 def test_query_vector_cache_is_off_without_entries_or_ttl() -> None:
     assert QueryVectorCache.from_config(EmbeddingConfig(query_cache_entries=0)) is None
     assert QueryVectorCache.from_config(EmbeddingConfig(query_cache_ttl_s=0)) is None

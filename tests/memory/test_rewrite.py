@@ -297,6 +297,10 @@ async def test_results_are_cached_per_user_query_and_context() -> None:
         "Where does she live now?", HISTORY, "u3", config.model_copy(update={"cache_ttl_s": 0})
     )
     assert off.reason == "llm"
+    assert rw.forget("u1") == 2  # the admin API's forget: that user's rewrites go
+    after = await rw.rewrite("Where does she live now?", HISTORY, "u1", config)
+    assert after.reason == "llm"
+    assert (await rw.rewrite("Where does she live now?", HISTORY, "u2", config)).reason == "cache"
 
 
 def test_cache_entries_expire_and_are_bounded() -> None:
@@ -312,6 +316,11 @@ def test_cache_entries_expire_and_are_bounded() -> None:
     assert cache.get("a") is None
     assert cache.get("c") is None
     assert len(cache) == 0
+    cache.put("d", _Cached("qd", 1.0, ()), ttl_s=10, max_entries=2, owner="u1")
+    cache.put("e", _Cached("qe", 1.0, ()), ttl_s=10, max_entries=2, owner="u2")
+    assert cache.drop_owner("u1") == 1
+    assert cache.get("d") is None
+    assert cache.get("e") is not None
 
 
 def test_history_is_clipped_and_the_answer_parsed_tolerantly() -> None:
