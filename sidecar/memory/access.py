@@ -72,6 +72,8 @@ class AccessTracker:
         self._pending: dict[str, _Access] = {}  # memory id -> accesses not yet flushed
         self._full = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        #: The schedule's flush in progress (it outlives a cancelled schedule).
+        self._scheduled: asyncio.Task[int] | None = None
         self._flushing = asyncio.Lock()
 
     @property
@@ -169,8 +171,12 @@ class AccessTracker:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._config.access_flush_s):
                     await self._full.wait()
+            # Shielded from stop(): a store write goes on in its thread when its
+            # awaiter is cancelled, so a cancelled flush would put back accesses that
+            # were written, and the final flush would count them twice.
+            self._scheduled = asyncio.get_running_loop().create_task(self.flush())
             try:
-                await self.flush()
+                await asyncio.shield(self._scheduled)
             except Exception as exc:  # a bug must not end the schedule
                 log.error("access flush failed (bug): %s", type(exc).__name__)
                 await asyncio.sleep(self._config.access_flush_s)
@@ -183,6 +189,9 @@ class AccessTracker:
         """Stop the schedule; then flush what is recorded (unless ``flush`` is off)."""
         task, self._task = self._task, None
         await cancel_and_wait(task)
+        scheduled, self._scheduled = self._scheduled, None
+        if scheduled is not None:
+            await asyncio.wait([scheduled])  # its outcome was the schedule's to report
         if flush and self._pending:
             try:
                 await self.flush()

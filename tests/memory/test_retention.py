@@ -357,6 +357,33 @@ async def test_the_flush_schedule_runs_in_the_background(harness: Harness) -> No
     assert (await h.rows("alice"))[0].access_count == 2
 
 
+async def test_stopping_during_a_scheduled_flush_counts_each_access_once(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store write finishes in its thread even when its awaiter is cancelled: a
+    flush cut short by stop() must not put back (and count again) what it wrote."""
+    h = harness
+    await h.store.upsert([h.rec("a")])
+    corpus = await h.cache.corpus(Scope(h.u("alice")))
+    written = asyncio.Event()
+    upsert = h.store.upsert
+
+    async def upsert_then_linger(records: Any, *args: Any, **kwargs: Any) -> Any:
+        result = await upsert(records, *args, **kwargs)
+        written.set()
+        await asyncio.sleep(0.2)  # written; its awaiter has not resumed yet
+        return result
+
+    monkeypatch.setattr(h.store, "upsert", upsert_then_linger)
+    tracker = h.tracker(access_flush_s=0.01)
+    tracker.start()
+    tracker.record([Hit(corpus.records[0], 0.9)])
+    await asyncio.wait_for(written.wait(), 10)
+    await tracker.stop()
+    assert tracker.pending == 0
+    assert (await h.rows("alice"))[0].access_count == 1
+
+
 # -- the write path feeds the schedule -----------------------------------------------------
 
 
