@@ -736,6 +736,14 @@ class RetrievalConfig(_Model):
     max_query_chars: int = Field(default=2000, ge=16)
     #: Candidates scored in depth (links, rerank) before the top-k is cut.
     candidate_pool: int = Field(default=50, ge=1, le=10_000)
+    #: The request path keeps a scope's rankings (per query text, strategy and k)
+    #: with the scope's corpus snapshot for this long: a question asked again (each
+    #: round trip of an agent's tool loop) is answered without ranking while the
+    #: scope's memories are unchanged — any change makes a new snapshot. Re-rank
+    #: recency (a 30-day half-life) moves by at most this much meanwhile. 0: off.
+    ranking_cache_ttl_s: float = Field(default=60.0, ge=0)
+    #: Most rankings kept per scope snapshot (least recently used evicted).
+    ranking_cache_entries: int = Field(default=16, ge=1, le=10_000)
     hybrid: HybridConfig = HybridConfig()
     links: LinkConfig = LinkConfig()
     topics: TopicConfig = TopicConfig()

@@ -196,6 +196,14 @@ class Metrics:
             p + "corpus_cache_rows", "Memory rows held by the corpus cache", registry=reg
         )
         #: outcome: hit (the model skipped), miss (embedded, then kept).
+        #: outcome: hit (ranking skipped), miss (ranked, then kept).
+        self.ranking_cache = Counter(
+            p + "ranking_cache_lookups",
+            "Request-path rankings looked up in the scope's corpus snapshot"
+            " (retrieval.ranking_cache_ttl_s), by outcome",
+            ["outcome"],
+            registry=reg,
+        )
         self.query_vector_cache = Counter(
             p + "query_vector_cache_lookups",
             "Request-path query vectors looked up by user and exact text"

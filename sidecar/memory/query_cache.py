@@ -1,4 +1,6 @@
-"""Query vectors of the request path, kept by user and exact text.
+"""What the request path keeps for questions asked again: query vectors by user and
+exact text (:class:`QueryVectorCache`), and rankings per scope snapshot
+(:class:`RecentRankings`).
 
 A chat client sends the same latest user message again and again: every round trip
 of an agent's tool loop carries the conversation up to the user's message unchanged,
@@ -12,6 +14,13 @@ its longest text.
 Keys are a digest of the user and the text, so no text is kept, and one user's
 queries never answer another's (a hit's timing says nothing about what someone else
 asked). ``ttl_s`` bounds how long a query leaves a trace in memory.
+
+A ranking depends on the query, the strategy and its settings, and the scope's
+corpus — an immutable snapshot replaced by every change to what the scope can see.
+:class:`RecentRankings` lives on the snapshot (``Corpus.derived``), so a change
+drops every ranking made from the old one, and a question asked again while nothing
+changed gets the same memories without ranking them. What could differ is the
+re-rank's recency, by at most the TTL on a 30-day half-life.
 """
 
 from __future__ import annotations
@@ -22,7 +31,9 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from sidecar.config import EmbeddingConfig
+from sidecar.config import EmbeddingConfig, RetrievalConfig
+from sidecar.memory.corpus import Corpus
+from sidecar.memory.records import Hit
 from sidecar.memory.ttl_cache import TtlCache, digest_key
 
 Vector = npt.NDArray[np.float32]
@@ -64,3 +75,39 @@ class QueryVectorCache:
     def forget(self, user: str) -> int:
         """Drop every vector cached for ``user`` (the admin API's forget); how many."""
         return self._vectors.drop_owner(digest_key(user))
+
+
+class RecentRankings:
+    """One scope snapshot's latest rankings by strategy, k and query text, each with
+    the settings object it was ranked with (compared by identity: the entry holds
+    it, so no other settings object can take its ``id``)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._rankings: TtlCache[tuple[RetrievalConfig, tuple[Hit, ...]]] = TtlCache(clock)
+
+    @staticmethod
+    def of(corpus: Corpus) -> RecentRankings:
+        """The snapshot's own (made on first use, dropped with the snapshot)."""
+        return corpus.derived("request-rankings", RecentRankings)
+
+    def get(
+        self, strategy: str, top_k: int, text: str, config: RetrievalConfig
+    ) -> list[Hit] | None:
+        entry = self._rankings.get(_ranking_key(strategy, top_k, text, config))
+        if entry is None or entry[0] is not config:
+            return None
+        return list(entry[1])
+
+    def put(
+        self, strategy: str, top_k: int, text: str, config: RetrievalConfig, hits: list[Hit]
+    ) -> None:
+        self._rankings.put(
+            _ranking_key(strategy, top_k, text, config),
+            (config, tuple(hits)),
+            ttl_s=config.ranking_cache_ttl_s,
+            max_entries=config.ranking_cache_entries,
+        )
+
+
+def _ranking_key(strategy: str, top_k: int, text: str, config: RetrievalConfig) -> str:
+    return digest_key(strategy, str(top_k), str(id(config)), text)

@@ -16,9 +16,10 @@ from sidecar.memory.corpus import Corpus
 from sidecar.memory.corpus_cache import CorpusCache
 from sidecar.memory.deep_search import DeepReport, DeepResult, DeepSearcher, PrimaryConfidence
 from sidecar.memory.embedder import Embedder
-from sidecar.memory.query_cache import QueryVectorCache, Vector
+from sidecar.memory.query_cache import QueryVectorCache, RecentRankings, Vector
 from sidecar.memory.records import Hit, Scope
 from sidecar.memory.retrieval.base import Query, Retriever, SearchContext
+from sidecar.memory.retrieval.store_side import STORE_SIDE_STRATEGIES
 from sidecar.memory.rewrite import QueryRewriter, RewriteResult, fuse_rewrite_hits
 from sidecar.memory.store import MemoryStore
 from sidecar.metrics import Metrics
@@ -96,15 +97,20 @@ class MemoryService:
         *,
         top_k: int | None = None,
         wait: bool = True,
+        reuse: bool = False,
     ) -> list[Hit]:
         """Run the configured strategy for an already embedded query.
 
         ``wait=False`` (the request path) never waits for a scope's corpus to load:
         a scope seen for the first time is answered by a cosine search in the store
-        while its corpus loads in the background.
+        while its corpus loads in the background. ``reuse`` (the request path): a
+        ranking of the same text made from the same corpus snapshot is reused
+        (``retrieval.ranking_cache_ttl_s``).
         """
         started = time.perf_counter()
         retriever = self.retriever(config.strategy)
+        k = top_k or config.top_k
+        rankings: RecentRankings | None = None
         if wait:
             corpus = await self.cache.corpus(scope)
         else:
@@ -113,13 +119,26 @@ class MemoryService:
                 retriever = self.retriever(COLD_FALLBACK)
                 cached = Corpus.build((), self.store.dim)  # store-side: reads no corpus
                 self._metrics.cold_fallbacks.inc()
+                reuse = False
             corpus = cached
+        if reuse and config.ranking_cache_ttl_s > 0 and retriever.name not in STORE_SIDE_STRATEGIES:
+            rankings = RecentRankings.of(corpus)
+            hits = rankings.get(retriever.name, k, query.text, config)
+            self._metrics.ranking_cache.labels(outcome="miss" if hits is None else "hit").inc()
+            if hits is not None:
+                self._observe_retrieval(retriever.name, started)
+                return hits
         context = SearchContext(scope, corpus, self.store, config)
-        hits = await retriever.retrieve(query, context, top_k or config.top_k)
-        self._metrics.retrieval_seconds.labels(strategy=retriever.name).observe(
+        hits = await retriever.retrieve(query, context, k)
+        if rankings is not None:
+            rankings.put(retriever.name, k, query.text, config, hits)
+        self._observe_retrieval(retriever.name, started)
+        return hits
+
+    def _observe_retrieval(self, strategy: str, started: float) -> None:
+        self._metrics.retrieval_seconds.labels(strategy=strategy).observe(
             time.perf_counter() - started
         )
-        return hits
 
     def category_names(self, scope: Scope, hits: list[Hit]) -> dict[str, str]:
         """Names (L0 abstracts) of the categories ``hits`` are filed under, from the
@@ -176,14 +195,16 @@ class MemoryService:
         cached: bool = False,
     ) -> tuple[Query, list[Hit]]:
         """Search ``text`` (and ``also``, fused with it; see ``rewrite.search``).
-        ``cached``: the query vectors may come from the cache (the request path)."""
+        ``cached`` (the request path): the query vectors and rankings may come from
+        the caches."""
         user = scope.user_id if cached else None
         if also is None:
             query = await self.embed_query(text, config, user=user)
-            return query, await self.search(query, scope, config, top_k=top_k, wait=wait)
+            hits = await self.search(query, scope, config, top_k=top_k, wait=wait, reuse=cached)
+            return query, hits
         query, other = await self.embed_queries([text, also], config, user=user)
-        hits = await self.search(query, scope, config, top_k=top_k, wait=wait)
-        more = await self.search(other, scope, config, top_k=top_k, wait=wait)
+        hits = await self.search(query, scope, config, top_k=top_k, wait=wait, reuse=cached)
+        more = await self.search(other, scope, config, top_k=top_k, wait=wait, reuse=cached)
         return query, fuse_rewrite_hits(hits, more, top_k or config.top_k)
 
     async def retrieve_for_request(

@@ -101,7 +101,8 @@ def test_memory_reaches_the_next_conversation_for_that_user_only(stack: Stack) -
 
 def test_a_tool_loop_gets_its_memories_on_every_round_trip(stack: Stack) -> None:
     """Every round trip of an agent's tool loop resends the same latest user message:
-    memories are injected each time, the message is embedded once."""
+    memories are injected each time, the message is embedded once and ranked anew
+    only when the scope's memories changed."""
     erin = new_user("erin")
     before = written(stack)
     say(stack, erin, "I live in Lisbon.")
@@ -109,6 +110,8 @@ def test_a_tool_loop_gets_its_memories_on_every_round_trip(stack: Stack) -> None
     hit = {"outcome": "hit"}
     hits = stack.sidecar_metric("memory_sidecar_query_vector_cache_lookups_total", hit)
     embedded = stack.sidecar_metric("memory_sidecar_embed_seconds_count")
+    ranked = "memory_sidecar_ranking_cache_lookups_total"
+    reused = stack.sidecar_metric(ranked, hit)
     tool: Any = {
         "type": "function",
         "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}},
@@ -129,6 +132,9 @@ def test_a_tool_loop_gets_its_memories_on_every_round_trip(stack: Stack) -> None
     assert stack.sidecar_metric("memory_sidecar_embed_seconds_count") == embedded + 1
     after = stack.sidecar_metric("memory_sidecar_query_vector_cache_lookups_total", hit)
     assert after == hits + 2
+    # Rankings too, while the scope's snapshot stays the same (a periodic flush of
+    # access counts makes a new one, so one of the two may rank again).
+    assert stack.sidecar_metric(ranked, hit) >= reused + 1
 
 
 def test_streaming_injects_and_remembers(stack: Stack) -> None:

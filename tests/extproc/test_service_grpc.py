@@ -33,6 +33,9 @@ def make_config(tmp: Path) -> SidecarConfig:
             "admin": {"enabled": False},
             "store": {"uri": str(tmp / "memory.db")},
             "write_queue": {"workers": 2, "journal_path": str(tmp / "journal.sqlite3")},
+            # Accesses are flushed by the tests that need it, never by the clock (a
+            # flush makes a new corpus snapshot: the ranking-cache counts would vary).
+            "retention": {"access_flush_s": 3600},
             "profiles": {
                 "readonly": {"extraction": {"enabled": False}},
                 "closed": {"fail_open": False},
@@ -355,12 +358,15 @@ async def test_a_tool_loop_embeds_its_user_message_once_and_retrieves_every_time
     sidecar: Sidecar, channel: grpc.aio.Channel
 ) -> None:
     """Each round trip of an agent's tool loop resends the same latest user message:
-    its vector comes from the cache, its memories from the corpus as it is now."""
+    its vector comes from the cache, its memories from the corpus as it is now (a
+    ranking is reused only while the scope's corpus snapshot is the same)."""
     user = new_user()
     await remember(sidecar, user, "I live in Berlin.")
     metrics = sidecar.components.metrics
     embedded = metrics.value("memory_sidecar_embed_seconds_count")
     hits = metrics.value("memory_sidecar_query_vector_cache_lookups_total", {"outcome": "hit"})
+    ranked = "memory_sidecar_ranking_cache_lookups_total"
+    reused, ranked_anew = (metrics.value(ranked, {"outcome": o}) for o in ("hit", "miss"))
     messages: list[dict[str, Any]] = [{"role": "user", "content": "Where do I live now?"}]
     systems = []
     for round_trip in range(3):
@@ -391,6 +397,10 @@ async def test_a_tool_loop_embeds_its_user_message_once_and_retrieves_every_time
     assert metrics.value("memory_sidecar_embed_seconds_count") == embedded + 1
     after = metrics.value("memory_sidecar_query_vector_cache_lookups_total", {"outcome": "hit"})
     assert after == hits + 2
+    # The 2nd round trip reuses the 1st's ranking; the write made a new snapshot,
+    # so the 3rd ranks again (and finds Hamburg).
+    assert metrics.value(ranked, {"outcome": "hit"}) == reused + 1
+    assert metrics.value(ranked, {"outcome": "miss"}) == ranked_anew + 2
 
 
 async def test_lone_surrogates_in_the_body_are_cleaned_before_the_journal(

@@ -10,7 +10,8 @@ import pytest
 
 from sidecar.config import EmbeddingConfig, RetrievalConfig
 from sidecar.memory.embedder import Vectors
-from sidecar.memory.query_cache import QueryVectorCache
+from sidecar.memory.query_cache import QueryVectorCache, RecentRankings
+from sidecar.memory.records import Hit, MemoryRecord
 from sidecar.memory.service import MemoryService
 from sidecar.memory.ttl_cache import TtlCache, digest_key
 from sidecar.metrics import Metrics
@@ -152,3 +153,24 @@ async def test_without_a_cache_every_query_is_embedded() -> None:
         await memory.embed_query("where do I live?", RetrievalConfig(), user="alice")
     assert len(embedder.calls) == 2
     assert lookups(memory) == {"hit": 0, "miss": 0}
+
+
+def test_rankings_are_kept_per_strategy_k_text_and_settings_object() -> None:
+    now = [0.0]
+    rankings = RecentRankings(clock=lambda: now[0])
+    config = RetrievalConfig(ranking_cache_ttl_s=60, ranking_cache_entries=2)
+    record = MemoryRecord(id="m1", user_id="alice", content="User lives in Berlin.")
+    hits = [Hit(record, 0.9)]
+    rankings.put("default", 5, "where do I live?", config, hits)
+    found = rankings.get("default", 5, "where do I live?", config)
+    assert found == hits
+    assert found is not hits  # a list of its own: the caller may extend it
+    found.append(Hit(record, 0.1))
+    assert rankings.get("default", 5, "where do I live?", config) == hits
+    assert rankings.get("dense", 5, "where do I live?", config) is None
+    assert rankings.get("default", 6, "where do I live?", config) is None
+    assert rankings.get("default", 5, "where do I live", config) is None
+    # Equal settings in another object (another profile) do not share rankings.
+    assert rankings.get("default", 5, "where do I live?", config.model_copy()) is None
+    now[0] = 61.0
+    assert rankings.get("default", 5, "where do I live?", config) is None

@@ -12,6 +12,10 @@ from sidecar.memory.filters import build_filter
 from sidecar.memory.records import Hit
 from sidecar.memory.retrieval.base import Query, SearchContext
 
+#: Strategies whose answers come from the store, not from the scope's corpus
+#: snapshot (so nothing derived from the snapshot may stand for them).
+STORE_SIDE_STRATEGIES = frozenset({"dense-milvus", "bm25-milvus"})
+
 
 class MilvusDenseRetriever:
     name = "dense-milvus"
