@@ -14,12 +14,13 @@ seeded users; every user's corpus is warmed first. Prints a table, writes JSON.
 the do-nothing baseline with as many processes behind the same Envoy cluster, so
 each sidecar row has a baseline of its own shape (``w4`` in the name).
 
-The sidecar's query-vector cache (``embedding.query_cache_entries``) is off unless
-``--query-cache`` says otherwise: the 100 questions repeat per user over a run, so
-with it on a share of the rows would skip the model by chance. ``--tool-rounds 4``
-sends each question as four round trips of an agent's tool loop (the same latest
-user message each time, a tool call and result appended per round trip), the
-traffic the cache is for; each run prints its hits and misses.
+The sidecar's caches for questions asked again — query vectors
+(``embedding.query_cache_entries``) and rankings (``retrieval.ranking_cache_ttl_s``)
+— are off unless ``--repeat-caches on``: the 100 questions repeat per user over a
+run, so with them on a share of the rows would skip the model and the ranking by
+chance. ``--tool-rounds 4`` sends each question as four round trips of an agent's
+tool loop (the same latest user message each time, a tool call and result appended
+per round trip), the traffic they are for; each run prints their hits and misses.
 """
 
 from __future__ import annotations
@@ -147,13 +148,20 @@ def histogram_totals(stack: Stack) -> dict[str, tuple[float, float]]:
     }  # fmt: skip
 
 
-def query_cache_lookups(stack: Stack) -> tuple[float, float]:
-    """(hits, misses) of the sidecar's query-vector cache so far, over the workers."""
-    name = "memory_sidecar_query_vector_cache_lookups_total"
-    return (
-        stack.sidecar_metric(name, {"outcome": "hit"}),
-        stack.sidecar_metric(name, {"outcome": "miss"}),
-    )
+#: The caches for questions asked again, by the name printed for them.
+REPEAT_CACHES = {
+    "query-vector": "memory_sidecar_query_vector_cache_lookups_total",
+    "ranking": "memory_sidecar_ranking_cache_lookups_total",
+}
+
+
+def repeat_cache_lookups(stack: Stack) -> dict[str, tuple[float, float]]:
+    """(hits, misses) of each of the sidecar's repeat caches so far, over the workers."""
+    return {
+        label: (stack.sidecar_metric(name, {"outcome": "hit"}),
+                stack.sidecar_metric(name, {"outcome": "miss"}))
+        for label, name in REPEAT_CACHES.items()
+    }  # fmt: skip
 
 
 def breakdown_ms(
@@ -186,7 +194,7 @@ def measure(
             if settle is not None:
                 settle()
             before = histogram_totals(stack) if stack is not None else None
-            lookups = query_cache_lookups(stack) if stack is not None else None
+            lookups = repeat_cache_lookups(stack) if stack is not None else None
             data = asyncio.run(
                 run_load(
                     url,
@@ -212,10 +220,11 @@ def measure(
                 means = breakdown_ms(before, histogram_totals(stack))
                 print("    sidecar means: " + ", ".join(f"{k} {v:.2f}ms" for k, v in means.items()))
                 if lookups is not None:
-                    now = query_cache_lookups(stack)
-                    hits, misses = now[0] - lookups[0], now[1] - lookups[1]
-                    means["query_cache_hits"], means["query_cache_misses"] = hits, misses
-                    print(f"    query-vector cache: {hits:.0f} hits, {misses:.0f} misses")
+                    for label, (hits, misses) in repeat_cache_lookups(stack).items():
+                        hits, misses = hits - lookups[label][0], misses - lookups[label][1]
+                        means[f"{label}_cache_hits"] = hits
+                        means[f"{label}_cache_misses"] = misses
+                        print(f"    {label} cache: {hits:.0f} hits, {misses:.0f} misses")
                 if breakdowns is not None:
                     breakdowns[f"{name} stream={stream} c={concurrency}"] = means
 
@@ -270,11 +279,11 @@ def main(argv: list[str] | None = None) -> int:
         " run each; 'on' rows are labelled 'wp'",
     )
     parser.add_argument(
-        "--query-cache",
-        type=int,
-        default=0,
-        help="embedding.query_cache_entries of the sidecar (default 0: off, so every"
-        " query runs the model)",
+        "--repeat-caches",
+        choices=("off", "on"),
+        default="off",
+        help="the sidecar's query-vector and ranking caches: off (the default: every"
+        " request runs the model and ranks) or on (the product's defaults)",
     )
     parser.add_argument(
         "--tool-rounds",
@@ -339,7 +348,10 @@ def main(argv: list[str] | None = None) -> int:
                 "server": {"workers": workers},
                 "write_queue": {"own_process": own_process},
             }
-            embedding: dict[str, Any] = {"query_cache_entries": args.query_cache}
+            embedding: dict[str, Any] = {}
+            if args.repeat_caches == "off":
+                embedding["query_cache_entries"] = 0
+                overrides["defaults"] = {"retrieval": {"ranking_cache_ttl_s": 0}}
             if args.lanes:
                 embedding["lanes"] = args.lanes
             if args.embedding:
@@ -392,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print_table(results)
     report["statements"] = args.statements
-    report["query_cache_entries"] = args.query_cache
+    report["repeat_caches"] = args.repeat_caches
     report["tool_rounds"] = args.tool_rounds
     report["results"] = [asdict(r) for r in results]
     report["sidecar_means_ms"] = breakdowns
