@@ -112,6 +112,7 @@ class Components:
             query_vectors=QueryVectorCache.from_config(config.embedding),
             debug_content=config.logging.debug_content,
         )
+        cache.on_user_invalidated = memory.forget_user  # a forget, here or a peer's
         for name in config.profile_names():
             profile = config.profile(name)
             if profile is not None:

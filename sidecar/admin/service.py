@@ -393,8 +393,9 @@ class MemoryAdmin:
             await bury(self._store, self._cache, rows)
             # Any writer with a turn of theirs accepted before now drops it.
             await mark_forgotten(self._store, owner)
-        # The request path's caches of their queries (vectors, rewrites) in this process.
-        self._memory.forget_user(owner)
+        # Their unit reloads, and what the request path keeps of their questions
+        # (vectors, rewrites) goes, here and, over the cache relay, in every worker.
+        self._cache.invalidate_user(owner)
         memories: dict[str, int] = {}
         categories = 0
         for record in rows:

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -140,6 +140,10 @@ class CorpusCache:
         #: Told of this process's writes (``apply``, ``invalidate*``), not of the
         #: rows refreshes read.
         self.mirror: CacheMirror | None = None
+        #: Told of every user invalidated here or by a peer (the relay): what else
+        #: this process keeps of that user (the request path's caches of their
+        #: questions) goes too.
+        self.on_user_invalidated: Callable[[str], object] | None = None
         #: The newest write applied per row, so a peer's older frame is not applied
         #: over it; kept for two refresh intervals.
         self.stamps = WriteStamps(2 * config.ttl_s)
@@ -393,7 +397,7 @@ class CorpusCache:
         self, user_id: str, *, mirror: bool = True, stamp: int | None = None
     ) -> None:
         """Mark the user's own unit stale; peers' writes of their rows stamped
-        before this are not applied after it."""
+        before this are not applied after it. Tells :attr:`on_user_invalidated`."""
         if stamp is None:
             stamp = self.stamps.now()
         else:
@@ -402,6 +406,8 @@ class CorpusCache:
         self._bump(f"user:{user_id}")
         if mirror and self.mirror is not None:
             self.mirror.invalidated_user(user_id, stamp)
+        if self.on_user_invalidated is not None:
+            self.on_user_invalidated(user_id)
 
     def clear(self) -> None:
         for key in list(self._units):

@@ -177,9 +177,14 @@ async def test_invalidations_cross_and_refreshed_rows_do_not(
     assert "quiet-1" in (await pair.worker_cache.corpus(scope)).index_of  # reloaded
 
     await store.upsert([rec("quiet-2", "alice")])
+    told: dict[str, list[str]] = {"writer": [], "worker": []}
+    pair.writer_cache.on_user_invalidated = told["writer"].append
+    pair.worker_cache.on_user_invalidated = told["worker"].append
     pair.writer_cache.invalidate_user("alice")
     await eventually(lambda: pair.frames(pair.worker_metrics, "invalidate_user", "received") == 1)
     assert "quiet-2" in (await pair.worker_cache.corpus(scope)).index_of
+    # Both processes drop what else they keep of the user (a forget's query caches).
+    assert told == {"writer": ["alice"], "worker": ["alice"]}
 
     # Rows the writer's cache reads from the store were not its writes: not sent.
     await pair.writer_cache.corpus(scope)
