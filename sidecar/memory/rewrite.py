@@ -43,7 +43,6 @@ outside :class:`RewriteResult`; headers carry the reason and confidence only.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -716,12 +715,8 @@ RewriteCache = TtlCache[_Cached]
 
 
 def cache_key(user_id: str, query: str, history: History, config: RewriteConfig, llm: bool) -> str:
-    digest = hashlib.sha256()
-    for part in (user_id, query, str(llm), config.fallback, str(config.min_confidence)):
-        digest.update(part.encode("utf-8", "surrogatepass") + b"\x00")
-    for role, text in history:
-        digest.update(role.encode() + b"\x1f" + text.encode("utf-8", "surrogatepass") + b"\x1e")
-    return digest.hexdigest()
+    turns = (part for role, text in history for part in (role, text))
+    return digest_key(user_id, query, str(llm), config.fallback, str(config.min_confidence), *turns)
 
 
 class QueryRewriter:
