@@ -65,7 +65,8 @@ class MemoryService:
 
     def forget_user(self, user_id: str) -> int:
         """Drop what this process caches of ``user_id``'s queries (their vectors and
-        rewrites); how many entries. Other processes' copies expire with their TTL."""
+        rewrites); how many entries. Called when the corpus cache invalidates the
+        user — a forget here, or one a peer relays."""
         dropped = self.rewriter.forget(user_id)
         if self.query_vectors is not None:
             dropped += self.query_vectors.forget(user_id)
@@ -119,7 +120,6 @@ class MemoryService:
                 retriever = self.retriever(COLD_FALLBACK)
                 cached = Corpus.build((), self.store.dim)  # store-side: reads no corpus
                 self._metrics.cold_fallbacks.inc()
-                reuse = False
             corpus = cached
         if reuse and config.ranking_cache_ttl_s > 0 and retriever.name not in STORE_SIDE_STRATEGIES:
             rankings = RecentRankings.of(corpus)

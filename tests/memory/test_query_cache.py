@@ -12,7 +12,8 @@ from sidecar.config import EmbeddingConfig, RetrievalConfig
 from sidecar.memory.embedder import Vectors
 from sidecar.memory.query_cache import QueryVectorCache, RecentRankings
 from sidecar.memory.records import Hit, MemoryRecord
-from sidecar.memory.service import MemoryService
+from sidecar.memory.retrieval.store_side import STORE_SIDE_STRATEGIES
+from sidecar.memory.service import COLD_FALLBACK, MemoryService
 from sidecar.memory.ttl_cache import TtlCache, digest_key
 from sidecar.metrics import Metrics
 
@@ -174,3 +175,9 @@ def test_rankings_are_kept_per_strategy_k_text_and_settings_object() -> None:
     assert rankings.get("default", 5, "where do I live?", config.model_copy()) is None
     now[0] = 61.0
     assert rankings.get("default", 5, "where do I live?", config) is None
+
+
+def test_the_cold_fallback_is_store_side_so_never_kept_as_a_ranking() -> None:
+    # The cold path ranks against a throwaway empty snapshot; search() keeps no
+    # ranking for store-side strategies, which covers it.
+    assert COLD_FALLBACK in STORE_SIDE_STRATEGIES
