@@ -108,12 +108,8 @@ def service(embedder: CountingEmbedder, cache: QueryVectorCache | None) -> Memor
 
 
 def lookups(memory: MemoryService) -> dict[str, float]:
-    return outcomes(memory._metrics)
-
-
-def outcomes(metrics: Metrics) -> dict[str, float]:
     name = "memory_sidecar_query_vector_cache_lookups_total"
-    return {o: metrics.value(name, {"outcome": o}) for o in ("hit", "miss")}
+    return {o: memory._metrics.value(name, {"outcome": o}) for o in ("hit", "miss")}
 
 
 async def test_a_repeated_request_query_skips_the_model() -> None:
