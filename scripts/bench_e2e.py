@@ -47,12 +47,14 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from bench_latency import (  # noqa: E402
     Result,
+    check_not_bypassed,
     embedding_spec,
     noop_processors,
     print_table,
     run_load,
     start_envoy,
     summarize,
+    wait_listening,
 )
 
 from e2e.stack import PYTHON, ManagedProcess, Stack, http_get  # noqa: E402
@@ -315,20 +317,22 @@ def main(argv: list[str] | None = None) -> int:
         extra: list[ManagedProcess] = []
         try:
             base.start()
-            bare, bare_port = start_envoy(base, "bare", None, workdir)
+            bare, bare_port, _ = start_envoy(base, "bare", None, workdir)
             extra.append(bare)
             measure("direct", f"{base.mock_url}/v1/chat/completions", args, 10, results)
             measure("envoy", f"http://127.0.0.1:{bare_port}/v1/chat/completions", args, 10, results)
             for workers in worker_counts:
                 noops, noop_port = noop_processors(workdir, workers)
                 extra += [noop.start() for noop in noops]
-                noop_envoy, noop_envoy_port = start_envoy(
+                noop_envoy, noop_envoy_port, noop_admin = start_envoy(
                     base, f"noop-w{workers}", noop_port, workdir, workers=workers
                 )
                 extra.append(noop_envoy)
+                wait_listening(range(noop_port, noop_port + workers))
                 name = "envoy+noop" + (f" w{workers}" if workers > 1 else "")
                 url = f"http://127.0.0.1:{noop_envoy_port}/v1/chat/completions"
                 measure(name, url, args, 10, results)
+                check_not_bypassed(name, noop_admin)
                 for process in extra[1:]:
                     process.stop()
                 del extra[1:]

@@ -24,6 +24,7 @@ import json
 import os
 import platform
 import random
+import socket
 import statistics
 import subprocess
 import sys
@@ -245,6 +246,43 @@ def summarize(
     return result
 
 
+def wait_listening(ports: range, timeout: float = 60.0) -> None:
+    """Until every port in ``ports`` accepts TCP connections on loopback. Envoy's
+    ext_proc filter fails open (``failure_mode_allow``) while its processor is not
+    listening yet, so a baseline measured before that measures Envoy alone."""
+    deadline = time.monotonic() + timeout
+    for port in ports:
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"nothing listens on port {port}") from None
+                time.sleep(0.02)
+
+
+def ext_proc_bypassed(admin_port: int) -> int:
+    """Requests Envoy let through without its ext_proc processor (failure mode)."""
+    status, body = http_get(
+        f"http://127.0.0.1:{admin_port}/stats?filter=ext_proc.failure_mode_allowed"
+    )
+    if status != 200:
+        raise RuntimeError(f"Envoy admin /stats answered {status}")
+    return sum(
+        int(value)
+        for line in body.decode().splitlines()
+        if (value := line.rpartition(": ")[2]).isdigit()
+    )
+
+
+def check_not_bypassed(name: str, admin_port: int) -> None:
+    """Fail the run when some of ``name``'s requests skipped its processor."""
+    bypassed = ext_proc_bypassed(admin_port)
+    if bypassed:
+        raise RuntimeError(f"{name}: {bypassed} requests bypassed the ext_proc processor")
+
+
 def noop_processor(workdir: Path) -> tuple[ManagedProcess, int]:
     """The do-nothing ext_proc baseline (not started) and its port."""
     processes, port = noop_processors(workdir, 1)
@@ -268,9 +306,10 @@ def noop_processors(workdir: Path, count: int) -> tuple[list[ManagedProcess], in
 
 def start_envoy(
     stack: Stack, name: str, sidecar_port: int | None, workdir: Path, *, workers: int = 1
-) -> tuple[ManagedProcess, int]:
+) -> tuple[ManagedProcess, int, int]:
     """An extra Envoy: without ext_proc (None) or in front of another ext_proc port
-    (``workers`` of them on consecutive ports)."""
+    (``workers`` of them on consecutive ports); the process, its port and its admin
+    port."""
     port, admin = free_port(), free_port()
     document = dict(stack.config)
     if workers > 1:
@@ -300,7 +339,7 @@ def start_envoy(
     while time.monotonic() < deadline:
         try:
             if http_get(f"http://127.0.0.1:{admin}/ready")[0] == 200:
-                return process, port
+                return process, port, admin
         except OSError:
             pass
         time.sleep(0.05)
@@ -362,9 +401,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         stack.start()
         noop.start()
-        bare, bare_port = start_envoy(stack, "bare", None, workdir)
-        noop_envoy, noop_envoy_port = start_envoy(stack, "noop", noop_port, workdir)
+        bare, bare_port, _ = start_envoy(stack, "bare", None, workdir)
+        noop_envoy, noop_envoy_port, noop_admin = start_envoy(stack, "noop", noop_port, workdir)
         extra += [bare, noop_envoy]
+        wait_listening(range(noop_port, noop_port + 1))
         targets = {
             "direct": f"{stack.mock_url}/v1/chat/completions",
             "envoy": f"http://127.0.0.1:{bare_port}/v1/chat/completions",
@@ -393,6 +433,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"p50={r.p50_ms:.2f}ms p99={r.p99_ms:.2f}ms {r.rps:.0f} req/s",
                         flush=True,
                     )
+        check_not_bypassed("envoy+noop", noop_admin)
         injected = stack.sidecar_metric("memory_sidecar_injected_memories_sum")
         count = stack.sidecar_metric("memory_sidecar_injected_memories_count")
     finally:
