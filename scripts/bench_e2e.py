@@ -293,6 +293,14 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="round trips per question, as in an agent's tool loop (default 1)",
     )
+    parser.add_argument(
+        "--model-ms",
+        type=float,
+        default=0.0,
+        help="the mock model's time per answer, for every target (default 0: the"
+        " adversarial case, where the previous turn's write overlaps the next request"
+        " instead of the model's time)",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -313,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
             size: seeded_store(size, args.per_user, args.store_cache, workdir) for size in sizes
         }
         # Baselines: mock, Envoy alone, Envoy + do-nothing ext_proc.
-        base = Stack(workdir / "base", with_sidecar=False)
+        mock_args = ("--latency-ms", str(args.model_ms)) if args.model_ms else ()
+        base = Stack(workdir / "base", with_sidecar=False, mock_args=mock_args)
         extra: list[ManagedProcess] = []
         try:
             base.start()
@@ -363,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.shared_encoder:
                 embedding["shared"] = args.shared_encoder
             overrides["embedding"] = embedding
-            stack = Stack(stack_dir, config_overrides=overrides)
+            stack = Stack(stack_dir, config_overrides=overrides, mock_args=mock_args)
             try:
                 stack.start()
 
@@ -407,6 +416,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
     print()
     print_table(results)
+    report["model_ms"] = args.model_ms
     report["statements"] = args.statements
     report["repeat_caches"] = args.repeat_caches
     report["tool_rounds"] = args.tool_rounds
