@@ -49,6 +49,7 @@ from bench_latency import (  # noqa: E402
     Result,
     check_not_bypassed,
     embedding_spec,
+    ext_proc_bypassed,
     noop_processors,
     print_table,
     run_load,
@@ -406,6 +407,11 @@ def main(argv: list[str] | None = None) -> int:
                 report[f"write_queue_depth_{key}"] = stack.sidecar_metric(
                     "memory_sidecar_write_queue_depth"
                 )
+                # Requests Envoy let through without the sidecar (its ext_proc
+                # failure mode: a message timeout, a lost stream) ran without memory.
+                report[f"bypassed_{key}"] = bypassed = ext_proc_bypassed(stack.ports.envoy_admin)
+                if bypassed:
+                    print(f"  {label}: {bypassed} requests bypassed the sidecar", flush=True)
                 report[f"turns_written_{key}"] = sum(
                     metric("memory_sidecar_turns_total", {"outcome": "written"})
                     for metric in (stack.sidecar_metric, stack.writer_metric)

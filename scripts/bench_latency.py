@@ -48,6 +48,7 @@ from e2e.stack import (  # noqa: E402
     free_port,
     free_port_run,
     http_get,
+    wait_until,
 )
 from sidecar.config import config_from_mapping  # noqa: E402
 from sidecar.envoy_config import render_yaml  # noqa: E402
@@ -250,16 +251,13 @@ def wait_listening(ports: range, timeout: float = 60.0) -> None:
     """Until every port in ``ports`` accepts TCP connections on loopback. Envoy's
     ext_proc filter fails open (``failure_mode_allow``) while its processor is not
     listening yet, so a baseline measured before that measures Envoy alone."""
-    deadline = time.monotonic() + timeout
+
+    def accepts(port: int) -> bool:
+        socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
+        return True
+
     for port in ports:
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"nothing listens on port {port}") from None
-                time.sleep(0.02)
+        wait_until(lambda port=port: accepts(port), timeout, f"ext_proc processor on {port}")
 
 
 def ext_proc_bypassed(admin_port: int) -> int:
