@@ -333,15 +333,13 @@ def start_envoy(
         ],
         workdir / f"envoy-{name}.log",
     ).start()
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if http_get(f"http://127.0.0.1:{admin}/ready")[0] == 200:
-                return process, port, admin
-        except OSError:
-            pass
-        time.sleep(0.05)
-    raise TimeoutError(f"envoy-{name} not ready:\n{process.tail()}")
+    try:
+        wait_until(
+            lambda: http_get(f"http://127.0.0.1:{admin}/ready")[0] == 200, 30, f"envoy-{name}"
+        )
+    except TimeoutError as exc:
+        raise TimeoutError(f"{exc}:\n{process.tail()}") from None
+    return process, port, admin
 
 
 def print_table(results: list[Result]) -> None:
