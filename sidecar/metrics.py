@@ -138,6 +138,14 @@ class Metrics:
             buckets=_FAST_BUCKETS,
             registry=reg,
         )
+        self.store_gate_wait_seconds = Histogram(
+            p + "store_gate_wait_seconds",
+            "Time store calls waited for the milvus-lite gate (reads for an upsert, an"
+            " upsert for reads), only when they waited",
+            ["mode"],
+            buckets=_FAST_BUCKETS,
+            registry=reg,
+        )
         self.pruned = Counter(
             p + "pruned",
             "Memories given up by retention (the per-user cap), by action",

@@ -132,9 +132,10 @@ def worker_config(
     admin = config.admin
     if admin.port:
         admin = admin.model_copy(update={"port": admin.port + index})
-    store = (
-        config.store if store_uri is None else config.store.model_copy(update={"uri": store_uri})
-    )
+    store = config.store
+    if store_uri is not None:  # the embedded server's socket; the file's gate stays
+        gate = store.gate_path
+        store = store.model_copy(update={"uri": store_uri, "gate_file": str(gate or "")})
     write_queue = config.write_queue.model_copy(
         update={"journal_path": worker_path(config.write_queue.journal_path, index)}
     )

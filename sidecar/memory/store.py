@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -36,6 +36,7 @@ from sidecar.memory.records import (
     Visibility,
     as_vector,
 )
+from sidecar.memory.store_gate import StoreGate
 from sidecar.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -198,6 +199,12 @@ class MemoryStore:
         self._partition_key = config.partition_key and not config.is_local_file
         self._executor = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="milvus")
         self._closed = False
+        gate = config.gate_path
+        self._gate = (
+            None
+            if gate is None
+            else StoreGate(gate, timeout_s=config.timeout_s, waited=self._gate_waited)
+        )
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -251,9 +258,15 @@ class MemoryStore:
             self._metrics.store_errors.labels(operation=operation).inc()
             raise StoreError(f"{operation} failed: {type(exc).__name__}: {exc}") from exc
 
-    async def _run(self, operation: str, fn: Callable[[], T]) -> T:
+    async def _run(
+        self, operation: str, fn: Callable[[], T], *, gate: Literal["read", "upsert"] | None = None
+    ) -> T:
+        """``fn`` in the store's threads. ``gate``: what it does to rows other calls
+        may read at the same time (:mod:`sidecar.memory.store_gate`)."""
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
+        if gate is not None and self._gate is not None:
+            fn = self._gated(self._gate, fn, exclusive=gate == "upsert")
         with self._translated(operation):
             if self._closed:
                 raise StoreError(f"{operation} failed: the store is closed")
@@ -263,6 +276,17 @@ class MemoryStore:
                 self._metrics.store_seconds.labels(operation=operation).observe(
                     time.perf_counter() - started
                 )
+
+    @staticmethod
+    def _gated(gate: StoreGate, fn: Callable[[], T], *, exclusive: bool) -> Callable[[], T]:
+        def call() -> T:
+            with gate.held(exclusive=exclusive):
+                return fn()
+
+        return call
+
+    def _gate_waited(self, mode: str, seconds: float) -> None:
+        self._metrics.store_gate_wait_seconds.labels(mode=mode).observe(seconds)
 
     # -- schema ----------------------------------------------------------------------
 
@@ -381,7 +405,9 @@ class MemoryStore:
         client = await loop.run_in_executor(None, _connect, config)
         reader = cls(client, config.model_copy(update={"collection": collection}), 0, metrics)
         try:
-            return await reader._run("read_collection", lambda: reader._read_all(batch_size))
+            return await reader._run(
+                "read_collection", lambda: reader._read_all(batch_size), gate="read"
+            )
         finally:
             await reader.close()
 
@@ -425,7 +451,7 @@ class MemoryStore:
             rows = [record_to_row(r) for r in records]
             return self._client.upsert(self._collection, data=rows, timeout=self._config.timeout_s)
 
-        await self._run("upsert", call)
+        await self._run("upsert", call, gate="upsert")
 
     async def delete(self, where: Filter) -> None:
         await self._run(
@@ -471,7 +497,7 @@ class MemoryStore:
             )
             return _hits(result)
 
-        return await self._run("search", call)
+        return await self._run("search", call, gate="read")
 
     def _vector_search_params(self, limit: int) -> dict[str, Any]:
         if self._config.index == "HNSW":
@@ -494,7 +520,7 @@ class MemoryStore:
             )
             return _hits(result)
 
-        return await self._run("search_text", call)
+        return await self._run("search_text", call, gate="read")
 
     async def query(
         self,
@@ -517,7 +543,7 @@ class MemoryStore:
             )
             return _records(dict(row) for row in rows)
 
-        return await self._run("query", call)
+        return await self._run("query", call, gate="read")
 
     async def scan(
         self, where: Filter, *, with_vectors: bool = False, batch_size: int = 1000
@@ -553,7 +579,7 @@ class MemoryStore:
             finally:
                 iterator.close()
 
-        return await self._run("scan", call)
+        return await self._run("scan", call, gate="read")
 
     async def count(self, where: Filter) -> int:
         def call() -> Any:
@@ -564,7 +590,7 @@ class MemoryStore:
                 timeout=self._config.timeout_s,
             )
 
-        rows = await self._run("count", call)
+        rows = await self._run("count", call, gate="read")
         return int(rows[0]["count(*)"]) if rows else 0
 
 

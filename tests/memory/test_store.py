@@ -104,3 +104,53 @@ def test_connecting_gives_up_after_the_timeout(monkeypatch: pytest.MonkeyPatch) 
         _connect(StoreConfig(uri="unix:/tmp/never.sock", timeout_s=0.5))
     assert time.monotonic() - started < 2.0
     assert 2 <= never.attempts <= 5
+
+
+async def reads_of_a_row_being_upserted(store: MemoryStore, reads: int) -> tuple[int, int]:
+    """(reads that found the row, reads that did not) while another task upserts it
+    in a loop; stops early at the first miss."""
+    import asyncio
+
+    row = record(1)
+    await store.upsert([row])
+    stop = asyncio.Event()
+
+    async def upsert_forever() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            await store.upsert([row.with_changes(access_count=n)])
+
+    writer = asyncio.create_task(upsert_forever())
+    found = missed = 0
+    try:
+        for _ in range(reads):
+            if await store.query(build_filter(owner="u1"), limit=10):
+                found += 1
+            else:
+                missed += 1
+                break
+    finally:
+        stop.set()
+        await writer
+    return found, missed
+
+
+async def test_reads_never_see_a_row_half_upserted(tmp_path: Path) -> None:
+    store = await MemoryStore.open(StoreConfig(uri=str(tmp_path / "g.db")), 8, Metrics())
+    try:
+        assert await reads_of_a_row_being_upserted(store, 300) == (300, 0)
+    finally:
+        await store.close()
+
+
+async def test_milvus_lite_without_the_gate_does_show_half_upserted_rows(tmp_path: Path) -> None:
+    """Why the gate exists: if this starts failing, milvus-lite applies upserts
+    atomically and the gate (sidecar.memory.store_gate) can go."""
+    store = await MemoryStore.open(StoreConfig(uri=str(tmp_path / "n.db")), 8, Metrics())
+    store._gate = None
+    try:
+        found, missed = await reads_of_a_row_being_upserted(store, 3000)
+        assert missed == 1, f"{found} reads during upserts all found the row"
+    finally:
+        await store.close()
