@@ -352,6 +352,12 @@ class Stack:
         over the workers."""
         return sum(self.sidecar_metric_per_worker(name, labels))
 
+    def metric_total(self, name: str, labels: Mapping[str, str] | None = None) -> float:
+        """Every sample of one metric with ``labels`` (among others) summed over the
+        workers and writer processes: e.g. store errors of every operation."""
+        urls = [*self.sidecar_admin_urls, *self.writer_metrics_urls]
+        return sum(self._metric_sum(url, name, labels) for url in urls)
+
     def sidecar_metric_per_worker(
         self, name: str, labels: Mapping[str, str] | None = None
     ) -> list[float]:
@@ -373,6 +379,18 @@ class Stack:
             if wanted <= present:
                 return float(value)
         return 0.0
+
+    @staticmethod
+    def _metric_sum(admin_url: str, name: str, labels: Mapping[str, str] | None) -> float:
+        _, body = http_get(f"{admin_url}/metrics")
+        wanted = {f'{k}="{v}"' for k, v in (labels or {}).items()}
+        total = 0.0
+        for line in body.decode().splitlines():
+            head, _, value = line.rpartition(" ")
+            sample, _, label_text = head.partition("{")
+            if sample == name and wanted <= set(label_text.rstrip("}").split(",")):
+                total += float(value)
+        return total
 
     def __enter__(self) -> Self:
         return self.start()

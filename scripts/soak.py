@@ -18,6 +18,7 @@ Verdict (exit 1 when any fails):
 * resident memory flat: the mean of the last third of samples is at most
   ``--rss-growth`` (fraction) above the mean of the middle third (the first third
   is warm-up: model load, corpus caches filling);
+* no store call failed (a gate wait past ``store.timeout_s`` included);
 * queue bounded: at a sustainable ``--rate`` the depth stays below the configured
   ``max_pending``, no turn is shed or dead-lettered, and it drains to zero within
   ``--drain-s`` after the load stops. In overload (``--rate 0``) shedding is the
@@ -137,6 +138,11 @@ class SoakReport:
     dead_letters: float = 0.0
     loop_stalls: float = 0.0
     loop_worst_ms: float = 0.0
+    store_errors: float = 0.0
+    #: Store calls that waited for the milvus-lite gate, and their summed wait, by
+    #: what waited: reads (for an upsert) and upserts (for reads).
+    gate_waits: dict[str, float] = field(default_factory=dict)
+    gate_wait_s: dict[str, float] = field(default_factory=dict)
     samples: list[Sample] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
 
@@ -314,6 +320,8 @@ def judge(report: SoakReport, args: argparse.Namespace) -> None:
         report.failures.append(f"queue not drained {args.drain_s:.0f}s after the load")
     if report.dead_letters:
         report.failures.append(f"{report.dead_letters:.0f} dead letters")
+    if report.store_errors:
+        report.failures.append(f"{report.store_errors:.0f} store calls failed")
     if args.rate > 0:
         if report.queue_max >= report.queue_limit:
             report.failures.append(f"queue reached its limit ({report.queue_limit})")
@@ -364,6 +372,11 @@ def run(args: argparse.Namespace, workdir: Path | None = None) -> SoakReport:
         )
         report.turns_shed = stack.sidecar_metric("memory_sidecar_turns_total", {"outcome": "shed"})
         report.dead_letters = stack.sidecar_metric("memory_sidecar_write_queue_dead_letters")
+        report.store_errors = stack.metric_total("memory_sidecar_store_errors_total")
+        for mode in ("read", "upsert"):
+            waits = "memory_sidecar_store_gate_wait_seconds"
+            report.gate_waits[mode] = stack.metric_total(f"{waits}_count", {"mode": mode})
+            report.gate_wait_s[mode] = round(stack.metric_total(f"{waits}_sum", {"mode": mode}), 3)
     judge(report, args)
     return report
 
@@ -406,6 +419,13 @@ def main(argv: list[str] | None = None) -> int:
         f"{report.drained_in_s}s; {report.turns_accepted:.0f} turns accepted, "
         f"{report.turns_written:.0f} written, "
         f"{report.turns_shed:.0f} shed, {report.dead_letters:.0f} dead letters"
+    )
+    print(
+        f"store: {report.store_errors:.0f} failed calls; waited for the milvus-lite gate: "
+        + ", ".join(
+            f"{report.gate_waits[mode]:.0f} {mode}s ({report.gate_wait_s[mode]:g} s in all)"
+            for mode in report.gate_waits
+        )
     )
     print(
         f"event loop: {report.loop_stalls:.0f} timers run over {STALL_S * 1000:.0f} ms late, "
