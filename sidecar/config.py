@@ -191,12 +191,12 @@ class StoreConfig(_Model):
     hnsw_ef_construction: int = Field(default=200, ge=1)
     #: HNSW search ``ef`` (at least the candidates a query asks for).
     hnsw_ef: int = Field(default=64, ge=1)
-    #: Lock file through which reads and upserts exclude each other on milvus-lite,
-    #: whose upserts a concurrent read can see half done (:mod:`sidecar.memory.store_gate`).
-    #: '' = ``<file>.gate`` beside a milvus-lite file, none for a server URI; the
-    #: supervisor of ``server.workers`` sets it for the processes it hands the
-    #: embedded server's socket to.
-    gate_file: str = ""
+    #: Directory of the lock files through which reads and upserts exclude each other
+    #: on milvus-lite, whose upserts a concurrent read can see half done
+    #: (:mod:`sidecar.memory.store_gate`): '' = ``<file>.gates`` beside a milvus-lite
+    #: file, none for a server URI; the supervisor of ``server.workers`` sets it for
+    #: the processes it hands the embedded server's socket to.
+    gate_dir: str = ""
 
     @property
     def is_local_file(self) -> bool:
@@ -206,12 +206,12 @@ class StoreConfig(_Model):
 
     @property
     def gate_path(self) -> Path | None:
-        """The store gate's lock file; None where the store needs none (a server)."""
-        if self.gate_file:
-            return Path(self.gate_file).expanduser()
+        """The store gate's directory; None where the store needs none (a server)."""
+        if self.gate_dir:
+            return Path(self.gate_dir).expanduser()
         if self.is_local_file:
             path = Path(self.uri).expanduser().resolve()
-            return path.with_name(path.name + ".gate")
+            return path.with_name(path.name + ".gates")
         return None
 
     @model_validator(mode="after")

@@ -45,7 +45,7 @@ def test_worker_config_moves_ports_and_files_and_shares_the_store() -> None:
     assert second.store.uri == "unix:/tmp/x_memory.db.sock"
     assert not second.store.is_local_file  # a running server: no file to create
     # ... but milvus-lite all the same: every process takes the file's store gate.
-    assert second.store.gate_path == Path("/var/lib/memory/memory.db.gate")
+    assert second.store.gate_path == Path("/var/lib/memory/memory.db.gates")
     assert base.store.gate_path == second.store.gate_path
     assert second.write_queue.journal_path == "/var/lib/memory/journal.w2.sqlite3"
     for profile in (second.defaults, second.profile("strict")):

@@ -16,15 +16,26 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Iterable, Mapping
-from typing import NewType
 
 from sidecar.errors import InvalidIdentifier
 from sidecar.memory.records import NodeType, Scope, Status, Visibility
 
 MAX_IDENTIFIER_BYTES = 256
 
-#: A filter expression that came out of :func:`build_filter` (the store takes no other).
-Filter = NewType("Filter", str)
+
+class Filter(str):
+    """A filter expression that came out of :func:`build_filter` (the store takes no
+    other). ``owner``: the one user whose rows it can match, when it is restricted to
+    one (``build_filter(owner=...)``), else None: a read of it then needs only that
+    user's share of the store gate (:mod:`sidecar.memory.store_gate`)."""
+
+    owner: str | None
+
+    def __new__(cls, expression: str, owner: str | None = None) -> Filter:
+        made = super().__new__(cls, expression)
+        made.owner = owner
+        return made
+
 
 #: Fields a filter may name, and nothing else.
 FILTER_FIELDS = frozenset(
@@ -146,4 +157,4 @@ def build_filter(
         raise InvalidIdentifier("refusing to build an empty filter")
     if status is None and not deleted:  # never what selects: added after that check
         clauses.append(f"{_field('status')} != {quote(Status.DELETED)}")
-    return Filter(" and ".join(clauses))
+    return Filter(" and ".join(clauses), owner)

@@ -259,14 +259,20 @@ class MemoryStore:
             raise StoreError(f"{operation} failed: {type(exc).__name__}: {exc}") from exc
 
     async def _run(
-        self, operation: str, fn: Callable[[], T], *, gate: Literal["read", "upsert"] | None = None
+        self,
+        operation: str,
+        fn: Callable[[], T],
+        *,
+        gate: Literal["read", "upsert"] | None = None,
+        owners: Iterable[str] | None = None,
     ) -> T:
         """``fn`` in the store's threads. ``gate``: what it does to rows other calls
-        may read at the same time (:mod:`sidecar.memory.store_gate`)."""
+        may read at the same time, ``owners``: whose rows (None: anyone's) — see
+        :mod:`sidecar.memory.store_gate`."""
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
         if gate is not None and self._gate is not None:
-            fn = self._gated(self._gate, fn, exclusive=gate == "upsert")
+            fn = self._gated(self._gate, fn, owners, exclusive=gate == "upsert")
         with self._translated(operation):
             if self._closed:
                 raise StoreError(f"{operation} failed: the store is closed")
@@ -278,9 +284,11 @@ class MemoryStore:
                 )
 
     @staticmethod
-    def _gated(gate: StoreGate, fn: Callable[[], T], *, exclusive: bool) -> Callable[[], T]:
+    def _gated(
+        gate: StoreGate, fn: Callable[[], T], owners: Iterable[str] | None, *, exclusive: bool
+    ) -> Callable[[], T]:
         def call() -> T:
-            with gate.held(exclusive=exclusive):
+            with gate.held(owners, exclusive=exclusive):
                 return fn()
 
         return call
@@ -451,7 +459,7 @@ class MemoryStore:
             rows = [record_to_row(r) for r in records]
             return self._client.upsert(self._collection, data=rows, timeout=self._config.timeout_s)
 
-        await self._run("upsert", call, gate="upsert")
+        await self._run("upsert", call, gate="upsert", owners={r.user_id for r in records})
 
     async def delete(self, where: Filter) -> None:
         await self._run(
@@ -497,7 +505,7 @@ class MemoryStore:
             )
             return _hits(result)
 
-        return await self._run("search", call, gate="read")
+        return await self._run("search", call, gate="read", owners=_owner(where))
 
     def _vector_search_params(self, limit: int) -> dict[str, Any]:
         if self._config.index == "HNSW":
@@ -520,7 +528,7 @@ class MemoryStore:
             )
             return _hits(result)
 
-        return await self._run("search_text", call, gate="read")
+        return await self._run("search_text", call, gate="read", owners=_owner(where))
 
     async def query(
         self,
@@ -543,7 +551,7 @@ class MemoryStore:
             )
             return _records(dict(row) for row in rows)
 
-        return await self._run("query", call, gate="read")
+        return await self._run("query", call, gate="read", owners=_owner(where))
 
     async def scan(
         self, where: Filter, *, with_vectors: bool = False, batch_size: int = 1000
@@ -579,7 +587,7 @@ class MemoryStore:
             finally:
                 iterator.close()
 
-        return await self._run("scan", call, gate="read")
+        return await self._run("scan", call, gate="read", owners=_owner(where))
 
     async def count(self, where: Filter) -> int:
         def call() -> Any:
@@ -590,8 +598,13 @@ class MemoryStore:
                 timeout=self._config.timeout_s,
             )
 
-        rows = await self._run("count", call, gate="read")
+        rows = await self._run("count", call, gate="read", owners=_owner(where))
         return int(rows[0]["count(*)"]) if rows else 0
+
+
+def _owner(where: Filter) -> list[str] | None:
+    """The one owner whose rows ``where`` can match (for the store gate), if any."""
+    return None if where.owner is None else [where.owner]
 
 
 def _status(value: object) -> Status:

@@ -10,8 +10,8 @@ import pytest
 
 from sidecar.config import StoreConfig
 from sidecar.errors import SchemaMismatch, StoreError
-from sidecar.memory.filters import build_filter
-from sidecar.memory.records import MemoryRecord
+from sidecar.memory.filters import Filter, build_filter
+from sidecar.memory.records import MemoryRecord, Scope
 from sidecar.memory.store import MemoryStore, _connect
 from sidecar.metrics import Metrics
 
@@ -106,7 +106,9 @@ def test_connecting_gives_up_after_the_timeout(monkeypatch: pytest.MonkeyPatch) 
     assert 2 <= never.attempts <= 5
 
 
-async def reads_of_a_row_being_upserted(store: MemoryStore, reads: int) -> tuple[int, int]:
+async def reads_of_a_row_being_upserted(
+    store: MemoryStore, reads: int, where: Filter | None = None
+) -> tuple[int, int]:
     """(reads that found the row, reads that did not) while another task upserts it
     in a loop; stops early at the first miss."""
     import asyncio
@@ -125,7 +127,7 @@ async def reads_of_a_row_being_upserted(store: MemoryStore, reads: int) -> tuple
     found = missed = 0
     try:
         for _ in range(reads):
-            if await store.query(build_filter(owner="u1"), limit=10):
+            if await store.query(where or build_filter(owner="u1"), limit=10):
                 found += 1
             else:
                 missed += 1
@@ -136,10 +138,14 @@ async def reads_of_a_row_being_upserted(store: MemoryStore, reads: int) -> tuple
     return found, missed
 
 
-async def test_reads_never_see_a_row_half_upserted(tmp_path: Path) -> None:
+@pytest.mark.parametrize("reader", ["owner", "scope"])
+async def test_reads_never_see_a_row_half_upserted(tmp_path: Path, reader: str) -> None:
+    """A read of the owner's rows (the owner's share of the gate) and a read of a
+    scope (anyone's rows: every share)."""
+    where = build_filter(owner="u1") if reader == "owner" else build_filter(scope=Scope("u1"))
     store = await MemoryStore.open(StoreConfig(uri=str(tmp_path / "g.db")), 8, Metrics())
     try:
-        assert await reads_of_a_row_being_upserted(store, 300) == (300, 0)
+        assert await reads_of_a_row_being_upserted(store, 300, where) == (300, 0)
     finally:
         await store.close()
 

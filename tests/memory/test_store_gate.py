@@ -1,6 +1,8 @@
-"""The milvus-lite store gate: reads share it, an upsert holds it alone, holders come
-in turn, a holder that never lets go costs a StoreError, not a hung thread; another
-process's hold counts like a thread's. Against the real engine: tests/memory/test_store.py."""
+"""The milvus-lite store gate: reads share it, an upsert holds its owners' shares
+alone, other owners pass, a read of anyone's rows waits for every upsert, holders
+come in turn, a holder that never lets go costs a StoreError, not a hung thread;
+another process's hold counts like a thread's. Against the real engine:
+tests/memory/test_store.py."""
 
 from __future__ import annotations
 
@@ -14,14 +16,22 @@ import pytest
 
 from sidecar.config import StoreConfig
 from sidecar.errors import StoreError
+from sidecar.memory.filters import build_filter
+from sidecar.memory.records import Scope
 from sidecar.memory.store_gate import StoreGate
 
 
 def hold_in_thread(
-    gate: StoreGate, *, exclusive: bool, log: list[str], name: str, release: threading.Event
+    gate: StoreGate,
+    owners: list[str] | None,
+    *,
+    exclusive: bool,
+    log: list[str],
+    name: str,
+    release: threading.Event,
 ) -> threading.Thread:
     def run() -> None:
-        with gate.held(exclusive=exclusive):
+        with gate.held(owners, exclusive=exclusive):
             log.append(f"{name} in")
             release.wait(5)
             log.append(f"{name} out")
@@ -38,13 +48,17 @@ def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
         time.sleep(0.005)
 
 
+def other_bucket(gate: StoreGate, owner: str) -> str:
+    return next(f"user-{i}" for i in range(1000) if gate.bucket(f"user-{i}") != gate.bucket(owner))
+
+
 def test_reads_share_the_gate(tmp_path: Path) -> None:
     gate = StoreGate(tmp_path / "g", timeout_s=5)
     log: list[str] = []
     release = threading.Event()
-    first = hold_in_thread(gate, exclusive=False, log=log, name="r1", release=release)
+    first = hold_in_thread(gate, ["alice"], exclusive=False, log=log, name="r1", release=release)
     wait_for(lambda: "r1 in" in log)
-    with gate.held(exclusive=False):  # while r1 still holds it
+    with gate.held(None, exclusive=False):  # while r1 still holds alice's share
         log.append("r2 in")
     release.set()
     first.join()
@@ -56,20 +70,22 @@ def test_an_upsert_waits_for_reads_and_reads_wait_for_it(tmp_path: Path) -> None
     gate = StoreGate(tmp_path / "g", timeout_s=5, waited=lambda mode, s: waits.append(mode))
     log: list[str] = []
     reading = threading.Event()
-    reader = hold_in_thread(gate, exclusive=False, log=log, name="read", release=reading)
+    reader = hold_in_thread(gate, ["alice"], exclusive=False, log=log, name="read", release=reading)
     wait_for(lambda: "read in" in log)
     writing = threading.Event()
-    writer = hold_in_thread(gate, exclusive=True, log=log, name="upsert", release=writing)
+    writer = hold_in_thread(
+        gate, ["alice"], exclusive=True, log=log, name="upsert", release=writing
+    )
     time.sleep(0.05)
     assert log == ["read in"]  # the upsert waits for the read
     later = threading.Event()
-    late_reader = hold_in_thread(gate, exclusive=False, log=log, name="late", release=later)
+    late_reader = hold_in_thread(gate, None, exclusive=False, log=log, name="late", release=later)
     time.sleep(0.05)
     assert log == ["read in"]  # a read that came after the upsert does not overtake it
     reading.set()
     wait_for(lambda: "upsert in" in log)
     time.sleep(0.05)
-    assert "late in" not in log  # nor read the row half upserted
+    assert "late in" not in log  # nor reads the row half upserted
     writing.set()
     later.set()
     for thread in (reader, writer, late_reader):
@@ -78,25 +94,45 @@ def test_an_upsert_waits_for_reads_and_reads_wait_for_it(tmp_path: Path) -> None
     assert waits == ["upsert", "read"]
 
 
+def test_other_owners_pass_and_a_read_of_anyone_waits(tmp_path: Path) -> None:
+    gate = StoreGate(tmp_path / "g", timeout_s=5)
+    bob = other_bucket(gate, "alice")
+    log: list[str] = []
+    release = threading.Event()
+    writer = hold_in_thread(gate, ["alice"], exclusive=True, log=log, name="alice", release=release)
+    wait_for(lambda: "alice in" in log)
+    with gate.held([bob], exclusive=False):  # bob's rows: no wait
+        log.append("read bob")
+    with gate.held([bob], exclusive=True):
+        log.append("upsert bob")
+    anyone = hold_in_thread(gate, None, exclusive=False, log=log, name="anyone", release=release)
+    time.sleep(0.05)
+    assert log == ["alice in", "read bob", "upsert bob"]  # anyone's rows include alice's
+    release.set()
+    writer.join()
+    anyone.join()
+    assert log[3:] == ["alice out", "anyone in", "anyone out"]
+
+
 def test_a_holder_that_never_lets_go_costs_a_store_error(tmp_path: Path) -> None:
     gate = StoreGate(tmp_path / "g", timeout_s=0.2)
     log: list[str] = []
     release = threading.Event()
-    holder = hold_in_thread(gate, exclusive=True, log=log, name="stuck", release=release)
+    holder = hold_in_thread(gate, ["alice"], exclusive=True, log=log, name="stuck", release=release)
     wait_for(lambda: "stuck in" in log)
     started = time.monotonic()
-    with pytest.raises(StoreError, match="gate stayed busy"), gate.held(exclusive=False):
+    with pytest.raises(StoreError, match="gate stayed busy"), gate.held(None, exclusive=False):
         pass
     assert time.monotonic() - started < 2
     release.set()
     holder.join()
-    with gate.held(exclusive=True):  # nothing left behind by the failed wait
+    with gate.held(None, exclusive=True):  # nothing left behind by the failed wait
         pass
 
 
 def _hold_exclusive(path: str, holding: object, release: object) -> None:
     gate = StoreGate(path, timeout_s=5)
-    with gate.held(exclusive=True):
+    with gate.held(["alice"], exclusive=True):
         holding.set()  # type: ignore[attr-defined]
         release.wait(5)  # type: ignore[attr-defined]
 
@@ -109,11 +145,11 @@ def test_another_process_holding_it_counts(tmp_path: Path) -> None:
     child.start()
     try:
         assert holding.wait(30)
-        with pytest.raises(StoreError), StoreGate(path, timeout_s=0.1).held(exclusive=False):
+        with pytest.raises(StoreError), StoreGate(path, timeout_s=0.1).held(None, exclusive=False):
             pass
         release.set()
         child.join(10)
-        with StoreGate(path, timeout_s=1).held(exclusive=False):
+        with StoreGate(path, timeout_s=1).held(None, exclusive=False):
             pass
     finally:
         release.set()
@@ -124,9 +160,18 @@ def test_another_process_holding_it_counts(tmp_path: Path) -> None:
 
 def test_only_milvus_lite_stores_have_a_gate(tmp_path: Path) -> None:
     db = tmp_path / "memory.db"
-    assert StoreConfig(uri=str(db)).gate_path == db.with_name("memory.db.gate")
+    assert StoreConfig(uri=str(db)).gate_path == db.with_name("memory.db.gates")
     assert StoreConfig(uri="http://milvus:19530").gate_path is None
     # The embedded server's socket: the gate the supervisor names, or none.
     assert StoreConfig(uri="unix:/tmp/m.sock").gate_path is None
-    named = StoreConfig(uri="unix:/tmp/m.sock", gate_file=str(tmp_path / "x.gate"))
-    assert named.gate_path == tmp_path / "x.gate"
+    named = StoreConfig(uri="unix:/tmp/m.sock", gate_dir=str(tmp_path / "x"))
+    assert named.gate_path == tmp_path / "x"
+
+
+def test_filters_name_their_one_owner() -> None:
+    assert build_filter(owner="alice").owner == "alice"
+    assert build_filter(owner="alice", ids=["m1"], status=None).owner == "alice"
+    assert build_filter(scope=Scope("alice"), owner="alice").owner == "alice"
+    # A scope reads group and public rows of other owners; ids alone, anyone's.
+    assert build_filter(scope=Scope("alice")).owner is None
+    assert build_filter(ids=["m1"]).owner is None
