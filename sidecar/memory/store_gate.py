@@ -70,10 +70,6 @@ class StoreGate:
         #: Told (mode, seconds) after each wait for another holder.
         self._waited = waited
 
-    @property
-    def directory(self) -> Path:
-        return self._directory
-
     def bucket(self, owner: str) -> int:
         return zlib.crc32(owner.encode("utf-8")) % self._buckets
 
