@@ -366,37 +366,34 @@ class Stack:
 
     @staticmethod
     def _metric(admin_url: str, name: str, labels: Mapping[str, str] | None) -> float:
-        _, body = http_get(f"{admin_url}/metrics")
-        wanted = {f'{k}="{v}"' for k, v in (labels or {}).items()}
-        for line in body.decode().splitlines():
-            if not line.startswith(name):
-                continue
-            head, _, value = line.rpartition(" ")
-            sample, _, label_text = head.partition("{")
-            if sample != name:
-                continue
-            present = set(label_text.rstrip("}").split(",")) if label_text else set()
-            if wanted <= present:
-                return float(value)
-        return 0.0
+        """The first sample of ``name`` with ``labels`` (among others); 0 when none."""
+        return next(iter(_samples(admin_url, name, labels)), 0.0)
 
     @staticmethod
     def _metric_sum(admin_url: str, name: str, labels: Mapping[str, str] | None) -> float:
-        _, body = http_get(f"{admin_url}/metrics")
-        wanted = {f'{k}="{v}"' for k, v in (labels or {}).items()}
-        total = 0.0
-        for line in body.decode().splitlines():
-            head, _, value = line.rpartition(" ")
-            sample, _, label_text = head.partition("{")
-            if sample == name and wanted <= set(label_text.rstrip("}").split(",")):
-                total += float(value)
-        return total
+        """Every sample of ``name`` with ``labels`` (among others), summed."""
+        return sum(_samples(admin_url, name, labels))
 
     def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _samples(admin_url: str, name: str, labels: Mapping[str, str] | None) -> list[float]:
+    """The values of the samples of ``name`` at ``admin_url``/metrics that carry
+    ``labels`` (among others), in exposition order."""
+    _, body = http_get(f"{admin_url}/metrics")
+    wanted = {f'{k}="{v}"' for k, v in (labels or {}).items()}
+    values = []
+    for line in body.decode().splitlines():
+        head, _, value = line.rpartition(" ")
+        sample, _, label_text = head.partition("{")
+        present = set(label_text.rstrip("}").split(",")) if label_text else set()
+        if sample == name and wanted <= present:
+            values.append(float(value))
+    return values
 
 
 @contextlib.contextmanager
