@@ -26,6 +26,12 @@ _POLL_START_S = 0.002
 _POLL_MAX_S = 0.05
 
 
+def owner_bucket(owner: str, buckets: int) -> int:
+    """Which of ``buckets`` lock files ``owner`` hashes into (stable across processes,
+    unlike ``hash()``)."""
+    return zlib.crc32(owner.encode("utf-8")) % buckets
+
+
 class HostLocks:
     """Per-owner locks across the processes that share ``directory``."""
 
@@ -39,7 +45,7 @@ class HostLocks:
         self._local: dict[int, asyncio.Lock] = {}
 
     def bucket(self, owner: str) -> int:
-        return zlib.crc32(owner.encode("utf-8")) % self._buckets
+        return owner_bucket(owner, self._buckets)
 
     def _fd(self, bucket: int) -> int:
         fd = self._fds.get(bucket)

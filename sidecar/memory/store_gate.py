@@ -37,11 +37,11 @@ import contextlib
 import fcntl
 import os
 import time
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from sidecar.errors import StoreError
+from sidecar.memory.host_locks import owner_bucket
 
 #: First and longest pause between attempts while another holder has a lock.
 _POLL_START_S = 0.0001
@@ -71,7 +71,7 @@ class StoreGate:
         self._waited = waited
 
     def bucket(self, owner: str) -> int:
-        return zlib.crc32(owner.encode("utf-8")) % self._buckets
+        return owner_bucket(owner, self._buckets)
 
     @contextlib.contextmanager
     def held(self, owners: Iterable[str] | None, *, exclusive: bool) -> Iterator[None]:
