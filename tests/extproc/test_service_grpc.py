@@ -423,3 +423,173 @@ async def test_lone_surrogates_in_the_body_are_cleaned_before_the_journal(
     assert await sidecar.components.queue.wait_idle(10)
     rows = await sidecar.components.store.query(build_filter(owner=user))
     assert [r.content for r in rows] == ["User plays the oboe\ufffd."]
+
+
+# --- the response observer (envoy.response_path: observe) ---------------------------
+
+
+async def observe(
+    channel: grpc.aio.Channel, requests: Sequence[pb.ProcessingRequest], profile: str | None = None
+) -> list[pb.ProcessingResponse]:
+    """Send every message without waiting, like Envoy's observer filter, then half-close;
+    whatever the sidecar sent back."""
+    stub = pb_grpc.ExternalProcessorStub(channel)
+    metadata = (("x-memory-profile", profile),) if profile else None
+    call = stub.Process(metadata=metadata)
+    for request in requests:
+        await call.write(request)
+    await call.done_writing()
+    replies = []
+    while (reply := await call.read()) is not grpc.aio.EOF:
+        replies.append(reply)
+    return replies
+
+
+async def turn_count(sidecar: Sidecar, outcome: str, at_least: float) -> float:
+    """The ``turns_total{outcome}`` counter once it reaches ``at_least`` (5 s at most)."""
+    for _ in range(100):
+        value = sidecar.components.metrics.value("memory_sidecar_turns_total", {"outcome": outcome})
+        if value >= at_least:
+            return value
+        await asyncio.sleep(0.05)
+    return value
+
+
+async def test_the_observer_takes_the_turn_from_the_request_streams_metadata(
+    sidecar: Sidecar, channel: grpc.aio.Channel
+) -> None:
+    user = new_user()
+    await remember(sidecar, user, "I live in Berlin.")
+    replies = await exchange(
+        channel,
+        [msg.request_headers(user=user, groups="team-a"), msg.request_body(msg.chat_body())],
+    )
+    metadata = msg.reply_metadata(replies[1])
+    namespace = metadata["memory_sidecar"]
+    assert namespace["injected"] >= 1
+    assert namespace["turn"] == {
+        "user": user,
+        "groups": ["team-a"],
+        "session": "",
+        "request_id": "",
+        "text": "Where do I live?",
+    }
+    accepted = sidecar.components.metrics.value(
+        "memory_sidecar_turns_total", {"outcome": "accepted"}
+    )
+    answer = "You live in Berlin, and I noted that you have a dog named Rex."
+    sent = [
+        msg.observed(msg.response_headers(), metadata),
+        msg.observed(msg.response_body(msg.completion_json(answer), end_of_stream=False), metadata),
+        msg.observed(msg.response_body(b""), metadata),
+    ]
+    assert await observe(channel, sent) == []  # Envoy reads no reply from an observer
+    assert await turn_count(sidecar, "accepted", accepted + 1) == accepted + 1
+
+
+async def test_the_observer_reassembles_a_stream(
+    sidecar: Sidecar, channel: grpc.aio.Channel
+) -> None:
+    user = new_user()
+    replies = await exchange(
+        channel, [msg.request_headers(user=user), msg.request_body(msg.chat_body("Hi there"))]
+    )
+    metadata = msg.reply_metadata(replies[1])
+    accepted = sidecar.components.metrics.value(
+        "memory_sidecar_turns_total", {"outcome": "accepted"}
+    )
+    chunks = msg.sse_chunks("Hello! I will remember that you play the cello on Sundays.")
+    sent = [msg.observed(msg.response_headers(content_type="text/event-stream"), metadata)]
+    sent += [
+        msg.observed(msg.response_body(chunk, end_of_stream=i == len(chunks) - 1), metadata)
+        for i, chunk in enumerate(chunks)
+    ]
+    assert await observe(channel, sent) == []
+    assert await turn_count(sidecar, "accepted", accepted + 1) == accepted + 1
+
+
+@pytest.mark.parametrize(
+    ("metadata", "status"),
+    [
+        (None, 200),  # not a chat turn: the memory filter set nothing
+        ({"memory_sidecar": {"injected": 2}}, 200),  # a read-only route's
+        ({"memory_sidecar": {"turn": {"user": "bad\x01id", "groups": [], "text": "x"}}}, 200),
+        ({"memory_sidecar": {"turn": {"user": "alice", "groups": [], "text": " "}}}, 200),
+        ({"memory_sidecar": {"turn": {"user": "alice", "text": "x"}}}, 200),  # no groups list
+        ({"other": {"turn": {"user": "alice", "groups": [], "text": "x"}}}, 200),
+        ({"memory_sidecar": {"turn": {"user": "alice", "groups": [], "text": "x"}}}, 500),
+    ],
+)
+async def test_the_observer_ignores_responses_without_a_valid_turn(
+    sidecar: Sidecar,
+    channel: grpc.aio.Channel,
+    metadata: dict[str, Any] | None,
+    status: int,
+) -> None:
+    before = {
+        outcome: sidecar.components.metrics.value(
+            "memory_sidecar_turns_total", {"outcome": outcome}
+        )
+        for outcome in ("accepted", "skipped_response")
+    }
+    errors = sidecar.components.metrics.value(
+        "memory_sidecar_errors_total", {"phase": "response_body"}
+    )
+    sent = [
+        msg.observed(msg.response_headers(status=status), metadata),
+        msg.observed(msg.response_body(msg.completion_json("Noted, you like tea.")), metadata),
+    ]
+    assert await observe(channel, sent) == []
+    after = {
+        outcome: sidecar.components.metrics.value(
+            "memory_sidecar_turns_total", {"outcome": outcome}
+        )
+        for outcome in before
+    }
+    assert after["accepted"] == before["accepted"]
+    assert after["skipped_response"] == before["skipped_response"] + (status != 200)
+    assert errors == sidecar.components.metrics.value(
+        "memory_sidecar_errors_total", {"phase": "response_body"}
+    )
+
+
+async def test_a_readonly_request_reports_its_count_but_hands_over_no_turn(
+    sidecar: Sidecar, channel: grpc.aio.Channel
+) -> None:
+    user = new_user()
+    await remember(sidecar, user, "I live in Berlin.")
+    replies = await exchange(
+        channel, [msg.request_headers(user=user), msg.request_body(msg.chat_body())], "readonly"
+    )
+    namespace = msg.reply_metadata(replies[1])["memory_sidecar"]
+    assert namespace["injected"] >= 1
+    assert "turn" not in namespace
+
+
+async def test_a_passed_through_request_sets_no_metadata(channel: grpc.aio.Channel) -> None:
+    replies = await exchange(
+        channel, [msg.request_headers(user=None), msg.request_body(msg.chat_body())]
+    )
+    assert not replies[1].HasField("dynamic_metadata")
+
+
+@pytest.mark.parametrize("last", ["body", "trailers", "headers"])
+async def test_the_sidecar_closes_an_observer_stream_at_the_end_of_the_response(
+    channel: grpc.aio.Channel, last: str
+) -> None:
+    """Envoy keeps an observer stream open past the client's request until the
+    processor ends it (or envoy.observer_close_timeout_ms passes): the sidecar ends it
+    at the response's last message, without waiting for Envoy to half-close."""
+    stub = pb_grpc.ExternalProcessorStub(channel)
+    call = stub.Process()
+    headers = msg.response_headers()
+    headers.response_headers.end_of_stream = last == "headers"
+    await call.write(msg.observed(headers, None))
+    if last != "headers":
+        body = msg.response_body(b"{}", end_of_stream=last == "body")
+        await call.write(msg.observed(body, None))
+    if last == "trailers":
+        trailers = pb.ProcessingRequest(response_trailers=pb.HttpTrailers())
+        await call.write(msg.observed(trailers, None))
+    assert await asyncio.wait_for(call.read(), 5) is grpc.aio.EOF
+    assert await call.code() == grpc.StatusCode.OK
