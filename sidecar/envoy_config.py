@@ -379,10 +379,7 @@ def _listener(config: SidecarConfig, with_ext_proc: bool) -> listener_v3.Listene
     filters = [hcm_v3.HttpFilter(name=EXT_PROC_FILTER, typed_config=pb.Any.pack(ext_proc))]
     if observing:
         observer = ext_proc_v3.ExternalProcessor(
-            # No stream timeout: the stream lasts as long as the response.
-            grpc_service=core_v3.GrpcService(
-                envoy_grpc=core_v3.GrpcServiceEnvoyGrpc(cluster_name=SIDECAR_CLUSTER)
-            ),
+            grpc_service=service,
             failure_mode_allow=True,  # an observer never fails a request
             observability_mode=True,
             deferred_close_timeout=timedelta(milliseconds=envoy.observer_close_timeout_ms),
@@ -392,8 +389,7 @@ def _listener(config: SidecarConfig, with_ext_proc: bool) -> listener_v3.Listene
                 request_body_mode=_Body.NONE,
                 response_body_mode=_Body.STREAMED,  # the only body mode of observers
                 request_trailer_mode=_Header.SKIP,
-                # Trailers, when a response has them, are its last message.
-                response_trailer_mode=_Header.SEND,
+                response_trailer_mode=_Header.SKIP,
             ),
             metadata_options=ext_proc_v3.MetadataOptions(forwarding_namespaces=namespaces),
         )

@@ -135,9 +135,7 @@ def test_disabled_route(demo: SidecarConfig) -> None:
 def test_readonly_route_opens_no_observer_stream(demo: SidecarConfig) -> None:
     route = routes(rendered(demo))["/readonly/v1/"]
     overrides = per_route(route)["overrides"]
-    assert overrides == {
-        "grpc_initial_metadata": [{"key": "x-memory-profile", "value": "readonly"}]
-    }
+    assert overrides == {"grpc_initial_metadata": [{"key": "x-memory-profile", "value": "readonly"}]}
     assert per_route(route, OBSERVER_FILTER) == {"@type": PER_ROUTE_TYPE, "disabled": True}
     assert route["response_headers_to_add"] == [INJECTED_HEADER]
 
@@ -223,7 +221,7 @@ def test_filter_settings(demo: SidecarConfig) -> None:
     }
     assert config["metadata_options"] == {"receiving_namespaces": {"untyped": ["memory_sidecar"]}}
     watcher = observer(doc)
-    assert watcher["grpc_service"] == {"envoy_grpc": {"cluster_name": "memory_sidecar"}}
+    assert watcher["grpc_service"] == config["grpc_service"]
     assert watcher["observability_mode"] is True
     assert watcher["failure_mode_allow"] is True
     assert watcher["deferred_close_timeout"] == "30s"
@@ -232,9 +230,11 @@ def test_filter_settings(demo: SidecarConfig) -> None:
         "response_header_mode": "SEND",
         "response_body_mode": "STREAMED",
         "request_trailer_mode": "SKIP",
-        "response_trailer_mode": "SEND",
+        "response_trailer_mode": "SKIP",
     }
-    assert watcher["metadata_options"] == {"forwarding_namespaces": {"untyped": ["memory_sidecar"]}}
+    assert watcher["metadata_options"] == {
+        "forwarding_namespaces": {"untyped": ["memory_sidecar"]}
+    }
     hcm = manager(doc)
     assert hcm["stat_prefix"] == "llm_gateway"
     assert hcm["stream_idle_timeout"] == "300s"

@@ -52,14 +52,6 @@ class ResponseObserver(Processor):
                 await collector.finish()
         return passthrough("response_body")
 
-    async def response_trailers(self, message: pb.HttpTrailers) -> pb.ProcessingResponse:
-        # A response with trailers ends with them, not with an end-of-stream chunk.
-        collector = self._collector
-        if collector is not None and self._accepted:
-            self._collector = None
-            await collector.finish()
-        return passthrough("response_trailers")
-
     def on_close(self) -> None:
         if self._collector is not None:
             self._collector.close()

@@ -109,11 +109,6 @@ class ExternalProcessorService(pb_grpc.ExternalProcessorServicer):  # type: igno
                     reply = processor.on_error(phase)
                 self._phase_seconds[phase].observe(time.perf_counter() - started)
                 if observing:
-                    # Nothing to reply; Envoy holds the stream open after the client's
-                    # request ended until the processor closes it: close at the last
-                    # message of the response.
-                    if _last_message(request, phase):
-                        return
                     continue
                 yield reply
                 if reply.HasField("immediate_response"):
@@ -121,12 +116,3 @@ class ExternalProcessorService(pb_grpc.ExternalProcessorServicer):  # type: igno
         finally:
             if processor is not None:
                 processor.on_close()
-
-
-def _last_message(request: pb.ProcessingRequest, phase: str) -> bool:
-    """Whether ``request`` ends the response (no more messages will follow)."""
-    if phase == "response_headers":
-        return bool(request.response_headers.end_of_stream)
-    if phase == "response_body":
-        return bool(request.response_body.end_of_stream)
-    return phase == "response_trailers"

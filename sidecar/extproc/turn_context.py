@@ -43,7 +43,6 @@ DEEP_KEY: Final = "deep"
 _TURN_KEY: Final = "turn"
 REWRITE_HEADER: Final = "x-memory-rewrite"
 DEEP_SEARCH_HEADER: Final = "x-memory-deep-search"
-_REQUIRED: Final = frozenset({"user", "groups", "text"})
 _MAX_GROUPS: Final = 64
 _MAX_REQUEST_ID: Final = 128
 
@@ -113,9 +112,6 @@ def context_from_metadata(metadata: base_pb2.Metadata) -> TurnContext | None:
         return None
     turn = namespace.fields[_TURN_KEY].struct_value.fields
 
-    if not _REQUIRED <= turn.keys():
-        return None
-
     def text(key: str) -> str:
         return turn[key].string_value if key in turn else ""
 
@@ -128,7 +124,7 @@ def context_from_metadata(metadata: base_pb2.Metadata) -> TurnContext | None:
         session = text("session")
         if session:
             validate_identifier(session, "session id")
-    except InvalidIdentifier:
+    except (InvalidIdentifier, KeyError):
         return None
     user_text = text("text")
     if not user_text.strip() or len(groups) > _MAX_GROUPS:

@@ -101,23 +101,3 @@ def sse_chunks(text: str, pieces: int = 4) -> list[bytes]:
 
 def header_values(mutation: pb.HeaderMutation) -> dict[str, str]:
     return {h.header.key: h.header.raw_value.decode() for h in mutation.set_headers}
-
-
-def observed(
-    request: pb.ProcessingRequest, metadata: Mapping[str, Any] | None
-) -> pb.ProcessingRequest:
-    """``request`` as the response observer filter sends it: in observability mode,
-    with the dynamic metadata Envoy forwards (a request-body reply's, or None)."""
-    request.observability_mode = True
-    if metadata is not None:
-        for namespace, values in metadata.items():
-            request.metadata_context.filter_metadata[namespace].update(values)
-    return request
-
-
-def reply_metadata(reply: pb.ProcessingResponse) -> dict[str, Any]:
-    """The dynamic metadata a reply sets, as plain values by namespace."""
-    from google.protobuf import json_format
-
-    found: dict[str, Any] = json_format.MessageToDict(reply.dynamic_metadata)
-    return found
