@@ -302,13 +302,6 @@ def main(argv: list[str] | None = None) -> int:
         " adversarial case, where the previous turn's write overlaps the next request"
         " instead of the model's time)",
     )
-    parser.add_argument(
-        "--response-path",
-        choices=("observe", "inline"),
-        default="observe",
-        help="envoy.response_path of every Envoy with ext_proc (the do-nothing baseline's"
-        " too): observe (the default) or inline",
-    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -323,21 +316,14 @@ def main(argv: list[str] | None = None) -> int:
         "embedding": args.embedding or "onnx-int8",
         "shared_encoder": args.shared_encoder or "auto",
         "sizes": sizes,
-        "response_path": args.response_path,
     }
-    envoy_overrides = {"envoy": {"response_path": args.response_path}}
     try:
         stores = {
             size: seeded_store(size, args.per_user, args.store_cache, workdir) for size in sizes
         }
         # Baselines: mock, Envoy alone, Envoy + do-nothing ext_proc.
         mock_args = ("--latency-ms", str(args.model_ms)) if args.model_ms else ()
-        base = Stack(
-            workdir / "base",
-            with_sidecar=False,
-            mock_args=mock_args,
-            config_overrides=envoy_overrides,
-        )
+        base = Stack(workdir / "base", with_sidecar=False, mock_args=mock_args)
         extra: list[ManagedProcess] = []
         try:
             base.start()
@@ -375,7 +361,6 @@ def main(argv: list[str] | None = None) -> int:
             overrides: dict[str, Any] = {
                 "server": {"workers": workers},
                 "write_queue": {"own_process": own_process},
-                **envoy_overrides,
             }
             embedding: dict[str, Any] = {}
             if args.repeat_caches == "off":

@@ -273,7 +273,6 @@ class Sidecar:
             queue=components.queue,
             metrics=components.metrics,
             debug_content=config.logging.debug_content,
-            observe_responses=config.envoy.response_path == "observe",
             access=components.access,
         )
         self._service = ExternalProcessorService(

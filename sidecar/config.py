@@ -981,21 +981,6 @@ class EnvoyConfig(_Model):
     message_timeout_ms: int = Field(default=2000, ge=10, le=60_000)
     #: Requests still go upstream when the sidecar is down or too slow.
     failure_mode_allow: bool = True
-    #: How the sidecar reads responses (for extraction). ``observe``: a second
-    #: ext_proc filter in observability mode sends the response to the sidecar
-    #: without waiting for it, so the client never waits on the response path (the
-    #: request stream hands the turn over as Envoy dynamic metadata; headers such as
-    #: ``x-memory-injected`` are set by the route from it). ``inline``: the memory
-    #: filter holds the response's headers and each body chunk for the sidecar's
-    #: reply, and the last chunk until the turn is journaled — the client gets the
-    #: answer only once the turn is durable (a sidecar crash in between fails the
-    #: request where ``failure_mode_allow`` is off). Both sides of the sidecar read
-    #: this: Envoy's config and the sidecar's replies must agree.
-    response_path: Literal["observe", "inline"] = "observe"
-    #: ``observe``: how long Envoy keeps an observer stream open after the client's
-    #: request ended, for the sidecar to read what is still queued (Envoy's
-    #: ``deferred_close_timeout``).
-    observer_close_timeout_ms: int = Field(default=30_000, ge=100, le=600_000)
     #: Largest body Envoy buffers (413 above it); keep below server.max_message_bytes.
     buffer_limit_bytes: int = Field(default=8 * 1024 * 1024, ge=64 * 1024)
     #: PEM file of the CA(s) that sign an ``https`` upstream's certificate, as seen

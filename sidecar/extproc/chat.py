@@ -5,11 +5,6 @@ request body     -> retrieve memories for the latest user message, inject, re-en
 response headers -> report the injected count; SSE switches the body to STREAMED
 response body    -> reassemble the answer; at the end store the turn in the write journal
 
-The response phases run here with ``envoy.response_path: inline``. With ``observe``
-(the default) Envoy sends them to a :class:`~sidecar.extproc.observer.ResponseObserver`
-on a stream of their own, without waiting; the request-body reply hands it the turn
-as dynamic metadata.
-
 Every "not ours" decision is a pass-through with a counted reason; nothing here
 logs message content unless ``debug_content`` is on.
 """
@@ -23,6 +18,7 @@ from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2 as p
 from sidecar.config import Profile
 from sidecar.errors import EmbeddingError, InvalidIdentifier, StoreError
 from sidecar.extproc.codec import ChatRequest
+from sidecar.extproc.completion import StreamedCompletion, parse_completion_json
 from sidecar.extproc.identity import (
     Identity,
     header_dict,
@@ -37,24 +33,20 @@ from sidecar.extproc.responses import (
     passthrough,
     replace_body,
 )
-from sidecar.extproc.turn_collector import IDENTITY_ENCODINGS, TurnCollector
-from sidecar.extproc.turn_context import (
-    DEEP_KEY,
-    INJECTED_KEY,
-    REWRITE_KEY,
-    TurnContext,
-    context_metadata,
-    response_header_names,
-)
 from sidecar.memory.access import AccessTracker
 from sidecar.memory.context import CHARS_PER_TOKEN, assemble_context
 from sidecar.memory.deep_search import DeepReport
 from sidecar.memory.queue import WriteQueue
+from sidecar.memory.records import now_ms
 from sidecar.memory.rewrite import RewriteResult
+from sidecar.memory.sanitize import clean_turn
 from sidecar.memory.service import MemoryService
+from sidecar.memory.turns import Turn
 from sidecar.metrics import Metrics
 
 log = logging.getLogger(__name__)
+
+IDENTITY_ENCODINGS = ("", "identity")
 
 
 def _json_content_type(value: str) -> bool:
@@ -71,9 +63,6 @@ class ChatDeps:
     queue: WriteQueue
     metrics: Metrics
     debug_content: bool = False
-    #: ``envoy.response_path: observe``: the request-body reply carries the turn's
-    #: context and reported values as dynamic metadata for the response observer.
-    observe_responses: bool = False
     #: Counts the injected memories' accesses (in memory; flushed in the background).
     access: AccessTracker | None = None
 
@@ -93,7 +82,10 @@ class ChatMemoryProcessor(Processor):
         self._rewrite: RewriteResult | None = None
         self._deep: DeepReport | None = None
         self._collect = False  # collect the response for extraction
-        self._collector: TurnCollector | None = None
+        self._status = 0
+        self._sse: StreamedCompletion | None = None
+        self._buffer = bytearray()
+        self._overflow = False
 
     # -- helpers -----------------------------------------------------------------------
 
@@ -135,22 +127,6 @@ class ChatMemoryProcessor(Processor):
         return passthrough("request_headers")
 
     async def request_body(self, message: pb.HttpBody) -> pb.ProcessingResponse:
-        reply = await self._request_body(message)
-        if self._deps.observe_responses and not reply.HasField("immediate_response"):
-            # The response observer's half of the turn, and the route's headers.
-            context = self._turn_context() if self._collect else None
-            reported = self._reported()
-            if context is not None or reported:
-                reply.dynamic_metadata.CopyFrom(
-                    context_metadata(
-                        context,
-                        reported,
-                        max_text_chars=self._profile.extraction.max_turn_chars,
-                    )
-                )
-        return reply
-
-    async def _request_body(self, message: pb.HttpBody) -> pb.ProcessingResponse:
         if not self._active:
             return passthrough("request_body")
         if not message.end_of_stream:
@@ -236,27 +212,35 @@ class ChatMemoryProcessor(Processor):
         self._metrics.fail_closed.inc()
         return error_reply(503, "memory service unavailable", f"memory_{reason}")
 
-    # -- response (inline; with envoy.response_path observe, the observer's) ---------
+    # -- response ----------------------------------------------------------------------
 
     async def response_headers(self, message: pb.HttpHeaders) -> pb.ProcessingResponse:
         headers = header_dict(message.headers)
-        context = self._turn_context() if self._collect else None
-        self._collect = False
-        if context is not None:
-            collector = TurnCollector(
-                self._deps.queue, self._metrics, self._profile_name, self._profile, context
-            )
-            if collector.accept(headers):
-                self._collector = collector
-        names = response_header_names(self._profile.injection)
-        set_headers = {names[key]: str(value) for key, value in self._reported().items()}
-        if self._collector is None:
+        try:
+            self._status = int(headers.get(":status", "0"))
+        except ValueError:
+            self._status = 0
+        set_headers: dict[str, str] = {}
+        header = self._profile.injection.response_header
+        if header and self._injected is not None:
+            set_headers[header] = str(self._injected)
+        if self._profile.injection.debug_headers:
+            if self._rewrite is not None:
+                set_headers["x-memory-rewrite"] = self._rewrite.header_value()
+            if self._deep is not None:
+                set_headers["x-memory-deep-search"] = self._deep.header_value()
+        encoding = headers.get("content-encoding", "").strip().lower()
+        if self._collect and (self._status != 200 or encoding not in IDENTITY_ENCODINGS):
+            self._collect = False
+            self._metrics.turns.labels(outcome="skipped_response").inc()
+        if not self._collect:
             # Nothing to read: tell Envoy not to send the response body at all.
             return headers_reply(
                 "response_headers", set_headers=set_headers, response_body_mode=BodySendMode.NONE
             )
-        if self._collector.streamed:
+        if headers.get("content-type", "").lower().startswith("text/event-stream"):
             # Stream chunk by chunk (time to first token); reassemble on the side.
+            self._sse = StreamedCompletion()
             return headers_reply(
                 "response_headers",
                 set_headers=set_headers,
@@ -266,40 +250,50 @@ class ChatMemoryProcessor(Processor):
         return headers_reply("response_headers", set_headers=set_headers)
 
     async def response_body(self, message: pb.HttpBody) -> pb.ProcessingResponse:
-        collector = self._collector
-        if collector is not None:
-            collector.feed(message.body)
-            if message.end_of_stream:
-                # Awaited: once Envoy has this phase's reply, the turn survives a
-                # crash of the sidecar.
-                self._collector = None
-                await collector.finish()
+        if self._collect and not self._overflow:
+            self._buffer_chunk(message.body)
+        if message.end_of_stream and self._collect:
+            self._collect = False
+            await self._finish_turn()
         return passthrough("response_body")
 
-    def _turn_context(self) -> TurnContext | None:
-        if self._identity is None or self._user_text is None:
-            return None
-        return TurnContext(
-            user_id=self._identity.user_id,
-            user_text=self._user_text,
-            group_ids=self._identity.group_ids,
-            session_id=self._identity.session_id,
-            request_id=self._request_id,
-        )
+    def _buffer_chunk(self, chunk: bytes) -> None:
+        if len(self._buffer) + len(chunk) > self._profile.max_response_bytes:
+            self._overflow = True
+            self._metrics.turns.labels(outcome="skipped_too_large").inc()
+            return
+        self._buffer.extend(chunk)
+        if self._sse is not None:
+            self._sse.feed_bytes(chunk)
 
-    def _reported(self) -> dict[str, str | int]:
-        """What this request's response headers report, by metadata key (see
-        :func:`response_header_names`)."""
-        values: dict[str, str | int] = {}
-        injection = self._profile.injection
-        if injection.response_header and self._injected is not None:
-            values[INJECTED_KEY] = self._injected
-        if injection.debug_headers:
-            if self._rewrite is not None:
-                values[REWRITE_KEY] = self._rewrite.header_value()
-            if self._deep is not None:
-                values[DEEP_KEY] = self._deep.header_value()
-        return values
+    async def _finish_turn(self) -> None:
+        """Hand the finished turn to the write queue. The last body phase awaits the
+        durable append (one SQLite insert, on the journal's thread): once Envoy has
+        this phase's reply, the turn survives a crash of the sidecar."""
+        if self._overflow or self._identity is None or self._user_text is None:
+            return
+        if self._sse is not None:
+            self._sse.finish()
+            result = self._sse.result() if self._sse.complete else None
+        else:
+            result = parse_completion_json(bytes(self._buffer))
+        self._buffer.clear()
+        if result is None or not result.text.strip():
+            self._metrics.turns.labels(outcome="skipped_no_answer").inc()
+            return
+        # Cleaned (valid UTF-8: a JSON body may carry lone surrogates) and capped
+        # before it is journaled: the journal holds no more than extraction reads.
+        turn = Turn(
+            user_id=self._identity.user_id,
+            group_ids=self._identity.group_ids,
+            user_text=self._user_text,
+            assistant_text=result.text,
+            created_at=now_ms(),
+            request_id=self._request_id,
+            profile=self._profile_name,
+            session_id=self._identity.session_id,
+        )
+        await self._deps.queue.submit(clean_turn(turn, self._profile.extraction.max_turn_chars))
 
     def on_error(self, phase: str) -> pb.ProcessingResponse:
         if phase == "request_body" and self._active and not self._profile.fail_open:
@@ -310,5 +304,4 @@ class ChatMemoryProcessor(Processor):
         return passthrough(phase)
 
     def on_close(self) -> None:
-        if self._collector is not None:
-            self._collector.close()
+        self._buffer.clear()

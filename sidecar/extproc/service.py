@@ -1,5 +1,4 @@
-"""The ext_proc gRPC servicer: one processor per stream, one reply per message
-(none on a stream in observability mode, whose replies Envoy ignores).
+"""The ext_proc gRPC servicer: one processor per stream, one reply per message.
 
 The loop dispatches on the ``ProcessingRequest`` oneof and always answers with the
 matching response type. Any exception inside a phase becomes the processor's
@@ -23,32 +22,26 @@ from sidecar._proto.envoy.service.ext_proc.v3 import (
 from sidecar.config import SidecarConfig
 from sidecar.extproc.chat import ChatDeps, ChatMemoryProcessor
 from sidecar.extproc.identity import header_dict
-from sidecar.extproc.observer import ResponseObserver
 from sidecar.extproc.processor import Processor
 from sidecar.extproc.responses import PHASES
-from sidecar.extproc.turn_context import context_from_metadata
 from sidecar.logs import REQUEST_ID, clean_request_id, new_request_id
 from sidecar.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
-#: Builds a stream's processor from its gRPC metadata and its first message.
-ProcessorFactory = Callable[[Sequence[tuple[str, Any]], pb.ProcessingRequest], Processor]
+ProcessorFactory = Callable[[Sequence[tuple[str, Any]]], Processor]
 
 
 class ProfileRouter:
     """Picks the processor for a stream from the profile Envoy names in the
-    stream's gRPC metadata (set per route); an unknown profile passes through. A
-    stream in observability mode is the response observer's."""
+    stream's gRPC metadata (set per route); an unknown profile passes through."""
 
     def __init__(self, config: SidecarConfig, deps: ChatDeps) -> None:
         self._config = config
         self._deps = deps
         self._key = config.server.profile_metadata_key
 
-    def __call__(
-        self, metadata: Sequence[tuple[str, Any]], first: pb.ProcessingRequest
-    ) -> Processor:
+    def __call__(self, metadata: Sequence[tuple[str, Any]]) -> Processor:
         name = self._config.default_profile
         for key, value in metadata:
             if key.lower() == self._key:
@@ -59,9 +52,6 @@ class ProfileRouter:
             self._deps.metrics.passthrough.labels(reason="unknown_profile").inc()
             log.warning("unknown memory profile %r; passing through", name[:64])
             return Processor()
-        if first.observability_mode:
-            context = context_from_metadata(first.metadata_context)
-            return ResponseObserver(self._deps.queue, self._deps.metrics, name, profile, context)
         return ChatMemoryProcessor(self._deps, name, profile)
 
 
@@ -82,7 +72,6 @@ class ExternalProcessorService(pb_grpc.ExternalProcessorServicer):  # type: igno
         # stream's own (grpc.aio runs each call in a task of its own).
         REQUEST_ID.set(new_request_id())
         processor: Processor | None = None
-        observing = False  # observability mode: Envoy reads no reply
         try:
             async for request in request_iterator:
                 phase = request.WhichOneof("request")
@@ -90,8 +79,7 @@ class ExternalProcessorService(pb_grpc.ExternalProcessorServicer):  # type: igno
                     if phase == "request_headers":
                         headers = header_dict(request.request_headers.headers)
                         REQUEST_ID.set(clean_request_id(headers.get("x-request-id")))
-                    observing = request.observability_mode
-                    processor = self._factory(tuple(context.invocation_metadata() or ()), request)
+                    processor = self._factory(tuple(context.invocation_metadata() or ()))
                 if phase not in PHASES:
                     log.warning("ext_proc message without a known phase: %s", phase)
                     continue
@@ -108,8 +96,6 @@ class ExternalProcessorService(pb_grpc.ExternalProcessorServicer):  # type: igno
                     )
                     reply = processor.on_error(phase)
                 self._phase_seconds[phase].observe(time.perf_counter() - started)
-                if observing:
-                    continue
                 yield reply
                 if reply.HasField("immediate_response"):
                     return

@@ -63,10 +63,6 @@ def test_metrics_after_requests_through_envoy(tmp_path: Path) -> None:
             time.sleep(0.1)
         ask(stack, user, "Where do I live?")  # cold corpus: store-side search
         ask(stack, user, "How many cats do I have?")  # the corpus is cached by now
-        # The response observer reads each answer after the client has it.
-        while stack.sidecar_metric("memory_sidecar_turns_total", {"outcome": "accepted"}) < 3:
-            assert time.monotonic() < deadline, "the observer did not take the turns"
-            time.sleep(0.05)
         status, body = http_get(f"{stack.sidecar_admin_url}/metrics")
     assert status == 200
     text = body.decode()
