@@ -52,9 +52,11 @@ from bench_latency import (  # noqa: E402
     ext_proc_bypassed,
     noop_processors,
     print_table,
+    print_target_checks,
     run_load,
     start_envoy,
     summarize,
+    target_checks,
     wait_listening,
 )
 
@@ -422,6 +424,9 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
     print()
     print_table(results)
+    checks = target_checks(results)
+    print_target_checks(checks)
+    report["targets"] = [asdict(c) for c in checks]
     report["model_ms"] = args.model_ms
     report["statements"] = args.statements
     report["repeat_caches"] = args.repeat_caches

@@ -342,6 +342,75 @@ def start_envoy(
     return process, port, admin
 
 
+#: The issue's targets, over the do-nothing processor of the same shape.
+TARGET_ADDED_P50_MS = 8.0
+TARGET_ADDED_P99_MS = 30.0
+TARGET_THROUGHPUT_SHARE = 0.5
+TARGET_ADDED_TTFB_MS = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class TargetCheck:
+    """One sidecar row against its do-nothing baseline row."""
+
+    target: str
+    mode: str
+    concurrency: int
+    measure: str  # added_p50_ms, added_p99_ms, throughput_share, added_ttfb_p50_ms
+    value: float
+    limit: float
+    met: bool
+
+
+def _baseline_name(target: str) -> str | None:
+    """``envoy+sidecar@100k w4 ro`` -> ``envoy+noop w4``; None for other rows."""
+    if not target.startswith("envoy+sidecar@"):
+        return None
+    words = target.split()
+    workers = next((w for w in words[1:] if w.startswith("w") and w[1:].isdigit()), None)
+    return "envoy+noop" + (f" {workers}" if workers else "")
+
+
+def target_checks(results: list[Result]) -> list[TargetCheck]:
+    """Every sidecar row against the targets: added p50 and p99 and the streaming
+    first byte at concurrency 1, the share of the baseline's req/s above it."""
+    rows = {(r.target, r.stream, r.concurrency): r for r in results}
+    checks: list[TargetCheck] = []
+    for r in results:
+        name = _baseline_name(r.target)
+        base = rows.get((name, r.stream, r.concurrency)) if name else None
+        if base is None:
+            continue
+        mode = "stream" if r.stream else "json"
+        # (measure, value, limit, whether the value must stay at or below the limit)
+        measures: list[tuple[str, float, float, bool]] = []
+        if r.concurrency == 1:
+            measures.append(("added_p50_ms", r.p50_ms - base.p50_ms, TARGET_ADDED_P50_MS, True))
+            measures.append(("added_p99_ms", r.p99_ms - base.p99_ms, TARGET_ADDED_P99_MS, True))
+            if r.ttfb_p50_ms is not None and base.ttfb_p50_ms is not None:
+                added = r.ttfb_p50_ms - base.ttfb_p50_ms
+                measures.append(("added_ttfb_p50_ms", added, TARGET_ADDED_TTFB_MS, True))
+        else:
+            share = r.rps / base.rps if base.rps else 0.0
+            measures.append(("throughput_share", share, TARGET_THROUGHPUT_SHARE, False))
+        for measure, value, limit, at_most in measures:
+            met = value <= limit if at_most else value >= limit
+            checks.append(TargetCheck(r.target, mode, r.concurrency, measure, value, limit, met))
+    return checks
+
+
+def print_target_checks(checks: list[TargetCheck]) -> None:
+    if not checks:
+        return
+    print("\nagainst the targets (over the do-nothing processor of the same shape):")
+    for c in checks:
+        sign = "<=" if c.measure != "throughput_share" else ">="
+        print(
+            f"  {c.target:<24} {c.mode:<6} c={c.concurrency:<3} {c.measure:<18} "
+            f"{c.value:>8.2f} {sign} {c.limit:<5g} {'met' if c.met else 'NOT met'}"
+        )
+
+
 def print_table(results: list[Result]) -> None:
     header = f"{'target':<15} {'mode':<7} {'conc':>4} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8}"
     header += f" {'ttfb p50':>9} {'errors':>6}"

@@ -1,0 +1,69 @@
+"""The benchmark's verdict against the issue's targets (``scripts/bench_latency.py``):
+each sidecar row is compared with the do-nothing row of the same shape."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "bench_latency", REPO / "scripts" / "bench_latency.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def row(module: ModuleType, target: str, conc: int, p50: float, p99: float, rps: float,
+        ttfb: float | None = None) -> Any:  # fmt: skip
+    return module.Result(
+        target=target, concurrency=conc, stream=ttfb is not None, requests=400, errors=0,
+        p50_ms=p50, p99_ms=p99, mean_ms=p50, rps=rps, ttfb_p50_ms=ttfb,
+    )  # fmt: skip
+
+
+def test_rows_are_checked_against_their_own_baseline() -> None:
+    b = bench()
+    results = [
+        row(b, "envoy", 1, 0.8, 1.0, 1200),
+        row(b, "envoy+noop", 1, 2.5, 3.5, 400),
+        row(b, "envoy+noop", 16, 18.0, 27.0, 860),
+        row(b, "envoy+noop", 1, 3.0, 4.5, 320, ttfb=3.0),
+        row(b, "envoy+noop w4", 16, 9.0, 20.0, 1700),
+        row(b, "envoy+sidecar@100k", 1, 11.5, 21.0, 83),
+        row(b, "envoy+sidecar@100k", 16, 88.0, 158.0, 430),
+        row(b, "envoy+sidecar@100k ro", 1, 3.5, 40.0, 250),
+        row(b, "envoy+sidecar@100k", 1, 13.9, 20.0, 70, ttfb=3.5),
+        row(b, "envoy+sidecar@10k w4 wp", 16, 40.0, 90.0, 680),
+        row(b, "envoy+sidecar@10k w8", 16, 40.0, 90.0, 700),  # no w8 baseline: unchecked
+    ]
+    found = {
+        (c.target, c.mode, c.concurrency, c.measure): (round(c.value, 3), c.met)
+        for c in b.target_checks(results)
+    }
+    assert found == {
+        ("envoy+sidecar@100k", "json", 1, "added_p50_ms"): (9.0, False),
+        ("envoy+sidecar@100k", "json", 1, "added_p99_ms"): (17.5, True),
+        ("envoy+sidecar@100k", "json", 16, "throughput_share"): (0.5, True),
+        ("envoy+sidecar@100k ro", "json", 1, "added_p50_ms"): (1.0, True),
+        ("envoy+sidecar@100k ro", "json", 1, "added_p99_ms"): (36.5, False),
+        ("envoy+sidecar@100k", "stream", 1, "added_p50_ms"): (10.9, False),
+        ("envoy+sidecar@100k", "stream", 1, "added_p99_ms"): (15.5, True),
+        ("envoy+sidecar@100k", "stream", 1, "added_ttfb_p50_ms"): (0.5, True),
+        ("envoy+sidecar@10k w4 wp", "json", 16, "throughput_share"): (0.4, False),
+    }
+
+
+def test_no_baseline_no_checks() -> None:
+    b = bench()
+    assert b.target_checks([row(b, "envoy+sidecar@10k", 1, 9.0, 12.0, 100)]) == []
