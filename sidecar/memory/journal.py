@@ -495,6 +495,11 @@ class TurnJournal:
         conn = self._connection()
         now = self.now_ms()
         claimed: list[ClaimedTurn] = []
+        # Most claims find nothing (an idle worker woken by another's turn, a poll):
+        # look without the write lock first. A head that appears after the look is
+        # claimed at the next wake-up, which its append causes.
+        if not self._heads(conn, now, 1, exclude):
+            return claimed
         with _transaction(conn):
             retired = True
             while retired and len(claimed) < limit:  # a dead-lettered head promotes the next

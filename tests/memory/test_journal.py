@@ -246,6 +246,28 @@ async def test_claim_respects_limit_and_excluded_users(journal: TurnJournal) -> 
     assert texts(await journal.claim(5)) == ["u1"]
 
 
+async def test_a_claim_that_finds_nothing_takes_no_write_lock(
+    journal: TurnJournal, path: Path
+) -> None:
+    """Idle workers claim on every wake-up and poll: with nothing to claim they only
+    read, so they never hold up an append (the writer process's polls share the
+    file with the worker's appends)."""
+    await journal.append(turn("u1", "first"))
+    (claimed,) = await journal.claim(1)
+    with closing(sqlite3.connect(path, isolation_level=None)) as other:
+        other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+        try:
+            started = asyncio.get_running_loop().time()
+            assert await journal.claim(5) == []  # u1's only turn is in progress
+            assert await journal.claim(5, exclude_users={"u1"}) == []
+            assert asyncio.get_running_loop().time() - started < 1.0
+        finally:
+            other.execute("ROLLBACK")
+    await journal.append(turn("u2", "second"))
+    assert texts(await journal.claim(5)) == ["second"]
+    assert await journal.complete(claimed.id)
+
+
 async def test_users_turns_come_out_in_acceptance_order(journal: TurnJournal) -> None:
     for i in range(30):
         await journal.append(turn(f"u{i % 3}", f"{i}"))
