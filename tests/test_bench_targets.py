@@ -3,25 +3,14 @@ each sidecar row is compared with the do-nothing row of the same shape."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.scripts_support import load_script
 
 
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "bench_latency", REPO / "scripts" / "bench_latency.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench_latency")
 
 
 def row(module: ModuleType, target: str, conc: int, p50: float, p99: float, rps: float,

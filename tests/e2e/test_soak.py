@@ -5,26 +5,18 @@ near its bound and drained at the end, no dead letters."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-pytestmark = pytest.mark.e2e
+from tests.scripts_support import load_script
 
-REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.e2e
 
 
 def soak_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("soak", REPO / "scripts" / "soak.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_script("soak")
 
 
 def test_short_soak_serves_everything_and_writes_every_turn(tmp_path: Path) -> None:

@@ -3,7 +3,6 @@ run, and ``scripts/build_followups.py`` (deterministic, LoCoMo-shaped input)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
@@ -17,6 +16,7 @@ from sidecar.evaluation.dataset import load_dataset, parse_dataset
 from sidecar.evaluation.report import format_text, to_json
 from sidecar.evaluation.runner import EvalOptions, EvalResult, run_eval
 from sidecar.memory.embedder import Embedder
+from tests.scripts_support import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 LOCOMO = REPO.parent / "shared" / "data" / "locomo-dev.json"
@@ -157,14 +157,7 @@ def test_cli_flags(dataset_file: Path, tmp_path: Path, embedding_config: Embeddi
 
 
 def builder() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "build_followups", REPO / "scripts" / "build_followups.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("build_followups")
 
 
 def locomo_like() -> dict[str, Any]:
