@@ -373,7 +373,8 @@ def _baseline_name(target: str) -> str | None:
 
 def target_checks(results: list[Result]) -> list[TargetCheck]:
     """Every sidecar row against the targets: added p50 and p99 and the streaming
-    first byte at concurrency 1, the share of the baseline's req/s above it."""
+    first byte at concurrency 1; at higher concurrency, its share of the baseline's
+    req/s."""
     rows = {(r.target, r.stream, r.concurrency): r for r in results}
     checks: list[TargetCheck] = []
     for r in results:
