@@ -35,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from functools import partial
 from pathlib import Path
@@ -51,6 +51,7 @@ from bench_latency import (  # noqa: E402
     embedding_spec,
     ext_proc_bypassed,
     noop_processors,
+    print_cpu_table,
     print_table,
     print_target_checks,
     run_load,
@@ -60,6 +61,7 @@ from bench_latency import (  # noqa: E402
     wait_listening,
 )
 
+from e2e.procstat import CpuMeter  # noqa: E402
 from e2e.stack import PYTHON, ManagedProcess, Stack, http_get  # noqa: E402
 
 
@@ -190,16 +192,22 @@ def measure(
     settle: Callable[[], None] | None = None,
     stack: Stack | None = None,
     breakdowns: dict[str, dict[str, float]] | None = None,
+    cpu: Mapping[str, Sequence[ManagedProcess]] | None = None,
 ) -> None:
-    """One run per mode and concurrency; ``settle`` runs before each. With ``stack``,
-    the sidecar's mean request-body phase, embedding and retrieval times of each
-    run are printed and kept in ``breakdowns``."""
+    """One run per mode and concurrency; ``settle`` runs before each, and after it
+    when ``cpu`` is given, so that the CPU measured includes the writes the run left
+    queued. With ``stack``, the sidecar's mean request-body phase, embedding and
+    retrieval times of each run are printed and kept in ``breakdowns``. ``cpu``:
+    process groups (their process trees) whose CPU time per request each run
+    records, with the load generator's own as ``client``."""
     for stream in [False] if args.no_stream else [False, True]:
         for concurrency in [int(c) for c in args.concurrency.split(",")]:
             if settle is not None:
                 settle()
             before = histogram_totals(stack) if stack is not None else None
             lookups = repeat_cache_lookups(stack) if stack is not None else None
+            meter = CpuMeter({label: pids(group) for label, group in (cpu or {}).items()})
+            meter.start()
             data = asyncio.run(
                 run_load(
                     url,
@@ -214,13 +222,23 @@ def measure(
                     run=len(results),
                 )
             )
+            if cpu is not None and settle is not None:
+                settle()
+            spent = meter.stop()
             result = summarize(name, concurrency, stream, data)
+            if cpu is not None:
+                served = len(data[0]) + args.warmup
+                result.cpu_ms = {k: round(1000 * v / served, 3) for k, v in spent.items()}
             results.append(result)
             print(
                 f"  {name:<20} stream={stream!s:<5} c={concurrency:<3} p50={result.p50_ms:.2f}ms "
                 f"p99={result.p99_ms:.2f}ms {result.rps:.0f} req/s",
                 flush=True,
             )
+            if result.cpu_ms:
+                print("    cpu ms/request: " + ", ".join(
+                    f"{k} {v:.2f}" for k, v in result.cpu_ms.items()
+                ))  # fmt: skip
             if stack is not None and before is not None:
                 means = breakdown_ms(before, histogram_totals(stack))
                 print("    sidecar means: " + ", ".join(f"{k} {v:.2f}ms" for k, v in means.items()))
@@ -232,6 +250,11 @@ def measure(
                         print(f"    {label} cache: {hits:.0f} hits, {misses:.0f} misses")
                 if breakdowns is not None:
                     breakdowns[f"{name} stream={stream} c={concurrency}"] = means
+
+
+def pids(processes: Sequence[ManagedProcess]) -> list[int]:
+    """The process ids of ``processes`` that have been started."""
+    return [p.process.pid for p in processes if p.process is not None]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -331,8 +354,11 @@ def main(argv: list[str] | None = None) -> int:
             base.start()
             bare, bare_port, _ = start_envoy(base, "bare", None, workdir)
             extra.append(bare)
-            measure("direct", f"{base.mock_url}/v1/chat/completions", args, 10, results)
-            measure("envoy", f"http://127.0.0.1:{bare_port}/v1/chat/completions", args, 10, results)
+            mock = [base.mock]
+            measure("direct", f"{base.mock_url}/v1/chat/completions", args, 10, results,
+                    cpu={"mock": mock})  # fmt: skip
+            measure("envoy", f"http://127.0.0.1:{bare_port}/v1/chat/completions", args, 10,
+                    results, cpu={"envoy": [bare], "mock": mock})  # fmt: skip
             for workers in worker_counts:
                 noops, noop_port = noop_processors(workdir, workers)
                 extra += [noop.start() for noop in noops]
@@ -343,7 +369,8 @@ def main(argv: list[str] | None = None) -> int:
                 wait_listening(range(noop_port, noop_port + workers))
                 name = "envoy+noop" + (f" w{workers}" if workers > 1 else "")
                 url = f"http://127.0.0.1:{noop_envoy_port}/v1/chat/completions"
-                measure(name, url, args, 10, results)
+                measure(name, url, args, 10, results,
+                        cpu={"envoy": [noop_envoy], "mock": mock, "ext_proc": noops})  # fmt: skip
                 check_not_bypassed(name, noop_admin)
                 for process in extra[1:]:
                     process.stop()
@@ -393,11 +420,12 @@ def main(argv: list[str] | None = None) -> int:
                 warm(99)
                 wait_corpora_loaded(stack, size, warm)
                 drained = partial(wait_writes_drained, stack)
+                groups = {"envoy": [stack.envoy], "mock": [stack.mock], "ext_proc": [stack.sidecar]}
                 measure(f"envoy+sidecar@{label}", f"{stack.base_url}/chat/completions",
-                        args, users, results, drained, stack, breakdowns)  # fmt: skip
+                        args, users, results, drained, stack, breakdowns, groups)  # fmt: skip
                 if args.readonly:
                     measure(f"envoy+sidecar@{label} ro", readonly, args, users,
-                            results, drained, stack, breakdowns)  # fmt: skip
+                            results, drained, stack, breakdowns, groups)  # fmt: skip
                 key = label.replace(" ", "_")
                 report[f"mean_injected_{key}"] = stack.sidecar_metric(
                     "memory_sidecar_injected_memories_sum"
@@ -424,6 +452,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
     print()
     print_table(results)
+    print_cpu_table(results, os.cpu_count() or 1)
     checks = target_checks(results)
     print_target_checks(checks)
     report["targets"] = [asdict(c) for c in checks]

@@ -93,6 +93,9 @@ class Result:
     rps: float
     ttfb_p50_ms: float | None = None
     ttfb_p99_ms: float | None = None
+    #: CPU milliseconds per request, by process group (``client`` is the load
+    #: generator), measured over the run and its warm-up.
+    cpu_ms: dict[str, float] | None = None
 
 
 def embedding_spec(spec: str) -> dict[str, str]:
@@ -424,6 +427,34 @@ def print_table(results: list[Result]) -> None:
             f"{r.target:<15} {mode:<7} {r.concurrency:>4} {r.p50_ms:>8.2f} {r.p99_ms:>8.2f} "
             f"{r.rps:>8.1f} {ttfb:>9} {r.errors:>6}"
         )
+
+
+#: The columns of :func:`print_cpu_table`, in order.
+CPU_GROUPS = ("client", "envoy", "mock", "ext_proc")
+
+
+def print_cpu_table(results: list[Result], cores: int) -> None:
+    """CPU milliseconds per request of each process group, their total, and the rate
+    that total allows on ``cores`` cores (what a concurrency-16 run approaches when
+    the processes, not waits, are the limit)."""
+    rows = [r for r in results if r.cpu_ms]
+    if not rows:
+        return
+    header = f"{'target':<24} {'mode':<7} {'conc':>4}"
+    header += "".join(f" {group:>9}" for group in CPU_GROUPS)
+    header += f" {'total':>7} {'ceiling req/s':>13}"
+    print(f"\nCPU per request (ms; all processes on this machine's {cores} cores):")
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        assert r.cpu_ms is not None
+        total = sum(r.cpu_ms.values())
+        cells = "".join(
+            f" {r.cpu_ms[g]:>9.2f}" if g in r.cpu_ms else f" {'-':>9}" for g in CPU_GROUPS
+        )
+        ceiling = f"{cores * 1000 / total:.0f}" if total > 0 else "-"
+        mode = "stream" if r.stream else "json"
+        print(f"{r.target:<24} {mode:<7} {r.concurrency:>4}{cells} {total:>7.2f} {ceiling:>13}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import re
 import statistics
@@ -50,49 +49,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from e2e.procstat import cpu_seconds, process_tree, rss_bytes  # noqa: E402
 from e2e.seed import SUBJECTS, VALUES  # noqa: E402
 from e2e.stack import Stack, http_get  # noqa: E402
-
-PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and all its descendants (from /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # The command name is in parentheses and may contain spaces.
-        ppid = int(stat.rpartition(")")[2].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    tree, pending = [], [pid]
-    while pending:
-        current = pending.pop()
-        tree.append(current)
-        pending.extend(children.get(current, []))
-    return tree
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of one process so far (0 when gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-
-def rss_bytes(pid: int) -> int:
-    """Resident memory of one process (0 when gone)."""
-    try:
-        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE_SIZE
-    except (OSError, IndexError, ValueError):
-        return 0
 
 
 @dataclass

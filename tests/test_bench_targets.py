@@ -56,3 +56,14 @@ def test_rows_are_checked_against_their_own_baseline() -> None:
 def test_no_baseline_no_checks() -> None:
     b = bench()
     assert b.target_checks([row(b, "envoy+sidecar@10k", 1, 9.0, 12.0, 100)]) == []
+
+
+def test_the_cpu_table_prints_each_group_and_the_rate_its_total_allows(capsys: Any) -> None:
+    b = bench()
+    measured = row(b, "envoy+sidecar@100k", 16, 88.0, 158.0, 190)
+    measured.cpu_ms = {"client": 0.5, "envoy": 0.75, "mock": 0.75, "ext_proc": 8.0}
+    b.print_cpu_table([row(b, "envoy", 1, 0.8, 1.0, 1200), measured], cores=2)
+    lines = capsys.readouterr().out.splitlines()
+    assert "2 cores" in lines[1]
+    assert len(lines) == 5  # blank, title, header, rule, the one row with CPU figures
+    assert lines[-1].split()[-6:] == ["0.50", "0.75", "0.75", "8.00", "10.00", "200"]
