@@ -145,6 +145,35 @@ class Ports:
     envoy_admin: int = field(default_factory=free_port)
 
 
+def parse_settings(settings: list[str]) -> dict[str, Any]:
+    """``--set`` arguments, ``dotted.path=value`` (values parsed as YAML), as nested
+    config overrides: ``llm.transport=httpx`` is ``{"llm": {"transport": "httpx"}}``."""
+    result: dict[str, Any] = {}
+    for setting in settings:
+        path, sep, raw = setting.partition("=")
+        keys = path.split(".")
+        if not sep or len(keys) < 2 or not all(keys):
+            raise ValueError(f"a setting is section.key=value, got {setting!r}")
+        merge_settings(result, _nested(keys, yaml.safe_load(raw)))
+    return result
+
+
+def _nested(keys: list[str], value: Any) -> dict[str, Any]:
+    for key in reversed(keys[1:]):
+        value = {key: value}
+    return {keys[0]: value}
+
+
+def merge_settings(target: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """``extra`` merged into ``target`` (in place, mappings merged key by key)."""
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(target.get(key), dict):
+            merge_settings(target[key], value)
+        else:
+            target[key] = dict(value) if isinstance(value, Mapping) else value
+    return target
+
+
 def demo_config(workdir: Path, ports: Ports, **overrides: Any) -> dict[str, Any]:
     """A sidecar config with the three demo routes (full, read-only, disabled)."""
     config: dict[str, Any] = {

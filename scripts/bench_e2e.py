@@ -62,7 +62,14 @@ from bench_latency import (  # noqa: E402
 )
 
 from e2e.procstat import CpuMeter  # noqa: E402
-from e2e.stack import PYTHON, ManagedProcess, Stack, http_get  # noqa: E402
+from e2e.stack import (  # noqa: E402
+    PYTHON,
+    ManagedProcess,
+    Stack,
+    http_get,
+    merge_settings,
+    parse_settings,
+)
 
 
 def seeded_store(size: int, per_user: int, cache: Path | None, workdir: Path) -> Path:
@@ -143,6 +150,7 @@ BREAKDOWN = (
     ("response_body", "memory_sidecar_phase_seconds", {"phase": "response_body"}),
     ("embedding", "memory_sidecar_embed_seconds", None),
     ("retrieval", "memory_sidecar_retrieval_seconds", {"strategy": "default"}),
+    ("journal_append", "memory_sidecar_journal_seconds", {"operation": "append"}),
 )
 
 
@@ -327,8 +335,20 @@ def main(argv: list[str] | None = None) -> int:
         " adversarial case, where the previous turn's write overlaps the next request"
         " instead of the model's time)",
     )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="sidecar config override for every sidecar run, e.g. llm.transport=httpx"
+        " (repeatable; applied after the flags above)",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
+    try:
+        settings = parse_settings(args.set)
+    except ValueError as exc:
+        parser.error(str(exc))
     sizes = [int(s) for s in args.sizes.split(",")]
     worker_counts = [int(w) for w in args.workers.split(",")]
     write_processes = [w.strip() == "on" for w in args.write_process.split(",")]
@@ -402,6 +422,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.shared_encoder:
                 embedding["shared"] = args.shared_encoder
             overrides["embedding"] = embedding
+            merge_settings(overrides, settings)
             stack = Stack(stack_dir, config_overrides=overrides, mock_args=mock_args)
             try:
                 stack.start()
@@ -460,6 +481,7 @@ def main(argv: list[str] | None = None) -> int:
     report["statements"] = args.statements
     report["repeat_caches"] = args.repeat_caches
     report["tool_rounds"] = args.tool_rounds
+    report["settings"] = args.set
     report["results"] = [asdict(r) for r in results]
     report["sidecar_means_ms"] = breakdowns
     if args.json:

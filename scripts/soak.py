@@ -44,14 +44,13 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from e2e.procstat import cpu_seconds, process_tree, rss_bytes  # noqa: E402
 from e2e.seed import SUBJECTS, VALUES  # noqa: E402
-from e2e.stack import Stack, http_get  # noqa: E402
+from e2e.stack import Stack, http_get, parse_settings  # noqa: E402
 
 
 @dataclass
@@ -298,16 +297,11 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))] if ordered else 0.0
 
 
-def overrides(settings: list[str]) -> dict[str, Any]:
-    """``section.key=value`` pairs (values parsed as YAML) as config overrides."""
-    result: dict[str, Any] = {}
-    for setting in settings:
-        path, _, raw = setting.partition("=")
-        section, _, key = path.partition(".")
-        if not key:
-            raise SystemExit(f"--set wants section.key=value, got {setting!r}")
-        result.setdefault(section, {})[key] = yaml.safe_load(raw)
-    return result
+def settings(values: list[str]) -> dict[str, Any]:
+    try:
+        return parse_settings(values)
+    except ValueError as exc:
+        raise SystemExit(f"--set: {exc}") from None
 
 
 def run(args: argparse.Namespace, workdir: Path | None = None) -> SoakReport:
@@ -315,7 +309,7 @@ def run(args: argparse.Namespace, workdir: Path | None = None) -> SoakReport:
         minutes=args.minutes, concurrency=args.concurrency, users=args.users, facts=args.facts
     )
     workdir = workdir or Path(tempfile.mkdtemp(prefix="soak-"))
-    stack = Stack(workdir, config_overrides=overrides(args.set))
+    stack = Stack(workdir, config_overrides=settings(args.set))
     report.queue_limit = int(stack.config.get("write_queue", {}).get("max_pending", 10_000))
     with stack:
         latencies = asyncio.run(drive(stack, args, report))

@@ -79,6 +79,20 @@ def answer_text(raw: bytes) -> str | None:
     return content if isinstance(content, str) else None
 
 
+def refused(exc: BaseException) -> bool:
+    """Whether ``exc`` comes from a connection the server refused or dropped. The
+    aiohttp transport reports a refused connection as a connect *timeout*
+    (``APITimeoutError``); the cause it chains says what happened."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ConnectionError):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
 class LLMClient:
     """Calls an OpenAI-compatible chat endpoint; one instance per process."""
 
@@ -92,6 +106,11 @@ class LLMClient:
                 api_key=config.api_key.get_secret_value(),
                 timeout=config.timeout_s,
                 max_retries=0,
+                http_client=(
+                    openai.DefaultAioHttpClient(timeout=config.timeout_s)
+                    if config.transport == "aiohttp"
+                    else None
+                ),
             )
 
     @property
@@ -169,6 +188,9 @@ class LLMClient:
                     timeout=budget,
                 )
             except (TimeoutError, openai.APITimeoutError) as exc:
+                if refused(exc):
+                    self._metrics.llm_calls.labels(task=task, outcome="unavailable").inc()
+                    raise LLMUnavailable(f"{task}: {type(exc).__name__}") from exc
                 self._metrics.llm_calls.labels(task=task, outcome="timeout").inc()
                 raise LLMTimeout(f"{task}: no answer within {budget:.1f}s") from exc
             except openai.APIStatusError as exc:

@@ -11,7 +11,14 @@ import pytest
 from e2e.mock_llm import MockLLM, format_task_tag, start_mock
 from sidecar.config import LLMConfig
 from sidecar.errors import LLMBadOutput, LLMError, LLMTimeout, LLMUnavailable
-from sidecar.llm import ChatMessage, LLMClient, parse_json_loose, strip_reasoning, task_tag
+from sidecar.llm import (
+    ChatMessage,
+    LLMClient,
+    parse_json_loose,
+    refused,
+    strip_reasoning,
+    task_tag,
+)
 from sidecar.metrics import Metrics
 
 CALLS = "memory_sidecar_llm_calls_total"
@@ -126,11 +133,18 @@ def metrics() -> Metrics:
     return Metrics()
 
 
-@pytest.fixture
-async def llm(mock: MockLLM, metrics: Metrics) -> AsyncIterator[LLMClient]:
-    client = LLMClient(
-        LLMConfig(base_url=mock.base_url, api_key="sk-test", model="m1", timeout_s=5), metrics
+TRANSPORTS = pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+
+
+@pytest.fixture(params=["aiohttp", "httpx"])
+async def llm(
+    mock: MockLLM, metrics: Metrics, request: pytest.FixtureRequest
+) -> AsyncIterator[LLMClient]:
+    """A client on each of the OpenAI client's transports: the outcomes are the same."""
+    config = LLMConfig(
+        base_url=mock.base_url, api_key="sk-test", model="m1", timeout_s=5, transport=request.param
     )
+    client = LLMClient(config, metrics)
     try:
         yield client
     finally:
@@ -236,9 +250,11 @@ async def test_garbage_answer_raises_bad_output(
     assert metrics.value(CALLS, {"task": "extract", "outcome": "bad_output"}) == 1
 
 
-async def test_slow_answer_raises_timeout(mock: MockLLM, metrics: Metrics) -> None:
+@TRANSPORTS
+async def test_slow_answer_raises_timeout(mock: MockLLM, metrics: Metrics, transport: str) -> None:
     mock.configure(task_latency_ms=600)
-    client = LLMClient(LLMConfig(base_url=mock.base_url, timeout_s=0.1), metrics)
+    config = LLMConfig(base_url=mock.base_url, timeout_s=0.1, transport=transport)
+    client = LLMClient(config, metrics)
     try:
         with pytest.raises(LLMTimeout, match=r"no answer within 0\.1s"):
             await client.chat_json("extract", TASK_MESSAGES)
@@ -257,8 +273,11 @@ async def test_per_call_timeout_overrides_the_config(
     assert metrics.value(CALLS, {"task": "extract", "outcome": "timeout"}) == 1
 
 
-async def test_connection_refused_raises_unavailable(metrics: Metrics) -> None:
-    client = LLMClient(LLMConfig(base_url=f"http://127.0.0.1:{free_port()}/v1"), metrics)
+@TRANSPORTS
+async def test_connection_refused_raises_unavailable(metrics: Metrics, transport: str) -> None:
+    """Not a timeout, though the aiohttp transport raises a connect timeout for it."""
+    config = LLMConfig(base_url=f"http://127.0.0.1:{free_port()}/v1", transport=transport)
+    client = LLMClient(config, metrics)
     try:
         with pytest.raises(LLMUnavailable):
             await client.chat("extract", TASK_MESSAGES)
@@ -305,3 +324,15 @@ async def test_a_response_that_is_no_chat_completion_is_bad_output(
         await client.close()
         server.close()
         await server.wait_closed()
+
+
+def test_refused_follows_the_exception_chain() -> None:
+    outer = TimeoutError("connect timeout")
+    outer.__cause__ = OSError("connect failed")
+    outer.__cause__.__cause__ = ConnectionRefusedError(111, "refused")
+    assert refused(outer)
+    assert not refused(TimeoutError("read timeout"))
+    looped = TimeoutError("a chain that points back at itself")
+    looped.__context__ = OSError("middle")
+    looped.__context__.__context__ = looped
+    assert not refused(looped)
