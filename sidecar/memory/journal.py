@@ -41,7 +41,13 @@ and its facts meet their own first-pass copies (near-identical: no-op) — the
 stored facts are the same as with exactly-once processing.
 
 Threading. Every SQLite call runs on one dedicated thread (a one-thread executor);
-the methods are coroutines. One process owns a journal file at a time (an
+the methods are coroutines. One exception, the response path's append: with
+``synchronous=NORMAL`` (no fsync per commit) it is first tried on the caller's
+thread, on a second connection that never waits for a lock (a busy timeout of 0)
+and never checkpoints; when the file is busy — the journal thread or another
+process in a transaction — the append goes to the journal thread as before. The
+hop to that thread and back cost more than the insert itself (0.2 against 0.1 ms
+at p50 here). One process owns a journal file at a time (an
 exclusive ``flock`` on ``<path>.lock``, released by the kernel when the process
 dies); a second sidecar on the same file refuses to start.
 
@@ -67,6 +73,7 @@ import logging
 import os
 import re
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -227,6 +234,11 @@ def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
     conn.execute("COMMIT")
 
 
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether SQLite refused because another connection holds the lock."""
+    return getattr(exc, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
 def _lock_file(path: Path, suffix: str = ".lock") -> int:
     """An exclusive, non-blocking ``flock`` on ``<path><suffix>``; its descriptor."""
     lock_path = path.with_name(path.name + suffix)
@@ -323,9 +335,14 @@ class TurnJournal:
         self._executor: ThreadPoolExecutor | None = None
         # Touched only on the journal thread (the connection is bound to it).
         self._conn: sqlite3.Connection | None = None
+        # The caller's thread's append connection (see the module docstring); None
+        # where appends always go to the journal thread.
+        self._inline: sqlite3.Connection | None = None
         self._lock_fds: list[int] = []
-        # Unwritten turns (pending + in progress); written on the journal thread only.
+        # Unwritten turns (pending + in progress); changed under ``_count_lock``: by
+        # the journal thread, and by appends on the caller's thread.
         self._open = 0
+        self._count_lock = threading.Lock()
 
     # -- properties -----------------------------------------------------------------
 
@@ -412,13 +429,32 @@ class TurnJournal:
                     f" WHERE state IN {_OPEN_STATES} GROUP BY user_id)"
                 )
             self._open = self._count_open(conn)
+            if self._sync == "normal" and self._path != MEMORY_PATH:
+                self._inline = self._open_inline(target)
         except BaseException:
             conn.close()
             self._release_lock()
             raise
         self._conn = conn
 
+    @staticmethod
+    def _open_inline(target: str) -> sqlite3.Connection:
+        """The append connection of the caller's thread: fails at once when the file
+        is locked (``timeout=0``) and leaves checkpoints to the journal thread's
+        connection, which commits after every claim and completion anyway."""
+        inline = sqlite3.connect(target, isolation_level=None, timeout=0, check_same_thread=False)
+        try:
+            inline.execute("PRAGMA synchronous=NORMAL")
+            inline.execute("PRAGMA wal_autocheckpoint=0")
+        except BaseException:
+            inline.close()
+            raise
+        return inline
+
     def _close_sync(self) -> None:
+        inline, self._inline = self._inline, None
+        if inline is not None:
+            inline.close()
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
@@ -460,27 +496,69 @@ class TurnJournal:
 
         Raises :class:`JournalFull` when ``max_pending`` turns are unwritten.
         """
+        if self._inline is not None and self._executor is not None:
+            try:
+                row_id = self._append_inline(self._inline, turn)
+            except (sqlite3.Error, OSError) as exc:
+                raise JournalError(f"journal append failed: {type(exc).__name__}: {exc}") from exc
+            if row_id is not None:
+                return row_id
         return await self._call("append", self._append_sync, turn)
+
+    def _append_inline(self, conn: sqlite3.Connection, turn: Turn) -> int | None:
+        """The append on the caller's thread; None when the file or the count is
+        busy (the caller then appends on the journal thread)."""
+        if not self._count_lock.acquire(blocking=False):
+            return None
+        try:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                if _busy(exc):
+                    return None
+                raise
+            try:
+                row_id = self._insert(conn, turn)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:  # left open, every later append would fail
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                raise
+            self._open += 1
+            return row_id
+        finally:
+            self._count_lock.release()
 
     def _append_sync(self, turn: Turn) -> int:
         conn = self._connection()
-        if self._open >= self._max_pending:
-            raise JournalFull(f"the journal holds {self._open} unwritten turns")
-        payload = encode_turn(turn)
-        now = self.now_ms()
         # IMMEDIATE: the head test reads the file as of the write lock, even while
         # another process settles this user's turns.
-        with _transaction(conn):
-            cursor = conn.execute(
-                "INSERT INTO turns (user_id, payload, state, is_head, attempts, next_attempt_at,"
-                " created_at, updated_at) VALUES (?1, ?2, 'pending', NOT EXISTS (SELECT 1 FROM"
-                f" turns WHERE user_id = ?1 AND state IN {_OPEN_STATES}), 0, ?3, ?3, ?3)",
-                (turn.user_id, payload, now),
-            )
-        self._open += 1
+        with self._count_lock:
+            with _transaction(conn):
+                row_id = self._insert(conn, turn)
+            self._open += 1
+        return row_id
+
+    def _insert(self, conn: sqlite3.Connection, turn: Turn) -> int:
+        """Insert ``turn`` as pending, inside the caller's transaction."""
+        if self._open >= self._max_pending:
+            raise JournalFull(f"the journal holds {self._open} unwritten turns")
+        now = self.now_ms()
+        cursor = conn.execute(
+            "INSERT INTO turns (user_id, payload, state, is_head, attempts, next_attempt_at,"
+            " created_at, updated_at) VALUES (?1, ?2, 'pending', NOT EXISTS (SELECT 1 FROM"
+            f" turns WHERE user_id = ?1 AND state IN {_OPEN_STATES}), 0, ?3, ?3, ?3)",
+            (turn.user_id, encode_turn(turn), now),
+        )
         row_id = cursor.lastrowid
         assert row_id is not None
         return row_id
+
+    def _count(self, delta: int) -> None:
+        """Change the running count of unwritten turns."""
+        with self._count_lock:
+            self._open += delta
 
     async def claim(self, limit: int, exclude_users: Collection[str] = ()) -> list[ClaimedTurn]:
         """Up to ``limit`` due turns, oldest first, now ``in_progress`` — each the
@@ -606,7 +684,7 @@ class TurnJournal:
             (state.value, error, now, state.value, turn_id),
         )
         conn.execute(_PROMOTE, (user_id,))
-        self._open -= 1
+        self._count(-1)
 
     async def release(self, turn_ids: Collection[int]) -> int:
         """``in_progress`` -> ``pending`` without counting the attempt (a graceful
@@ -672,7 +750,7 @@ class TurnJournal:
                 "SELECT COUNT(*) FROM turns WHERE user_id = ? AND state = 'in_progress'",
                 (user_id,),
             ).fetchone()[0]
-        self._open -= int(pending)
+        self._count(-int(pending))
         return int(deleted), int(in_progress)
 
     async def counts(self) -> JournalCounts:
@@ -699,7 +777,8 @@ class TurnJournal:
             dead=by_state.get(TurnState.DEAD, 0),
             oldest_open_ms=None if oldest is None else int(oldest),
         )
-        self._open = counts.open  # re-synchronise the running count
+        with self._count_lock:
+            self._open = counts.open  # re-synchronise the running count
         return counts
 
     async def prune(self, keep_done: int, older_than_s: float | None = None) -> int:

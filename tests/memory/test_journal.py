@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
@@ -266,6 +267,80 @@ async def test_a_claim_that_finds_nothing_takes_no_write_lock(
     await journal.append(turn("u2", "second"))
     assert texts(await journal.claim(5)) == ["second"]
     assert await journal.complete(claimed.id)
+
+
+async def test_an_append_does_not_wait_for_the_journal_thread(journal: TurnJournal) -> None:
+    """With ``synchronous=NORMAL`` the response path's append runs on the caller's
+    thread: a journal thread busy with something else does not delay it."""
+    release = threading.Event()
+    loop = asyncio.get_running_loop()
+    busy = loop.run_in_executor(journal._executor, release.wait)  # the journal thread
+    try:
+        turn_id = await asyncio.wait_for(journal.append(turn("u1", "inline")), 2.0)
+    finally:
+        release.set()
+        await busy
+    assert journal.open_count == 1
+    (claimed,) = await journal.claim(1)
+    assert (claimed.id, claimed.turn.user_text) == (turn_id, "inline")
+
+
+async def test_an_append_on_a_locked_file_waits_on_the_journal_thread(
+    journal: TurnJournal, path: Path
+) -> None:
+    """The caller's thread never waits for a lock: while another connection holds
+    the write lock the append goes to the journal thread, which waits its turn."""
+    with closing(sqlite3.connect(path, isolation_level=None)) as other:
+        other.execute("BEGIN IMMEDIATE")
+        appending = asyncio.create_task(journal.append(turn("u1", "after the lock")))
+        await asyncio.sleep(0.3)
+        assert not appending.done()
+        other.execute("COMMIT")
+        turn_id = await asyncio.wait_for(appending, 5.0)
+    assert journal.open_count == 1
+    assert [c.id for c in await journal.claim(5)] == [turn_id]
+
+
+async def test_appends_and_claims_on_two_threads_keep_the_count(path: Path, clock: Clock) -> None:
+    """Appends on the caller's thread and claims and completions on the journal
+    thread, interleaved: the running count matches the file."""
+    journal = TurnJournal(path, max_pending=1000, clock=clock)
+    await journal.open()
+
+    async def append_all() -> None:
+        for i in range(200):
+            await journal.append(turn(f"u{i % 7}", f"{i}"))
+            await asyncio.sleep(0)  # an append on this thread does not yield by itself
+
+    async def write_all() -> int:
+        written = 0
+        while written < 200:
+            batch = await journal.claim(3)
+            for item in batch:
+                assert await journal.complete(item.id)
+            written += len(batch)
+            await asyncio.sleep(0)
+        return written
+
+    try:
+        _, written = await asyncio.gather(append_all(), write_all())
+        assert written == 200
+        assert journal.open_count == 0
+        assert (await journal.counts()).open == 0
+    finally:
+        await journal.close()
+
+
+async def test_a_journal_that_fsyncs_appends_on_its_thread(path: Path, clock: Clock) -> None:
+    """``journal_sync: full`` fsyncs every commit: never on the caller's thread."""
+    journal = TurnJournal(path, max_pending=10, clock=clock, sync="full")
+    await journal.open()
+    try:
+        assert journal._inline is None
+        await journal.append(turn("u1"))
+        assert journal.open_count == 1
+    finally:
+        await journal.close()
 
 
 async def test_users_turns_come_out_in_acceptance_order(journal: TurnJournal) -> None:
