@@ -268,7 +268,7 @@ class ChatMemoryProcessor(Processor):
 
     async def _finish_turn(self) -> None:
         """Hand the finished turn to the write queue. The last body phase awaits the
-        durable append (one SQLite insert, on the journal's thread): once Envoy has
+        durable append (one SQLite insert, on this thread while the file is free): once Envoy has
         this phase's reply, the turn survives a crash of the sidecar."""
         if self._overflow or self._identity is None or self._user_text is None:
             return

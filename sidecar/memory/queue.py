@@ -1,7 +1,8 @@
 """The durable write queue between the response path and the write pipeline.
 
 ``submit`` stores the turn in the :class:`~sidecar.memory.journal.TurnJournal`
-(one SQLite insert on the journal's thread, committed before it returns) and wakes
+(one SQLite insert, committed before it returns: on the caller's thread while the
+file is free, else on the journal's thread) and wakes
 the workers; the response path awaits only that. When ``max_pending`` turns are
 unwritten the turn is shed and counted (``memory_sidecar_turns{outcome="shed"}``).
 
