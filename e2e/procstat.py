@@ -56,6 +56,22 @@ def trees_cpu_seconds(roots: Iterable[int]) -> float:
     return sum(cpu_seconds(pid) for root in roots for pid in process_tree(root))
 
 
+def wait_quiet(
+    roots: Iterable[int], *, max_cores: float = 0.1, window_s: float = 1.0, timeout_s: float = 60.0
+) -> bool:
+    """Until the process trees under ``roots`` use less than ``max_cores`` of CPU over
+    a ``window_s`` window (background work such as deferred flushes has finished);
+    False when ``timeout_s`` passes first."""
+    roots = tuple(roots)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        before = trees_cpu_seconds(roots)
+        time.sleep(window_s)
+        if trees_cpu_seconds(roots) - before < max_cores * window_s:
+            return True
+    return False
+
+
 class CpuMeter:
     """CPU seconds spent between :meth:`start` and :meth:`stop` by groups of process
     trees (``{"envoy": [pid], "ext_proc": [pid, ...]}``) and by this process itself

@@ -61,7 +61,7 @@ from bench_latency import (  # noqa: E402
     wait_listening,
 )
 
-from e2e.procstat import CpuMeter  # noqa: E402
+from e2e.procstat import CpuMeter, wait_quiet  # noqa: E402
 from e2e.stack import (  # noqa: E402
     PYTHON,
     ManagedProcess,
@@ -204,14 +204,19 @@ def measure(
 ) -> None:
     """One run per mode and concurrency; ``settle`` runs before each, and after it
     when ``cpu`` is given, so that the CPU measured includes the writes the run left
-    queued. With ``stack``, the sidecar's mean request-body phase, embedding and
-    retrieval times of each run are printed and kept in ``breakdowns``. ``cpu``:
-    process groups (their process trees) whose CPU time per request each run
-    records, with the load generator's own as ``client``."""
+    queued. With ``cpu`` a run also waits until those processes are idle first, so
+    no background work left from warming or the run before is counted. With
+    ``stack``, the sidecar's mean request-body phase, embedding and retrieval times
+    of each run are printed and kept in ``breakdowns``. ``cpu``: process groups
+    (their process trees) whose CPU time per request each run records, with the load
+    generator's own as ``client``."""
     for stream in [False] if args.no_stream else [False, True]:
         for concurrency in [int(c) for c in args.concurrency.split(",")]:
             if settle is not None:
                 settle()
+            roots = [pid for group in (cpu or {}).values() for pid in pids(group)]
+            if roots and not wait_quiet(roots):
+                print("  warning: the processes were still busy before measuring", flush=True)
             before = histogram_totals(stack) if stack is not None else None
             lookups = repeat_cache_lookups(stack) if stack is not None else None
             meter = CpuMeter({label: pids(group) for label, group in (cpu or {}).items()})

@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from e2e.procstat import CpuMeter, process_tree
+from e2e.procstat import CpuMeter, process_tree, wait_quiet
 
 #: A parent that starts a child burning CPU for ~0.4 s, then waits for it.
 BURN = (
@@ -31,3 +31,17 @@ def test_a_group_counts_the_cpu_of_its_whole_process_tree() -> None:
         parent.wait(10)
     assert spent["burner"] >= 0.1
     assert spent["client"] < 0.1
+
+
+def test_waiting_for_quiet_ends_when_the_tree_is_idle() -> None:
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    burner = subprocess.Popen(
+        [sys.executable, "-c", "import time\nend = time.time() + 30\nwhile time.time() < end: pass"]
+    )
+    try:
+        assert wait_quiet([sleeper.pid], window_s=0.2, timeout_s=5.0)
+        assert not wait_quiet([burner.pid], window_s=0.2, timeout_s=0.5)
+    finally:
+        for process in (sleeper, burner):
+            process.kill()
+            process.wait()
