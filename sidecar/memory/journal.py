@@ -228,10 +228,12 @@ def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield
+        conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:  # left open, every later transaction would fail
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
         raise
-    conn.execute("COMMIT")
 
 
 def _busy(exc: sqlite3.OperationalError) -> bool:
@@ -512,18 +514,11 @@ class TurnJournal:
             return None
         try:
             try:
-                conn.execute("BEGIN IMMEDIATE")
+                with _transaction(conn):
+                    row_id = self._insert(conn, turn)
             except sqlite3.OperationalError as exc:
-                if _busy(exc):
+                if _busy(exc):  # at BEGIN: nothing was written
                     return None
-                raise
-            try:
-                row_id = self._insert(conn, turn)
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:  # left open, every later append would fail
-                    with contextlib.suppress(sqlite3.Error):
-                        conn.execute("ROLLBACK")
                 raise
             self._open += 1
             return row_id
