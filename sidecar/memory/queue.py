@@ -2,8 +2,8 @@
 
 ``submit`` stores the turn in the :class:`~sidecar.memory.journal.TurnJournal`
 (one SQLite insert, committed before it returns: on the caller's thread while the
-file is free, else on the journal's thread) and wakes
-the workers; the response path awaits only that. When ``max_pending`` turns are
+file is free, else on the journal's thread) and wakes one idle worker; the
+response path awaits only that. When ``max_pending`` turns are
 unwritten the turn is shed and counted (``memory_sidecar_turns{outcome="shed"}``).
 
 ``workers`` tasks claim turns from the journal — each user's oldest unwritten
@@ -35,6 +35,7 @@ import logging
 import random
 import time
 import traceback
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
@@ -79,6 +80,43 @@ async def _wait(event: asyncio.Event, timeout_s: float) -> None:
             await event.wait()
 
 
+class Doorbell:
+    """Wakes one waiting worker per ring (an ``asyncio.Event`` wakes them all, and all
+    but one would claim nothing). A ring while nobody waits is kept, up to
+    ``keep`` of them, and makes the next :meth:`wait` return at once: a turn
+    accepted while a worker was claiming is not slept through."""
+
+    def __init__(self, keep: int) -> None:
+        self._keep = keep
+        self._kept = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    def ring(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._kept = min(self._keep, self._kept + 1)
+
+    async def wait(self, timeout_s: float) -> None:
+        """Until a ring or ``timeout_s`` passes."""
+        if self._kept:
+            self._kept -= 1
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout_s):
+                    await waiter
+        finally:
+            if not waiter.done():
+                waiter.cancel()
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
+
+
 def _origin(exc: BaseException) -> str:
     """``file.py:123`` of the innermost frame: where a bug raised, without its message
     (which could quote content)."""
@@ -119,8 +157,9 @@ class WriteQueue:
         self._workers: list[asyncio.Task[None]] = []
         self._maintenance: asyncio.Task[None] | None = None
         self._accepting = False
-        # Set by submit and by settled turns: idle workers look for work.
-        self._wake = asyncio.Event()
+        # Rung by submit (and by another process's submit, over the relay): one idle
+        # worker looks for work. A worker that settles a turn looks again itself.
+        self._bell = Doorbell(keep=config.workers)
         # Set whenever a turn is settled: wait_idle re-checks the depth.
         self._progress = asyncio.Event()
         # Journal id -> user id of the turns this process is writing now.
@@ -143,8 +182,8 @@ class WriteQueue:
         return self._journal.role != "claimer"
 
     def wake(self) -> None:
-        """Another process accepted a turn: idle workers look for work now."""
-        self._wake.set()
+        """Another process accepted a turn: an idle worker looks for work now."""
+        self._bell.ring()
 
     @property
     def depth(self) -> int:
@@ -192,7 +231,6 @@ class WriteQueue:
                 for i in range(self._config.workers)
             ]
         self._maintenance = asyncio.create_task(self._maintain(), name="write-journal-upkeep")
-        self._wake.set()
 
     async def submit(self, turn: Turn) -> bool:
         """Store ``turn`` durably for writing; True once it is in the journal. False
@@ -228,7 +266,7 @@ class WriteQueue:
             )
         self._metrics.turns.labels(outcome="accepted").inc()
         self._metrics.queue_depth.set(self.depth)
-        self._wake.set()
+        self._bell.ring()
         if self._on_accept is not None:
             self._on_accept()
         return True
@@ -297,7 +335,6 @@ class WriteQueue:
     async def _work(self) -> None:
         failures = 0
         while True:
-            self._wake.clear()  # before claiming: a submit after this wakes us again
             try:
                 claimed = await self._journal.claim(1, self._in_flight.values())
             except JournalError as exc:
@@ -307,7 +344,7 @@ class WriteQueue:
                 continue
             failures = 0
             if not claimed:
-                await _wait(self._wake, self._config.poll_interval_s)
+                await self._bell.wait(self._config.poll_interval_s)
                 continue
             for item in claimed:
                 await self._process(item)
@@ -328,8 +365,9 @@ class WriteQueue:
             REQUEST_ID.reset(token)
             self._in_flight.pop(item.id, None)
             self._metrics.queue_depth.set(self.depth)
+            # The user's next turn may be claimable now: this worker claims again
+            # when it returns to its loop.
             self._progress.set()
-            self._wake.set()  # the user's next turn may be claimable now
 
     async def _failed(self, item: ClaimedTurn, exc: Exception) -> None:
         kind = type(exc).__name__

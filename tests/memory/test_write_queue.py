@@ -20,7 +20,7 @@ import pytest
 from sidecar.config import WriteQueueConfig
 from sidecar.errors import InvalidInput, StoreError
 from sidecar.memory.journal import TurnJournal
-from sidecar.memory.queue import WriteQueue, backoff_delay
+from sidecar.memory.queue import Doorbell, WriteQueue, backoff_delay
 from sidecar.memory.turns import Turn
 from sidecar.memory.writer import WriteResult
 from sidecar.metrics import Metrics
@@ -480,3 +480,34 @@ async def test_a_restarted_claimer_takes_back_what_its_predecessor_left(
     await second.start()
     assert await second.wait_idle(4.0)
     assert writer.written["u1"] == ["u1/1", "u1/2"]
+
+
+async def test_a_ring_wakes_one_waiting_worker() -> None:
+    bell = Doorbell(keep=2)
+    woken: list[int] = []
+
+    async def worker(n: int) -> None:
+        await bell.wait(5.0)
+        woken.append(n)
+
+    tasks = [asyncio.create_task(worker(n)) for n in range(2)]
+    await asyncio.sleep(0.01)
+    bell.ring()
+    await asyncio.sleep(0.01)
+    assert len(woken) == 1  # the other still sleeps
+    bell.ring()
+    await asyncio.gather(*tasks)
+    assert sorted(woken) == [0, 1]
+
+
+async def test_rings_while_nobody_waits_are_kept_up_to_a_bound() -> None:
+    bell = Doorbell(keep=2)
+    for _ in range(5):
+        bell.ring()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await bell.wait(5.0)
+    await bell.wait(5.0)  # two kept rings: both return at once
+    assert loop.time() - started < 1.0
+    await bell.wait(0.05)  # the third times out
+    assert loop.time() - started >= 0.05
