@@ -111,10 +111,17 @@ class Doorbell:
                 async with asyncio.timeout(timeout_s):
                     await waiter
         finally:
+            # Timed out or cancelled (a ring pops its waiter itself): never left
+            # behind, or an idle queue's polls would pile them up.
             if not waiter.done():
                 waiter.cancel()
-                with contextlib.suppress(ValueError):
-                    self._waiters.remove(waiter)
+            with contextlib.suppress(ValueError):
+                self._waiters.remove(waiter)
+
+    @property
+    def waiting(self) -> int:
+        """Workers waiting for a ring."""
+        return len(self._waiters)
 
 
 def _origin(exc: BaseException) -> str:

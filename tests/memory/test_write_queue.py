@@ -6,6 +6,7 @@ dead letters, drain/close keep what they cannot finish, and the metrics move."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import sqlite3
@@ -511,3 +512,18 @@ async def test_rings_while_nobody_waits_are_kept_up_to_a_bound() -> None:
     assert loop.time() - started < 1.0
     await bell.wait(0.05)  # the third times out
     assert loop.time() - started >= 0.05
+
+
+async def test_waits_that_time_out_leave_nothing_behind() -> None:
+    """Idle workers poll all day: their expired waits must not pile up."""
+    bell = Doorbell(keep=2)
+    for _ in range(20):
+        await bell.wait(0.001)
+    assert bell.waiting == 0
+    waiting = asyncio.create_task(bell.wait(5.0))
+    await asyncio.sleep(0.01)
+    assert bell.waiting == 1
+    waiting.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await waiting
+    assert bell.waiting == 0
