@@ -12,8 +12,8 @@ PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and all its descendants (from /proc)."""
+def children_by_parent() -> dict[int, list[int]]:
+    """Every live process's children (from /proc), by parent pid."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -25,6 +25,14 @@ def process_tree(pid: int) -> list[int]:
         # The command name is in parentheses and may contain spaces.
         ppid = int(stat.rpartition(")")[2].split()[1])
         children.setdefault(ppid, []).append(int(entry.name))
+    return children
+
+
+def process_tree(pid: int, children: Mapping[int, list[int]] | None = None) -> list[int]:
+    """``pid`` and all its descendants (``children``: one :func:`children_by_parent`
+    walk shared by several trees)."""
+    if children is None:
+        children = children_by_parent()
     tree, pending = [], [pid]
     while pending:
         current = pending.pop()
@@ -50,10 +58,14 @@ def rss_bytes(pid: int) -> int:
         return 0
 
 
-def trees_cpu_seconds(roots: Iterable[int]) -> float:
+def trees_cpu_seconds(
+    roots: Iterable[int], children: Mapping[int, list[int]] | None = None
+) -> float:
     """CPU time so far of the processes in the trees under ``roots``: the live ones
     (a child that has exited and been reaped no longer counts)."""
-    return sum(cpu_seconds(pid) for root in roots for pid in process_tree(root))
+    if children is None:
+        children = children_by_parent()
+    return sum(cpu_seconds(pid) for root in roots for pid in process_tree(root, children))
 
 
 def wait_quiet(
@@ -83,15 +95,18 @@ class CpuMeter:
         self._groups = {label: tuple(pids) for label, pids in groups.items()}
         self._started: dict[str, float] = {}
 
-    def _now(self) -> dict[str, float]:
-        now = {label: trees_cpu_seconds(pids) for label, pids in self._groups.items()}
-        now[self.CLIENT] = time.process_time()
-        return now
+    def _groups_now(self) -> dict[str, float]:
+        children = children_by_parent()  # one /proc walk for every group
+        return {label: trees_cpu_seconds(pids, children) for label, pids in self._groups.items()}
 
     def start(self) -> None:
-        self._started = self._now()
+        self._started = self._groups_now()
+        # Read after this process's own /proc walk, and before the one in stop():
+        # the client's time is the load's only.
+        self._started[self.CLIENT] = time.process_time()
 
     def stop(self) -> dict[str, float]:
         """Seconds per group since :meth:`start`, ``client`` included."""
-        now = self._now()
+        now = {self.CLIENT: time.process_time()}
+        now |= self._groups_now()
         return {label: max(0.0, now[label] - started) for label, started in self._started.items()}
