@@ -163,8 +163,9 @@ class StoreConfig(_Model):
     token: SecretStr | None = None
     #: Milvus database ('' = the server's default).
     db_name: str = ""
-    #: Collection name; its description records the schema version.
-    collection: str = Field(default="memories", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
+    #: Collection name; its description records the schema version. Access counts
+    #: go to a second collection named after it, with ``__access`` added.
+    collection: str = Field(default="memories", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,246}$")
     #: Seconds a single store call may take (bounds pymilvus' internal retries too).
     timeout_s: float = Field(default=10.0, gt=0)
     #: Seconds loading the collection into memory may take at start (and before a

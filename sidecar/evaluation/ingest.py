@@ -32,7 +32,7 @@ from sidecar.memory.bulk import bulk_load
 from sidecar.memory.embedder import Embedder
 from sidecar.memory.enrich import Enricher
 from sidecar.memory.records import MemoryRecord, Scope, content_hash
-from sidecar.memory.store import MemoryStore
+from sidecar.memory.store import ACCESS_SUFFIX, MemoryStore
 
 log = logging.getLogger(__name__)
 
@@ -153,10 +153,11 @@ async def _drop_collection(store: MemoryStore, collection: str) -> None:
     # created this one, so it removes it with the store's own client.
     client = store._client
     loop = asyncio.get_running_loop()
-    try:
-        await loop.run_in_executor(None, lambda: client.drop_collection(collection))
-    except Exception as exc:  # best effort; pymilvus raises many types
-        log.warning("could not drop eval collection %s: %s", collection, type(exc).__name__)
+    for name in (collection, collection + ACCESS_SUFFIX):
+        try:
+            await loop.run_in_executor(None, client.drop_collection, name)
+        except Exception as exc:  # best effort; pymilvus raises many types
+            log.warning("could not drop eval collection %s: %s", name, type(exc).__name__)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,17 +1,18 @@
 """Retrieval access tracking: which memories the request path injected, written back
-as ``access_count`` / ``accessed_at`` (read by the re-rank's salience and by
-retention's score).
+as access counts and times (read by the re-rank's salience and by retention's score).
 
 The request path only calls :meth:`AccessTracker.record` — a few dictionary updates,
 no I/O, no await. A background task flushes the recorded accesses every
 ``retention.access_flush_s``: per owner, under the owner's write lock (shared with
-the writer and retention, so a flush never overwrites a concurrent content change
-nor revives a pruned row), it re-reads the owner's accessed rows that are still
-active *with their vectors* (an upsert replaces whole rows), adds the counts, sets
-``accessed_at`` and upserts them in one call, then writes them through the corpus
-cache. ``updated_at`` is left alone: it means a content change (and the corpus
-caches' delta refreshes key on it, so other replicas pick access counts up at their
-next full reload — counts are advisory).
+the writer and retention, so a memory deleted or given up meanwhile is not counted),
+it reads which of the owner's accessed memories are still active (their ids only)
+and their current access rows, adds the new accesses and writes the access rows
+back in one call (the store keeps them apart from the memory rows, see
+:mod:`sidecar.memory.store`: nothing of a memory row is read or rewritten), then
+updates the counts this process's corpus cache holds. ``updated_at`` is left alone:
+it means a content change (and the corpus caches' delta refreshes key on it, so
+other replicas pick access counts up at their next full reload — counts are
+advisory).
 
 Bounded: at most ``retention.access_max_pending`` distinct memories wait for a flush;
 accesses to further memories are dropped and counted until the next flush (which a
@@ -32,7 +33,7 @@ from sidecar.config import RetentionConfig
 from sidecar.errors import SidecarError
 from sidecar.memory.corpus_cache import CorpusCache
 from sidecar.memory.filters import build_filter
-from sidecar.memory.records import Hit, NodeType, now_ms
+from sidecar.memory.records import AccessStat, Hit, NodeType, now_ms
 from sidecar.memory.store import MemoryStore
 from sidecar.memory.writer import KeyedLocks
 from sidecar.metrics import Metrics
@@ -48,6 +49,10 @@ class _Access:
     owner: str
     count: int
     last: int  # epoch ms of the latest access
+    #: The count and time the memory had when first recorded (the flush adds to its
+    #: access row, or to these where it has none yet).
+    base_count: int = 0
+    base_at: int = 0
 
 
 class AccessTracker:
@@ -94,7 +99,9 @@ class AccessTracker:
                 entry.count += 1
                 entry.last = max(entry.last, now)
             elif len(self._pending) < self._config.access_max_pending:
-                self._pending[record.id] = _Access(record.user_id, 1, now)
+                self._pending[record.id] = _Access(
+                    record.user_id, 1, now, record.access_count, record.accessed_at
+                )
             else:
                 dropped += 1
         if dropped:
@@ -129,25 +136,24 @@ class AccessTracker:
     async def _flush_owner(self, owner: str, entries: dict[str, _Access]) -> int:
         ids = sorted(entries)
         async with self._locks.get(owner):
-            updated = []
+            live: list[str] = []
             for start in range(0, len(ids), ID_BATCH):
                 chunk = ids[start : start + ID_BATCH]
-                current = await self._store.query(
-                    build_filter(owner=owner, ids=chunk), limit=len(chunk), with_vectors=True
+                live += await self._store.ids(
+                    build_filter(owner=owner, ids=chunk), limit=len(chunk)
                 )
-                for record in current:
-                    entry = entries[record.id]
-                    updated.append(
-                        record.with_changes(
-                            access_count=record.access_count + entry.count,
-                            accessed_at=max(record.accessed_at, entry.last),
-                        )
-                    )
-            await self._store.upsert(updated)
-            # Not told to the host's other workers (the cache relay): counts change
-            # no content, and every accessed row with its vector each flush would
-            # be most of the relay's traffic; their refresh reads them.
-            self._cache.apply(updated, mirror=False)
+            stored = await self._store.read_access(live)
+            updated = []
+            for memory_id in live:
+                entry = entries[memory_id]
+                current = stored.get(memory_id)
+                count = max(entry.base_count, current.count if current else 0)
+                at = max(entry.base_at, current.at if current else 0)
+                updated.append(
+                    AccessStat(memory_id, owner, count + entry.count, max(at, entry.last))
+                )
+            await self._store.write_access(updated)
+            self._cache.apply_access(updated)
         self._metrics.access_updates.labels(outcome="flushed").inc(len(updated))
         if len(updated) < len(ids):  # superseded, archived or deleted since
             self._metrics.access_updates.labels(outcome="gone").inc(len(ids) - len(updated))

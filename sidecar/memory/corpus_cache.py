@@ -24,7 +24,16 @@ from sidecar.config import CacheConfig
 from sidecar.errors import SidecarError
 from sidecar.memory.corpus import Corpus
 from sidecar.memory.filters import Filter, build_filter
-from sidecar.memory.records import RELOAD_MARKER, MemoryRecord, Scope, Status, Visibility, now_ms
+from sidecar.memory.records import (
+    RELOAD_MARKER,
+    AccessStat,
+    MemoryRecord,
+    Scope,
+    Status,
+    Visibility,
+    merge_access,
+    now_ms,
+)
 from sidecar.memory.store import MemoryStore
 from sidecar.memory.write_stamps import WriteStamps
 from sidecar.metrics import Metrics
@@ -261,6 +270,24 @@ class CorpusCache:
         if mirror and self.mirror is not None:
             self.mirror.applied(records, stamp)
 
+    def apply_access(self, stats: Sequence[AccessStat]) -> None:
+        """This process flushed ``stats``: the cached rows take the new counts and
+        times, and nothing else (a newer version of a row keeps its content). Not told
+        to the host's other processes: counts change no content, and their next full
+        reload reads them."""
+        by_id = {s.id: s for s in stats}
+        keys = {f"user:{s.user_id}" for s in stats}
+        keys.update(key for key in self._units if not key.startswith("user:"))
+        for key in sorted(keys):
+            unit = self._units.get(key)
+            if unit is None:
+                continue
+            rows = tuple(merge_access(row, by_id.get(row.id)) for row in unit.rows)
+            if any(new is not old for new, old in zip(rows, unit.rows, strict=True)):
+                self._seq += 1
+                unit.rows = rows
+                unit.seq = self._seq
+
     def _apply(self, records: Sequence[MemoryRecord]) -> None:
         changed: dict[str, dict[str, MemoryRecord]] = {}
         for record in records:
@@ -277,8 +304,8 @@ class CorpusCache:
                 if update is None:
                     kept.append(row)
                 elif update.embedding is not row.embedding and update.embedding == row.embedding:
-                    # Same vector re-read from the store (e.g. an access-count flush):
-                    # share the cached one so corpora see an unchanged vector at once.
+                    # Same vector re-read from the store (e.g. a category move): share
+                    # the cached one so corpora see an unchanged vector at once.
                     updates[row.id] = update.with_changes(embedding=row.embedding)
             fresh = sorted(
                 (r for r in updates.values() if r.status == Status.ACTIVE), key=lambda r: r.id

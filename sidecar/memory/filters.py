@@ -65,6 +65,10 @@ def validate_identifier(value: object, kind: str = "identifier") -> str:
         raise InvalidIdentifier(f"{kind} must be a string")
     if not value or value != value.strip():
         raise InvalidIdentifier(f"{kind} must be non-empty without surrounding whitespace")
+    if value.isascii() and value.isprintable():  # the common case, e.g. every memory id
+        if len(value) > MAX_IDENTIFIER_BYTES:
+            raise InvalidIdentifier(f"{kind} is longer than {MAX_IDENTIFIER_BYTES} bytes")
+        return value
     try:
         encoded = value.encode("utf-8")
     except UnicodeEncodeError:
@@ -112,6 +116,12 @@ def scope_expression(scope: Scope) -> str:
         shared = _in("visibility", [Visibility.GROUP, Visibility.PUBLIC])
         parts.append(f"({_in('group_id', scope.group_ids)} and {shared})")
     return "(" + " or ".join(parts) + ")"
+
+
+def ids_filter(ids: Iterable[str]) -> Filter:
+    """Rows whose id is one of ``ids``, whatever else they are (the access
+    collection's rows, which have no other field to filter by but their owner)."""
+    return Filter(_in("id", ids))
 
 
 def build_filter(

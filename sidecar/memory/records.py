@@ -127,6 +127,29 @@ class MemoryRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class AccessStat:
+    """How often a memory was injected, and when last: its row in the store's access
+    collection (:mod:`sidecar.memory.store`), which overrides the memory row's own
+    ``access_count`` / ``accessed_at`` when higher."""
+
+    id: str
+    user_id: str
+    count: int
+    at: int  # epoch ms of the latest injection
+
+
+def merge_access(record: MemoryRecord, stat: AccessStat | None) -> MemoryRecord:
+    """``record`` with ``stat``'s count and time where those are higher (``record``
+    itself when nothing changes)."""
+    if stat is None or (stat.count <= record.access_count and stat.at <= record.accessed_at):
+        return record
+    return record.with_changes(
+        access_count=max(record.access_count, stat.count),
+        accessed_at=max(record.accessed_at, stat.at),
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class Hit:
     """A retrieved memory and its score (higher is better; cosine for ``dense``).
 

@@ -19,7 +19,7 @@ from sidecar.config import StoreConfig, config_from_mapping
 from sidecar.errors import SchemaMismatch
 from sidecar.memory.embedder import Embedder
 from sidecar.memory.filters import build_filter
-from sidecar.memory.records import NodeType
+from sidecar.memory.records import AccessStat, NodeType
 from sidecar.memory.store import MemoryStore
 from sidecar.metrics import Metrics
 
@@ -189,16 +189,30 @@ async def test_store_migrate_copies_an_old_schema_collection(
         expected = (await embedder.embed(["Dave plays the banjo."]))[0]
         assert rows[0].embedding is not None
         assert abs(sum(a * b for a, b in zip(rows[0].embedding, expected, strict=True)) - 1) < 1e-4
+        await store.write_access([AccessStat("old-0", "dave", 7, 1_700_000_000_500)])
     finally:
         await store.close()
 
-    # Migrating a current collection keeps every vector as it is.
+    # Migrating a current collection keeps every vector as it is, and the access
+    # counts kept beside it become the copied rows' own.
     code, out, err = await run(
         capsys, "store", "migrate", "--config", str(config_file),
         "--from-collection", "memories_v1", "--to-collection", "memories_copy",
     )  # fmt: skip
     assert code == 0, err
     assert json.loads(out)["embedded"] == 0
+    copy = await MemoryStore.open(
+        store_config.model_copy(update={"collection": "memories_copy"}), embedder.dim, Metrics()
+    )
+    try:
+        rows = await copy.scan(build_filter(owner="dave"))
+        assert [(r.id, r.access_count, r.accessed_at) for r in rows] == [
+            ("old-0", 7, 1_700_000_000_500),
+            ("old-1", 0, 0),
+        ]
+        assert await copy.read_access(["old-0", "old-1"]) == {}
+    finally:
+        await copy.close()
     code, _, err = await run(
         capsys, "store", "migrate", "--config", str(config_file), "--to-collection", "memories"
     )

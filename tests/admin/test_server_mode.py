@@ -12,7 +12,7 @@ import pytest
 
 from sidecar.config import StoreConfig
 from sidecar.memory.journal import TurnJournal
-from sidecar.memory.store import FIELDS, MemoryStore
+from sidecar.memory.store import ACCESS_FIELDS, FIELDS, MemoryStore
 from sidecar.memory.turns import Turn
 from sidecar.metrics import Metrics
 
@@ -70,6 +70,20 @@ def test_default_server_collection_is_flat_without_partition_key() -> None:
     assert indexes["embedding"].index_type == "FLAT"
     store = MemoryStore(RecordingClient(), StoreConfig(uri=SERVER), 384, Metrics())
     assert store._vector_search_params(10) == {"metric_type": "COSINE"}
+
+
+@pytest.mark.parametrize("keyed", [True, False])
+def test_server_access_collection_is_keyed_like_the_memories(keyed: bool) -> None:
+    client = RecordingClient()
+    config = StoreConfig(uri=SERVER, partition_key=keyed, collection="mem")
+    MemoryStore(client, config, 384, Metrics())._create_access_collection()
+    assert client.created["name"] == "mem__access"
+    fields = {field.name: field for field in client.created["schema"].fields}
+    assert list(fields) == [f.name for f in ACCESS_FIELDS]
+    assert fields["id"].is_primary
+    assert bool(fields["user_id"].is_partition_key) is keyed
+    assert fields["slot"].params["dim"] == 2
+    assert [i.field_name for i in client.created["index_params"]] == ["slot"]
 
 
 def turn(user: str, n: int) -> Turn:

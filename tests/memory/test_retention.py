@@ -299,6 +299,30 @@ async def test_access_flush_counts_and_changes_the_order(harness: Harness) -> No
     assert stored["a"].access_count + 1 == (await h.rows("alice"))[0].access_count
 
 
+async def test_a_flush_rewrites_no_memory_row_and_keeps_newer_content(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = harness
+    await h.store.upsert([h.rec("a")])
+    corpus = await h.cache.corpus(Scope(h.u("alice")))
+    tracker = h.tracker()
+    tracker.record([Hit(corpus.records[0], 0.9)])
+    # The memory changes after it was injected (the writer's update, written through).
+    changed = corpus.records[0].with_changes(content="changed", updated_at=NOW + 1)
+    await h.store.upsert([changed])
+    h.cache.apply([changed])
+
+    async def no_memory_writes(records: Any) -> None:
+        raise AssertionError("a flush wrote memory rows")
+
+    monkeypatch.setattr(h.store, "upsert", no_memory_writes)
+    assert await tracker.flush() == 1
+    cached = (await h.cache.corpus(Scope(h.u("alice")))).records
+    assert [(r.content, r.access_count, r.accessed_at) for r in cached] == [("changed", 1, NOW)]
+    stored = await h.rows("alice")
+    assert [(r.content, r.access_count, r.accessed_at) for r in stored] == [("changed", 1, NOW)]
+
+
 async def test_access_of_a_memory_gone_since_is_not_written(harness: Harness) -> None:
     h = harness
     await h.store.upsert([h.rec("a"), h.rec("b")])
@@ -328,7 +352,7 @@ async def test_access_set_is_bounded_and_failed_flushes_are_kept(
         raise StoreError("down")
 
     with monkeypatch.context() as patch:
-        patch.setattr(h.store, "upsert", down)
+        patch.setattr(h.store, "write_access", down)
         assert await tracker.flush() == 0
     assert tracker.pending == 2  # kept for the next flush
     tracker.record(hits[:1])
@@ -366,15 +390,15 @@ async def test_stopping_during_a_scheduled_flush_counts_each_access_once(
     await h.store.upsert([h.rec("a")])
     corpus = await h.cache.corpus(Scope(h.u("alice")))
     written = asyncio.Event()
-    upsert = h.store.upsert
+    write = h.store.write_access
 
-    async def upsert_then_linger(records: Any, *args: Any, **kwargs: Any) -> Any:
-        result = await upsert(records, *args, **kwargs)
+    async def write_then_linger(stats: Any, *args: Any, **kwargs: Any) -> Any:
+        result = await write(stats, *args, **kwargs)
         written.set()
         await asyncio.sleep(0.2)  # written; its awaiter has not resumed yet
         return result
 
-    monkeypatch.setattr(h.store, "upsert", upsert_then_linger)
+    monkeypatch.setattr(h.store, "write_access", write_then_linger)
     tracker = h.tracker(access_flush_s=0.01)
     tracker.start()
     tracker.record([Hit(corpus.records[0], 0.9)])

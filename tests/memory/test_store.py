@@ -3,6 +3,7 @@ upsert/replace, scan paging."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 from sidecar.config import StoreConfig
 from sidecar.errors import SchemaMismatch, StoreError
 from sidecar.memory.filters import Filter, build_filter
-from sidecar.memory.records import MemoryRecord, Scope
+from sidecar.memory.records import AccessStat, MemoryRecord, Scope, Status
 from sidecar.memory.store import MemoryStore, _connect
 from sidecar.metrics import Metrics
 
@@ -111,8 +112,6 @@ async def reads_of_a_row_being_upserted(
 ) -> tuple[int, int]:
     """(reads that found the row, reads that did not) while another task upserts it
     in a loop; stops early at the first miss."""
-    import asyncio
-
     row = record(1)
     await store.upsert([row])
     stop = asyncio.Event()
@@ -160,3 +159,65 @@ async def test_milvus_lite_without_the_gate_does_show_half_upserted_rows(tmp_pat
         assert missed == 1, f"{found} reads during upserts all found the row"
     finally:
         await store.close()
+
+
+# -- access counts ----------------------------------------------------------------------
+
+
+async def test_access_rows_are_merged_into_every_read(tmp_path: Path) -> None:
+    store = await MemoryStore.open(StoreConfig(uri=str(tmp_path / "a.db")), 8, Metrics())
+    try:
+        counted = record(1).with_changes(access_count=5, accessed_at=50)
+        await store.upsert([counted, record(2), record(3)])
+        await store.write_access([AccessStat("m1", "u1", 3, 100), AccessStat("m2", "u1", 7, 200)])
+        # The higher count and the later time win: m1 keeps its own count of 5.
+        expected = {"m1": (5, 100), "m2": (7, 200), "m3": (0, 0)}
+
+        def seen(rows: list[MemoryRecord]) -> dict[str, tuple[int, int]]:
+            return {r.id: (r.access_count, r.accessed_at) for r in rows}
+
+        where = build_filter(owner="u1")
+        assert seen(await store.query(where)) == expected
+        assert seen(await store.scan(where, with_vectors=True)) == expected
+        hits = await store.search(record(2).embedding or (), where=where, limit=3)
+        assert seen([h.record for h in hits]) == expected
+        assert hits[0].record.id == "m2"  # the order is the search's
+        text_hits = await store.search_text("fact", where=where, limit=3)
+        assert seen([h.record for h in text_hits]) == expected
+        stats = await store.read_access(["m1", "m2", "m3"])
+        assert stats == {
+            "m1": AccessStat("m1", "u1", 3, 100),
+            "m2": AccessStat("m2", "u1", 7, 200),
+        }
+        # The memory rows themselves are untouched.
+        raw = await asyncio.to_thread(
+            store._client.query, "memories", filter='id == "m2"', output_fields=["access_count"]
+        )
+        assert raw[0]["access_count"] == 0
+    finally:
+        await store.close()
+
+
+async def test_tombstones_and_purges_take_the_access_rows_with_them(tmp_path: Path) -> None:
+    store = await MemoryStore.open(StoreConfig(uri=str(tmp_path / "t.db")), 8, Metrics())
+    try:
+        await store.upsert([record(1), record(2), record(3)])
+        await store.write_access([AccessStat(f"m{i}", "u1", i, i) for i in (1, 2, 3)])
+        await store.upsert([record(1).with_changes(status=Status.DELETED, content="")])
+        assert set(await store.read_access(["m1", "m2", "m3"])) == {"m2", "m3"}
+        await store.delete(build_filter(owner="u1", ids=["m2"]))
+        assert set(await store.read_access(["m1", "m2", "m3"])) == {"m3"}
+        assert [r.id for r in await store.query(build_filter(owner="u1"))] == ["m3"]
+    finally:
+        await store.close()
+
+
+async def test_a_foreign_access_collection_is_a_clear_error(tmp_path: Path) -> None:
+    from pymilvus import MilvusClient
+
+    path = str(tmp_path / "fa.db")
+    client = MilvusClient(path)
+    client.create_collection("mem__access", dimension=2)
+    client.close()
+    with pytest.raises(SchemaMismatch, match="access-count collection"):
+        await MemoryStore.open(StoreConfig(uri=path, collection="mem"), 8, Metrics())
