@@ -221,3 +221,21 @@ async def test_a_foreign_access_collection_is_a_clear_error(tmp_path: Path) -> N
     client.close()
     with pytest.raises(SchemaMismatch, match="access-count collection"):
         await MemoryStore.open(StoreConfig(uri=path, collection="mem"), 8, Metrics())
+
+
+async def test_a_store_from_before_the_access_collection_gets_one(tmp_path: Path) -> None:
+    config = StoreConfig(uri=str(tmp_path / "up.db"), collection="mem")
+    store = await MemoryStore.open(config, 8, Metrics())
+    await store.upsert([record(1).with_changes(access_count=4, accessed_at=40)])
+    await asyncio.to_thread(store._client.drop_collection, "mem__access")
+    await store.close()
+
+    again = await MemoryStore.open(config, 8, Metrics())
+    try:
+        rows = await again.query(build_filter(owner="u1"))
+        assert [(r.access_count, r.accessed_at) for r in rows] == [(4, 40)]
+        await again.write_access([AccessStat("m1", "u1", 5, 50)])
+        rows = await again.query(build_filter(owner="u1"))
+        assert [(r.access_count, r.accessed_at) for r in rows] == [(5, 50)]
+    finally:
+        await again.close()
