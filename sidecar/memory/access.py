@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from sidecar.config import RetentionConfig
 from sidecar.errors import SidecarError
-from sidecar.memory.corpus_cache import CorpusCache
+from sidecar.memory.corpus_cache import CorpusCache, units_of
 from sidecar.memory.filters import build_filter
 from sidecar.memory.records import AccessStat, Hit, NodeType, now_ms
 from sidecar.memory.store import MemoryStore
@@ -53,6 +53,8 @@ class _Access:
     #: access row, or to these where it has none yet).
     base_count: int = 0
     base_at: int = 0
+    #: The corpus-cache units that hold it (:func:`units_of`).
+    units: tuple[str, ...] = ()
 
 
 class AccessTracker:
@@ -100,7 +102,12 @@ class AccessTracker:
                 entry.last = max(entry.last, now)
             elif len(self._pending) < self._config.access_max_pending:
                 self._pending[record.id] = _Access(
-                    record.user_id, 1, now, record.access_count, record.accessed_at
+                    record.user_id,
+                    1,
+                    now,
+                    record.access_count,
+                    record.accessed_at,
+                    tuple(units_of(record)),
                 )
             else:
                 dropped += 1
@@ -153,7 +160,9 @@ class AccessTracker:
                     AccessStat(memory_id, owner, count + entry.count, max(at, entry.last))
                 )
             await self._store.write_access(updated)
-            self._cache.apply_access(updated)
+            self._cache.apply_access(
+                updated, {key for memory_id in live for key in entries[memory_id].units}
+            )
         self._metrics.access_updates.labels(outcome="flushed").inc(len(updated))
         if len(updated) < len(ids):  # superseded, archived or deleted since
             self._metrics.access_updates.labels(outcome="gone").inc(len(ids) - len(updated))

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -270,22 +270,27 @@ class CorpusCache:
         if mirror and self.mirror is not None:
             self.mirror.applied(records, stamp)
 
-    def apply_access(self, stats: Sequence[AccessStat]) -> None:
-        """This process flushed ``stats``: the cached rows take the new counts and
-        times, and nothing else (a newer version of a row keeps its content). Not told
-        to the host's other processes: counts change no content, and their next full
-        reload reads them."""
+    def apply_access(self, stats: Sequence[AccessStat], keys: Iterable[str]) -> None:
+        """This process flushed ``stats`` of memories held in the units ``keys``: their
+        cached rows take the new counts and times, and nothing else (a newer version
+        of a row keeps its content). Not told to the host's other processes: counts
+        change no content, and their next full reload reads them."""
         by_id = {s.id: s for s in stats}
-        keys = {f"user:{s.user_id}" for s in stats}
-        keys.update(key for key in self._units if not key.startswith("user:"))
-        for key in sorted(keys):
+        for key in sorted(set(keys)):
             unit = self._units.get(key)
             if unit is None:
                 continue
-            rows = tuple(merge_access(row, by_id.get(row.id)) for row in unit.rows)
-            if any(new is not old for new, old in zip(rows, unit.rows, strict=True)):
+            rows = list(unit.rows)
+            changed = False
+            for position, row in enumerate(rows):
+                stat = by_id.get(row.id)
+                if stat is not None:
+                    merged = merge_access(row, stat)
+                    changed |= merged is not row
+                    rows[position] = merged
+            if changed:
                 self._seq += 1
-                unit.rows = rows
+                unit.rows = tuple(rows)
                 unit.seq = self._seq
 
     def _apply(self, records: Sequence[MemoryRecord]) -> None:

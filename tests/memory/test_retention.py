@@ -20,7 +20,7 @@ from sidecar.memory.access import AccessTracker
 from sidecar.memory.corpus_cache import CorpusCache
 from sidecar.memory.embedder import Embedder
 from sidecar.memory.filters import build_filter
-from sidecar.memory.records import Hit, MemoryRecord, MemoryType, Scope, Status
+from sidecar.memory.records import Hit, MemoryRecord, MemoryType, Scope, Status, Visibility
 from sidecar.memory.retention import Retention, prune_order, retention_score
 from sidecar.memory.store import MemoryStore
 from sidecar.memory.turns import Turn
@@ -321,6 +321,26 @@ async def test_a_flush_rewrites_no_memory_row_and_keeps_newer_content(
     assert [(r.content, r.access_count, r.accessed_at) for r in cached] == [("changed", 1, NOW)]
     stored = await h.rows("alice")
     assert [(r.content, r.access_count, r.accessed_at) for r in stored] == [("changed", 1, NOW)]
+
+
+async def test_a_shared_memory_flushed_is_counted_in_every_unit_that_holds_it(
+    harness: Harness,
+) -> None:
+    h = harness
+    group = h.u("team")
+    shared = h.rec("shared", user="bob", visibility=Visibility.GROUP, group_id=group)
+    await h.store.upsert([shared, h.rec("own")])
+    alice = Scope(h.u("alice"), (group,))
+    corpus = await h.cache.corpus(alice)
+    bobs = await h.cache.corpus(Scope(h.u("bob")))  # bob's own unit holds it too
+    assert len(bobs.records) == 1
+    tracker = h.tracker()
+    tracker.record([Hit(r, 0.9) for r in corpus.records if r.id == shared.id])
+    assert await tracker.flush() == 1
+    for scope in (alice, Scope(h.u("bob"))):
+        counts = {h.bare(r.id): r.access_count for r in (await h.cache.corpus(scope)).records}
+        assert counts["shared"] == 1
+    assert {h.bare(r.id): r.access_count for r in await h.rows("bob")} == {"shared": 1}
 
 
 async def test_access_of_a_memory_gone_since_is_not_written(harness: Harness) -> None:
