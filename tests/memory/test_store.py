@@ -38,14 +38,20 @@ async def test_reopening_checks_the_schema(tmp_path: Path) -> None:
         await MemoryStore.open(config, 16, Metrics())
 
 
-async def test_foreign_collection_is_a_clear_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("foreign", "dim", "message"),
+    [("mem", 8, "schema tag"), ("mem__access", 2, "access-count collection")],
+)
+async def test_foreign_collection_is_a_clear_error(
+    tmp_path: Path, foreign: str, dim: int, message: str
+) -> None:
     from pymilvus import MilvusClient
 
     path = str(tmp_path / "f.db")
     client = MilvusClient(path)
-    client.create_collection("mem", dimension=8)
+    client.create_collection(foreign, dimension=dim)
     client.close()
-    with pytest.raises(SchemaMismatch, match="schema tag"):
+    with pytest.raises(SchemaMismatch, match=message):
         await MemoryStore.open(StoreConfig(uri=path, collection="mem"), 8, Metrics())
 
 
@@ -210,17 +216,6 @@ async def test_tombstones_and_purges_take_the_access_rows_with_them(tmp_path: Pa
         assert [r.id for r in await store.query(build_filter(owner="u1"))] == ["m3"]
     finally:
         await store.close()
-
-
-async def test_a_foreign_access_collection_is_a_clear_error(tmp_path: Path) -> None:
-    from pymilvus import MilvusClient
-
-    path = str(tmp_path / "fa.db")
-    client = MilvusClient(path)
-    client.create_collection("mem__access", dimension=2)
-    client.close()
-    with pytest.raises(SchemaMismatch, match="access-count collection"):
-        await MemoryStore.open(StoreConfig(uri=path, collection="mem"), 8, Metrics())
 
 
 async def test_a_store_from_before_the_access_collection_gets_one(tmp_path: Path) -> None:
