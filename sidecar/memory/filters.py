@@ -145,12 +145,16 @@ def build_filter(
     behind); ``deleted=True`` takes those too (the caches' refreshes, the purge).
     """
     clauses: list[str] = []
+    # The id list goes first: milvus-lite 2.5.1 answers ``<term> and id in [...]``
+    # wrongly on some stores — no rows for two owners in three of a 100k-memory
+    # store, where ``id in [...] and <term>`` finds every one (``id == ...`` is fine
+    # anywhere). Conjunction order means nothing to a correct engine.
+    if ids is not None:
+        clauses.append(_in("id", ids))
     if scope is not None:
         clauses.append(scope_expression(scope))
     if owner is not None:
         clauses.append(_eq("user_id", owner))
-    if ids is not None:
-        clauses.append(_in("id", ids))
     if node_type is not None:
         clauses.append(_eq("node_type", node_type))
     if status is not None:
