@@ -3,13 +3,15 @@ as access counts and times (read by the re-rank's salience and by retention's sc
 
 The request path only calls :meth:`AccessTracker.record` — a few dictionary updates,
 no I/O, no await. A background task flushes the recorded accesses every
-``retention.access_flush_s``: per owner, under the owner's write lock (shared with
-the writer and retention, so a memory deleted or given up meanwhile is not counted),
-it reads which of the owner's accessed memories are still active (their ids only)
-and their current access rows, adds the new accesses and writes the access rows
-back in one call (the store keeps them apart from the memory rows, see
+``retention.access_flush_s``: in batches of up to ``FLUSH_BATCH`` memories, under
+their owners' write locks (shared with the writer and retention, so a memory deleted
+or given up meanwhile is not counted), it reads which of them are still active (id
+and owner only) and their current access rows, adds the new accesses and writes the
+access rows back in one call (the store keeps them apart from the memory rows, see
 :mod:`sidecar.memory.store`: nothing of a memory row is read or rewritten), then
-updates the counts this process's corpus cache holds. ``updated_at`` is left alone:
+updates the counts this process's corpus cache holds. Three store calls per batch,
+whatever the number of owners: the calls' fixed cost dominated when each owner's
+few memories made a round of their own. ``updated_at`` is left alone:
 it means a content change (and the corpus caches' delta refreshes key on it, so
 other replicas pick access counts up at their next full reload — counts are
 advisory).
@@ -41,7 +43,9 @@ from sidecar.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
-ID_BATCH = 500
+#: Memories per store round of a flush (one read of which are still active, one of
+#: their access rows, one write): the calls' fixed cost dominates small ones.
+FLUSH_BATCH = 2000
 
 
 @dataclass(slots=True)
@@ -116,56 +120,53 @@ class AccessTracker:
             self._full.set()
 
     async def flush(self) -> int:
-        """Write every recorded access; the number of memories updated. Failed owners'
-        accesses are kept for the next flush."""
+        """Write every recorded access; the number of memories updated. The accesses
+        of a batch that fails are kept for the next flush."""
         async with self._flushing:  # one flush at a time (schedule, stop, on demand)
             batch, self._pending = self._pending, {}
             self._full.clear()
-            by_owner: dict[str, dict[str, _Access]] = {}
-            for memory_id, entry in batch.items():
-                by_owner.setdefault(entry.owner, {})[memory_id] = entry
+            ordered = sorted(batch, key=lambda memory_id: (batch[memory_id].owner, memory_id))
+            chunks = [
+                {memory_id: batch[memory_id] for memory_id in ordered[start : start + FLUSH_BATCH]}
+                for start in range(0, len(ordered), FLUSH_BATCH)
+            ]
             flushed = 0
-            owners = sorted(by_owner)
-            for position, owner in enumerate(owners):
-                entries = by_owner[owner]
+            for position, entries in enumerate(chunks):
                 try:
-                    flushed += await self._flush_owner(owner, entries)
+                    flushed += await self._flush_batch(entries)
                 except SidecarError as exc:
                     self._metrics.access_updates.labels(outcome="failed").inc(len(entries))
                     log.warning("access flush failed: %s", type(exc).__name__)
                     self._put_back(entries)
                 except BaseException:  # cancelled (shutdown): keep what is not written
-                    for rest in owners[position:]:
-                        self._put_back(by_owner[rest])
+                    for rest in chunks[position:]:
+                        self._put_back(rest)
                     raise
             return flushed
 
-    async def _flush_owner(self, owner: str, entries: dict[str, _Access]) -> int:
-        ids = sorted(entries)
-        async with self._locks.get(owner):
-            live: list[str] = []
-            for start in range(0, len(ids), ID_BATCH):
-                chunk = ids[start : start + ID_BATCH]
-                live += await self._store.ids(
-                    build_filter(owner=owner, ids=chunk), limit=len(chunk)
-                )
+    async def _flush_batch(self, entries: dict[str, _Access]) -> int:
+        """One store round for up to ``FLUSH_BATCH`` memories, holding their owners'
+        write locks (taken in order: every other holder takes one at a time)."""
+        async with contextlib.AsyncExitStack() as held:
+            for owner in sorted({entry.owner for entry in entries.values()}):
+                await held.enter_async_context(self._locks.get(owner))
+            owners = await self._store.owners(build_filter(ids=entries), limit=len(entries))
+            live = sorted(i for i, owner in owners.items() if entries[i].owner == owner)
             stored = await self._store.read_access(live)
             updated = []
             for memory_id in live:
                 entry = entries[memory_id]
                 current = stored.get(memory_id)
-                count = max(entry.base_count, current.count if current else 0)
-                at = max(entry.base_at, current.at if current else 0)
-                updated.append(
-                    AccessStat(memory_id, owner, count + entry.count, max(at, entry.last))
-                )
+                count = max(entry.base_count, current.count if current else 0) + entry.count
+                at = max(entry.base_at, current.at if current else 0, entry.last)
+                updated.append(AccessStat(memory_id, entry.owner, count, at))
             await self._store.write_access(updated)
             self._cache.apply_access(
                 updated, {key for memory_id in live for key in entries[memory_id].units}
             )
         self._metrics.access_updates.labels(outcome="flushed").inc(len(updated))
-        if len(updated) < len(ids):  # superseded, archived or deleted since
-            self._metrics.access_updates.labels(outcome="gone").inc(len(ids) - len(updated))
+        if len(updated) < len(entries):  # superseded, archived or deleted since
+            self._metrics.access_updates.labels(outcome="gone").inc(len(entries) - len(updated))
         return len(updated)
 
     def _put_back(self, entries: dict[str, _Access]) -> None:

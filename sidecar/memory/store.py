@@ -747,20 +747,20 @@ class MemoryStore:
         finally:
             iterator.close()
 
-    async def ids(self, where: Filter, *, limit: int = 1000) -> list[str]:
-        """The ids of the rows matching ``where`` (no other field is read)."""
+    async def owners(self, where: Filter, *, limit: int = 1000) -> dict[str, str]:
+        """The rows matching ``where``: id -> owner (no other field is read)."""
 
-        def call() -> list[str]:
+        def call() -> dict[str, str]:
             rows = self._client.query(
                 self._collection,
                 filter=where,
-                output_fields=["id"],
+                output_fields=["id", "user_id"],
                 limit=limit,
                 timeout=self._config.timeout_s,
             )
-            return sorted(str(row["id"]) for row in rows)
+            return {str(row["id"]): str(row["user_id"]) for row in rows}
 
-        return await self._run("ids", call, gate="read", owners=_owner(where))
+        return await self._run("owners", call, gate="read", owners=_owner(where))
 
     async def count(self, where: Filter) -> int:
         def call() -> Any:

@@ -299,6 +299,22 @@ async def test_access_flush_counts_and_changes_the_order(harness: Harness) -> No
     assert stored["a"].access_count + 1 == (await h.rows("alice"))[0].access_count
 
 
+async def test_a_flush_in_batches_across_owners_counts_each_access_once(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sidecar.memory.access.FLUSH_BATCH", 2)
+    h = harness
+    rows = [h.rec(f"a{i}") for i in range(3)] + [h.rec(f"b{i}", user="bob") for i in range(2)]
+    await h.store.upsert(rows)
+    tracker = h.tracker()
+    tracker.record([Hit(r, 0.9) for r in rows])
+    tracker.record([Hit(rows[0], 0.9), Hit(rows[4], 0.9)])
+    assert await tracker.flush() == 5
+    counts = {h.bare(r.id): r.access_count for r in await h.rows("alice") + await h.rows("bob")}
+    assert counts == {"a0": 2, "a1": 1, "a2": 1, "b0": 1, "b1": 2}
+    assert h.metrics.value("memory_sidecar_access_updates_total", {"outcome": "flushed"}) == 5
+
+
 async def test_a_flush_rewrites_no_memory_row_and_keeps_newer_content(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
