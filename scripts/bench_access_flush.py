@@ -1,0 +1,85 @@
+"""What one access-count flush costs: ``--memories`` active memories of a seeded store
+(a copy of it; e.g. one of ``bench_e2e.py --store-cache``), each injected once, then
+flushed by the real :class:`~sidecar.memory.access.AccessTracker`, ``--runs`` times
+(the first run creates their access rows, later ones update them).
+
+Prints each flush's wall time and the CPU time of this process and of its children
+(the embedded milvus-lite server) over it::
+
+    .venv/bin/python scripts/bench_access_flush.py /tmp/bench-stores/memory-100000.db \\
+        --memories 20000 --runs 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from e2e.procstat import children_by_parent, cpu_seconds  # noqa: E402
+from sidecar.config import CacheConfig, RetentionConfig, StoreConfig  # noqa: E402
+from sidecar.memory.access import AccessTracker  # noqa: E402
+from sidecar.memory.corpus_cache import CorpusCache  # noqa: E402
+from sidecar.memory.filters import build_filter  # noqa: E402
+from sidecar.memory.records import Hit, NodeType  # noqa: E402
+from sidecar.memory.store import MemoryStore  # noqa: E402
+from sidecar.metrics import Metrics  # noqa: E402
+
+
+def cpu_split(pid: int) -> tuple[float, float]:
+    """(this process's CPU seconds, its children's)."""
+    children = children_by_parent().get(pid, [])
+    return cpu_seconds(pid), sum(cpu_seconds(child) for child in children)
+
+
+async def run(store_file: Path, memories: int, runs: int, dim: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-access-") as workdir:
+        copy = Path(workdir) / "memory.db"
+        shutil.copy(store_file, copy)
+        metrics = Metrics()
+        store = await MemoryStore.open(StoreConfig(uri=str(copy), timeout_s=300), dim, metrics)
+        try:
+            rows = await store.scan(build_filter(node_type=NodeType.MEMORY))
+            sample = random.Random(0).sample(rows, min(memories, len(rows)))
+            owners = len({r.user_id for r in sample})
+            print(f"{len(sample)} memories of {owners} owners")
+            tracker = AccessTracker(store, CorpusCache(store, CacheConfig(), metrics),
+                                    RetentionConfig(), metrics)  # fmt: skip
+            for attempt in range(1, runs + 1):
+                tracker.record([Hit(r, 1.0) for r in sample])
+                own, children = cpu_split(os.getpid())
+                started = time.perf_counter()
+                flushed = await tracker.flush()
+                wall = time.perf_counter() - started
+                own_after, children_after = cpu_split(os.getpid())
+                print(
+                    f"run {attempt}: {flushed} flushed in {wall:.2f} s; CPU: this process"
+                    f" {own_after - own:.2f} s, milvus-lite {children_after - children:.2f} s"
+                )
+        finally:
+            await store.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("store", type=Path, help="a seeded milvus-lite store file (copied)")
+    parser.add_argument("--memories", type=int, default=20_000)
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--dim", type=int, default=384, help="the store's vector dimension")
+    args = parser.parse_args(argv)
+    if not args.store.exists():
+        parser.error(f"no store at {args.store} (seed one with scripts/bench_e2e.py)")
+    asyncio.run(run(args.store, args.memories, args.runs, args.dim))
+
+
+if __name__ == "__main__":
+    main()
