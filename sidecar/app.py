@@ -145,7 +145,7 @@ class Components:
             purge_after_ms=int(2 * config.cache.full_reload_s * 1000),
         )
         access = (
-            AccessTracker(store, cache, config.retention, metrics, locks=locks)
+            AccessTracker(store, cache, config.retention, metrics)
             if config.retention.track_access
             else None
         )

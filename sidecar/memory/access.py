@@ -3,15 +3,20 @@ as access counts and times (read by the re-rank's salience and by retention's sc
 
 The request path only calls :meth:`AccessTracker.record` — a few dictionary updates,
 no I/O, no await. A background task flushes the recorded accesses every
-``retention.access_flush_s``: in batches of up to ``FLUSH_BATCH`` memories, under
-their owners' write locks (shared with the writer and retention, so a memory deleted
-or given up meanwhile is not counted), it reads which of them are still active (id
-and owner only) and their current access rows, adds the new accesses and writes the
-access rows back in one call (the store keeps them apart from the memory rows, see
-:mod:`sidecar.memory.store`: nothing of a memory row is read or rewritten), then
-updates the counts this process's corpus cache holds. Three store calls per batch,
-whatever the number of owners: the calls' fixed cost dominated when each owner's
-few memories made a round of their own. ``updated_at`` is left alone:
+``retention.access_flush_s``: in batches of up to ``FLUSH_BATCH`` memories, it reads
+which of them are still active (id and owner only) and their current access rows,
+adds the new accesses and writes the access rows back in one call (the store keeps
+them apart from the memory rows, see :mod:`sidecar.memory.store`: nothing of a
+memory row is read or rewritten), then updates the counts this process's corpus
+cache holds. Three store calls per batch, whatever the number of owners: the calls'
+fixed cost dominated when each owner's few memories made a round of their own.
+
+No owner's write lock is taken (a batch spans many owners, and the host-wide locks
+are per bucket of owners, which one task cannot hold two of): a memory deleted
+between the check and the write keeps an access row — id, owner, count, time, no
+content — until its tombstone is purged, which removes the access rows of the rows
+it deletes (:meth:`MemoryStore.delete`); one archived meanwhile keeps its count, as
+every archived memory does. ``updated_at`` is left alone:
 it means a content change (and the corpus caches' delta refreshes key on it, so
 other replicas pick access counts up at their next full reload — counts are
 advisory).
@@ -37,7 +42,6 @@ from sidecar.memory.corpus_cache import CorpusCache, units_of
 from sidecar.memory.filters import build_filter
 from sidecar.memory.records import AccessStat, Hit, NodeType, now_ms
 from sidecar.memory.store import MemoryStore
-from sidecar.memory.writer import KeyedLocks
 from sidecar.metrics import Metrics
 from sidecar.tasks import cancel_and_wait
 
@@ -71,14 +75,12 @@ class AccessTracker:
         config: RetentionConfig,
         metrics: Metrics,
         *,
-        locks: KeyedLocks | None = None,
         clock: Callable[[], int] = now_ms,
     ) -> None:
         self._store = store
         self._cache = cache
         self._config = config
         self._metrics = metrics
-        self._locks = locks or KeyedLocks()
         self._clock = clock
         self._pending: dict[str, _Access] = {}  # memory id -> accesses not yet flushed
         self._full = asyncio.Event()
@@ -145,25 +147,21 @@ class AccessTracker:
             return flushed
 
     async def _flush_batch(self, entries: dict[str, _Access]) -> int:
-        """One store round for up to ``FLUSH_BATCH`` memories, holding their owners'
-        write locks (taken in order: every other holder takes one at a time)."""
-        async with contextlib.AsyncExitStack() as held:
-            for owner in sorted({entry.owner for entry in entries.values()}):
-                await held.enter_async_context(self._locks.get(owner))
-            owners = await self._store.owners(build_filter(ids=entries), limit=len(entries))
-            live = sorted(i for i, owner in owners.items() if entries[i].owner == owner)
-            stored = await self._store.read_access(live)
-            updated = []
-            for memory_id in live:
-                entry = entries[memory_id]
-                current = stored.get(memory_id)
-                count = max(entry.base_count, current.count if current else 0) + entry.count
-                at = max(entry.base_at, current.at if current else 0, entry.last)
-                updated.append(AccessStat(memory_id, entry.owner, count, at))
-            await self._store.write_access(updated)
-            self._cache.apply_access(
-                updated, {key for memory_id in live for key in entries[memory_id].units}
-            )
+        """One store round for up to ``FLUSH_BATCH`` memories, whoever owns them."""
+        owners = await self._store.owners(build_filter(ids=entries), limit=len(entries))
+        live = sorted(i for i, owner in owners.items() if entries[i].owner == owner)
+        stored = await self._store.read_access(live)
+        updated = []
+        for memory_id in live:
+            entry = entries[memory_id]
+            current = stored.get(memory_id)
+            count = max(entry.base_count, current.count if current else 0) + entry.count
+            at = max(entry.base_at, current.at if current else 0, entry.last)
+            updated.append(AccessStat(memory_id, entry.owner, count, at))
+        await self._store.write_access(updated)
+        self._cache.apply_access(
+            updated, {key for memory_id in live for key in entries[memory_id].units}
+        )
         self._metrics.access_updates.labels(outcome="flushed").inc(len(updated))
         if len(updated) < len(entries):  # superseded, archived or deleted since
             self._metrics.access_updates.labels(outcome="gone").inc(len(entries) - len(updated))

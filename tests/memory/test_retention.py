@@ -84,7 +84,6 @@ class Harness:
             self.cache,
             RetentionConfig(**config),
             self.metrics,
-            locks=self.locks,
             clock=lambda: NOW,
         )
 
