@@ -39,7 +39,7 @@ class BM25Index:
 
     def _set(
         self,
-        kept: tuple[list[str], ...],
+        kept: tuple[tuple[str, ...], ...],
         vocab: dict[str, int],
         terms: Ints,
         docs: Ints,
@@ -47,8 +47,10 @@ class BM25Index:
         documents: Sequence[Sequence[str]],
     ) -> None:
         start = len(kept)
-        added = tuple(list(doc) for doc in documents)
-        self._documents: tuple[list[str], ...] = (*kept, *added)
+        # Tuples of strings, not lists: the cyclic GC stops tracking them, and a full
+        # collection then need not walk every cached document's tokens.
+        added = tuple(tuple(doc) for doc in documents)
+        self._documents: tuple[tuple[str, ...], ...] = (*kept, *added)
         self.size = len(self._documents)
         lengths = np.fromiter((len(d) for d in self._documents), np.float32, self.size)
         average = float(lengths.mean()) if self.size else 0.0
@@ -82,7 +84,7 @@ class BM25Index:
         self._tf = counts.astype(np.float32)
         self._offsets = np.searchsorted(self._terms, np.arange(len(self._vocab) + 1))
 
-    def document(self, index: int) -> list[str]:
+    def document(self, index: int) -> tuple[str, ...]:
         """The tokens of document ``index`` (kept to rebuild without re-tokenising)."""
         return self._documents[index]
 

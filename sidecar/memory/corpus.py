@@ -169,12 +169,12 @@ def _category_matrix(old: Corpus | None, categories: Sequence[MemoryRecord], dim
 
 def _reuse(
     old: Corpus, memories: Sequence[MemoryRecord], dim: int
-) -> tuple[Matrix, list[list[str]]]:
+) -> tuple[Matrix, list[Sequence[str]]]:
     """The matrix and BM25 documents of ``memories``, taken from ``old`` for every row
     it has with the same text and vector (converting tuples of floats and tokenising
     are most of a rebuild's cost)."""
     vectors = np.empty((len(memories), dim), dtype=np.float32)
-    documents: list[list[str]] = []
+    documents: list[Sequence[str]] = []
     fresh: list[int] = []
     taken: list[tuple[int, int]] = []
     usable = old.vectors.shape == (len(old.records), dim)
