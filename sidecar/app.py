@@ -22,6 +22,7 @@ from sidecar.config import ExtractionConfig, SidecarConfig
 from sidecar.errors import SidecarError
 from sidecar.extproc.chat import ChatDeps
 from sidecar.extproc.service import ExternalProcessorService, ProfileRouter
+from sidecar.gc_control import GCControl
 from sidecar.llm import LLMClient
 from sidecar.loop_lag import LoopLagMonitor
 from sidecar.memory.access import AccessTracker
@@ -82,6 +83,9 @@ class Components:
     #: The event loop's lag (``server.loop_lag_interval_s``; None when 0), started
     #: with the process's serving (:meth:`Sidecar.start`, a writer process).
     loop_lag: LoopLagMonitor | None = None
+    #: The garbage collector's pauses, and freezing what survives full collections
+    #: (:mod:`sidecar.gc_control`), from when the loop's lag is observed.
+    gc_control: GCControl | None = None
 
     @classmethod
     async def build(
@@ -209,6 +213,7 @@ class Components:
             relay_server,
             relay_peers,
             loop_lag,
+            GCControl(metrics.gc_pause, metrics.gc_collected, metrics.gc_frozen, config.server),
         )
 
     def start_write_upkeep(self) -> None:
@@ -239,9 +244,18 @@ class Components:
             checks["embedder"] = False
         return checks
 
+    def start_stall_monitors(self) -> None:
+        """The event loop's lag and the garbage collector (when serving)."""
+        if self.loop_lag is not None:
+            self.loop_lag.start()
+        if self.gc_control is not None:
+            self.gc_control.start()
+
     async def close(self) -> None:
         if self.loop_lag is not None:
             await self.loop_lag.stop()
+        if self.gc_control is not None:
+            self.gc_control.stop()
         await self.stop_write_upkeep()
         if self.access is not None:
             await self.access.stop()  # writes the accesses recorded so far
@@ -313,8 +327,7 @@ class Sidecar:
             self.components.start_write_upkeep()
         if self.components.access is not None:
             self.components.access.start()
-        if self.components.loop_lag is not None:
-            self.components.loop_lag.start()
+        self.components.start_stall_monitors()
         await self._server.start()
         for service in ("", EXT_PROC_SERVICE):
             await self._health.set(service, health_pb2.HealthCheckResponse.SERVING)
@@ -379,6 +392,8 @@ async def serve(
     sidecar = Sidecar(components)
     await sidecar.start()
     freeze_startup_objects()
+    if components.gc_control is not None:
+        components.gc_control.freeze_survivors()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -61,6 +61,26 @@ class Metrics:
             buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0),
             registry=reg,
         )
+        self.gc_pause = Histogram(
+            p + "gc_pause_seconds",
+            "How long each cyclic garbage collection held the process, by generation"
+            " (2: a full collection, which walks every object the process keeps)",
+            ["generation"],
+            buckets=(0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0),
+            registry=reg,
+        )
+        self.gc_collected = Counter(
+            p + "gc_collected_objects_total",
+            "Unreachable objects the cyclic garbage collector freed (reference cycles),"
+            " by generation",
+            ["generation"],
+            registry=reg,
+        )
+        self.gc_frozen = Gauge(
+            p + "gc_frozen_objects",
+            "Objects frozen out of garbage collection (server.gc_freeze_interval_s)",
+            registry=reg,
+        )
         self.phase_seconds = Histogram(
             p + "phase_seconds",
             "Time the sidecar spent per ext_proc phase",

@@ -56,11 +56,12 @@ async def serve_writer(
         if components.relay_peers is not None:
             components.relay_peers.start()
         components.start_write_upkeep()
-        if components.loop_lag is not None:
-            components.loop_lag.start()
+        components.start_stall_monitors()
         if metrics_port is not None:
             serve_registry(components.metrics.registry, metrics_port, config.admin.host, "writer")
         freeze_startup_objects()
+        if components.gc_control is not None:
+            components.gc_control.freeze_survivors()
         announce()
         log.info("writer %d writing turns pid=%d", index, os.getpid())
         await stop.wait()
