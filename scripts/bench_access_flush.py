@@ -3,8 +3,10 @@
 flushed by the real :class:`~sidecar.memory.access.AccessTracker`, ``--runs`` times
 (the first run creates their access rows, later ones update them).
 
-Prints each flush's wall time and the CPU time of this process and of its children
-(the embedded milvus-lite server) over it::
+Prints each flush's wall time, the CPU time of this process and of its children
+(the embedded milvus-lite server) over it, and how late a timer due every
+millisecond ran on the event loop meanwhile (what every request of the process
+would have waited)::
 
     .venv/bin/python scripts/bench_access_flush.py /tmp/bench-stores/memory-100000.db \\
         --memories 20000 --runs 2
@@ -25,6 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from e2e.loop_ticker import Ticker, lag_summary  # noqa: E402
 from e2e.procstat import children_by_parent, cpu_seconds  # noqa: E402
 from sidecar.config import CacheConfig, RetentionConfig, StoreConfig  # noqa: E402
 from sidecar.memory.access import AccessTracker  # noqa: E402
@@ -57,13 +60,20 @@ async def run(store_file: Path, memories: int, runs: int, dim: int) -> None:
             for attempt in range(1, runs + 1):
                 tracker.record([Hit(r, 1.0) for r in sample])
                 own, children = cpu_split(os.getpid())
+                ticker = Ticker()
+                ticking = asyncio.create_task(ticker.run())
                 started = time.perf_counter()
                 flushed = await tracker.flush()
                 wall = time.perf_counter() - started
+                ticker.stop()
+                await ticking
+                lag = lag_summary(ticker.lags)
                 own_after, children_after = cpu_split(os.getpid())
                 print(
                     f"run {attempt}: {flushed} flushed in {wall:.2f} s; CPU: this process"
-                    f" {own_after - own:.2f} s, milvus-lite {children_after - children:.2f} s"
+                    f" {own_after - own:.2f} s, milvus-lite {children_after - children:.2f} s;"
+                    f" loop lag p50 {lag['p50_ms']:.2f} ms, p99 {lag['p99_ms']:.2f} ms,"
+                    f" max {lag['max_ms']:.2f} ms"
                 )
         finally:
             await store.close()

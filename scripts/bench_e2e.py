@@ -151,6 +151,8 @@ BREAKDOWN = (
     ("embedding", "memory_sidecar_embed_seconds", None),
     ("retrieval", "memory_sidecar_retrieval_seconds", {"strategy": "default"}),
     ("journal_append", "memory_sidecar_journal_seconds", {"operation": "append"}),
+    # A full garbage collection holds every request in flight (sidecar/gc_pauses.py).
+    ("gc_full_pause", "memory_sidecar_gc_pause_seconds", {"generation": "2"}),
 )
 
 
@@ -161,6 +163,11 @@ def histogram_totals(stack: Stack) -> dict[str, tuple[float, float]]:
                 stack.sidecar_metric(f"{name}_count", labels))
         for label, name, labels in BREAKDOWN
     }  # fmt: skip
+
+
+def gc_collected(stack: Stack) -> float:
+    """Objects the sidecar's garbage collector freed so far (every generation)."""
+    return stack.metric_total("memory_sidecar_gc_collected_objects_total")
 
 
 #: The caches for questions asked again, by the name printed for them.
@@ -219,6 +226,7 @@ def measure(
                 print("  warning: the processes were still busy before measuring", flush=True)
             before = histogram_totals(stack) if stack is not None else None
             lookups = repeat_cache_lookups(stack) if stack is not None else None
+            collected_before = gc_collected(stack) if stack is not None else 0.0
             meter = CpuMeter({label: pids(group) for label, group in (cpu or {}).items()})
             meter.start()
             data = asyncio.run(
@@ -253,8 +261,16 @@ def measure(
                     f"{k} {v:.2f}" for k, v in result.cpu_ms.items()
                 ))  # fmt: skip
             if stack is not None and before is not None:
-                means = breakdown_ms(before, histogram_totals(stack))
+                totals = histogram_totals(stack)
+                means = breakdown_ms(before, totals)
                 print("    sidecar means: " + ", ".join(f"{k} {v:.2f}ms" for k, v in means.items()))
+                full_gcs = totals["gc_full_pause"][1] - before["gc_full_pause"][1]
+                # Per request served, warm-up included (the counters count those too).
+                cycles = (gc_collected(stack) - collected_before) / (len(data[0]) + args.warmup)
+                print(f"    garbage collector: {full_gcs:.0f} full collections, "
+                      f"{cycles:.1f} objects in cycles freed per request")  # fmt: skip
+                means["gc_full_pauses"] = full_gcs
+                means["gc_cycle_objects_per_request"] = cycles
                 if lookups is not None:
                     for label, (hits, misses) in repeat_cache_lookups(stack).items():
                         hits, misses = hits - lookups[label][0], misses - lookups[label][1]

@@ -28,42 +28,14 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from e2e.loop_ticker import Ticker, lag_summary  # noqa: E402
 from sidecar.config import StoreConfig  # noqa: E402
-from sidecar.evaluation.metrics import percentile  # noqa: E402
 from sidecar.memory.filters import build_filter  # noqa: E402
 from sidecar.memory.records import MemoryRecord, as_vector  # noqa: E402
 from sidecar.memory.store import MemoryStore  # noqa: E402
 from sidecar.metrics import Metrics  # noqa: E402
 
 DIM = 384
-TICK_S = 0.001
-
-
-class Ticker:
-    """A timer due every :data:`TICK_S`: how late each one ran."""
-
-    def __init__(self) -> None:
-        self.lags: list[float] = []
-        self._stop = False
-
-    async def run(self) -> None:
-        loop = asyncio.get_running_loop()
-        while not self._stop:
-            due = loop.time() + TICK_S
-            await asyncio.sleep(TICK_S)
-            self.lags.append(max(0.0, loop.time() - due))
-
-    def stop(self) -> None:
-        self._stop = True
-
-
-def summary(lags: list[float]) -> dict[str, float]:
-    return {
-        "ticks": len(lags),
-        "p50_ms": 1000 * percentile(lags, 50),
-        "p99_ms": 1000 * percentile(lags, 99),
-        "max_ms": 1000 * max(lags, default=0.0),
-    }
 
 
 async def measure(args: argparse.Namespace) -> dict[str, object]:
@@ -112,8 +84,8 @@ async def measure(args: argparse.Namespace) -> dict[str, object]:
         "write": args.write,
         "iterations": args.iterations,
         "read_and_write_ms": 1000 * sorted(walls)[len(walls) // 2],
-        "store_idle": summary(idle.lags),
-        "store_working": summary(busy.lags),
+        "store_idle": lag_summary(idle.lags),
+        "store_working": lag_summary(busy.lags),
     }
 
 
