@@ -151,7 +151,7 @@ BREAKDOWN = (
     ("embedding", "memory_sidecar_embed_seconds", None),
     ("retrieval", "memory_sidecar_retrieval_seconds", {"strategy": "default"}),
     ("journal_append", "memory_sidecar_journal_seconds", {"operation": "append"}),
-    # A full garbage collection holds every request in flight (sidecar/gc_pauses.py).
+    # A full garbage collection holds every request in flight (sidecar/gc_control.py).
     ("gc_full_pause", "memory_sidecar_gc_pause_seconds", {"generation": "2"}),
 )
 

@@ -65,14 +65,15 @@ def test_collections_are_observed_by_generation_until_stopped() -> None:
         del cycle
         gc.collect(2)
         assert observed(metrics, 0) >= 1
-        assert observed(metrics, 2) == 2
+        assert observed(metrics, 2) >= 2  # (an automatic one may come too)
         assert metrics.value(f"{PAUSE}_sum", {"generation": "2"}) > 0
         assert metrics.value(COLLECTED, {"generation": "2"}) >= 1
     finally:
         monitor.stop()
     monitor.stop()  # idempotent
+    full = observed(metrics, 2)
     gc.collect(2)
-    assert observed(metrics, 2) == 2
+    assert observed(metrics, 2) == full
 
 
 def test_nothing_is_frozen_unless_the_process_is_the_sidecars(thawed: None) -> None:
