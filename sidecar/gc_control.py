@@ -93,6 +93,7 @@ class GCControl:
         """From now on, freeze what survives full collections (the process is ours:
         every object in it is this sidecar's to keep or drop)."""
         self._freezing = True
+        self._frozen.set(gc.get_freeze_count())  # e.g. the start-up objects
 
     def start(self) -> None:
         if self._callback not in gc.callbacks:

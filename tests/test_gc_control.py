@@ -93,8 +93,10 @@ def test_survivors_are_frozen_at_most_every_interval_and_thawed(thawed: None) ->
     clock = Clock()
     monitor = control(metrics, clock, gc_freeze_interval_s=60, gc_thaw_interval_s=3600)
     monitor.start()
+    gc.freeze()  # as serve() freezes its start-up objects
     monitor.freeze_survivors()
     try:
+        assert metrics.value(FROZEN) == gc.get_freeze_count() > 0
         kept = [[i] for i in range(1000)]  # long-lived, tracked
         gc.collect()
         frozen = gc.get_freeze_count()

@@ -90,6 +90,9 @@ def test_metrics_after_requests_through_envoy(tmp_path: Path) -> None:
     assert total(found, "memory_sidecar_store_seconds_count", operation="upsert") >= 1
     assert total(found, "memory_sidecar_corpus_cache_lookups_total") >= 1
     assert total(found, "memory_sidecar_event_loop_lag_seconds_count") >= 1  # sampled
+    # The garbage collector is observed, and `serve` froze its start-up objects.
+    assert total(found, "memory_sidecar_gc_pause_seconds_count", generation="0") >= 1
+    assert total(found, "memory_sidecar_gc_frozen_objects") > 0
     # Failure series are exported (zero samples until something fails).
     for family in (
         "memory_sidecar_fail_open",
