@@ -5,8 +5,9 @@ A collection runs on whichever thread allocated past the threshold and holds the
 throughout, so every request in flight waits for it. A full (generation 2)
 collection walks every tracked object the process keeps: with 100,000 memories
 cached that is ~120,000 records, ~200 ms on this project's 2-core host, and one
-came every 15–45 s under load (the flush's new access counts, full reloads and
-every request's short-lived objects fill the old generation).
+came every 13–45 s under load in the bench (whatever outlives the young
+collections fills the old generation: new cache rows, the objects of requests in
+flight).
 
 :class:`GCControl` times each collection from the interpreter's callbacks
 (``memory_sidecar_gc_pause_seconds{generation}``) and counts what each freed
