@@ -24,6 +24,7 @@ access row in the same call, and a purge removes any left.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -55,8 +56,15 @@ from sidecar.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SCHEMA_TAG = f"memory-sidecar schema v{SCHEMA_VERSION}"
+#: Version 1 kept ``related_ids`` as an ARRAY of VARCHAR; version 2 keeps the same ids
+#: as one VARCHAR holding a JSON array. milvus-lite returns ARRAY fields slowly from a
+#: query, more so the bigger the collection: on a 100,000-row store, 650 ms of a
+#: 1,200-row load of one user, against ~25 ms for a VARCHAR. A version-1 collection
+#: is still opened and written as it is (:attr:`MemoryStore.links_as_array`);
+#: ``sidecar store migrate`` copies it into a version-2 one.
+LEGACY_SCHEMA_TAG = "memory-sidecar schema v1"
 
 ID_BYTES = 64
 IDENT_BYTES = 256
@@ -64,6 +72,8 @@ CONTENT_BYTES = 16_384
 ABSTRACT_BYTES = 1_024
 OVERVIEW_BYTES = 4_096
 MAX_RELATED = 32
+#: The JSON array of up to MAX_RELATED ids (each at most ID_BYTES, escaped).
+RELATED_BYTES = 8_192
 #: Milvus returns at most this many rows per query (offset + limit).
 QUERY_WINDOW = 16_384
 #: The field a Milvus server partitions by with ``store.partition_key``.
@@ -99,9 +109,7 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("content", "VARCHAR", max_length=CONTENT_BYTES, analyzer=True),
     FieldSpec("abstract", "VARCHAR", max_length=ABSTRACT_BYTES),
     FieldSpec("overview", "VARCHAR", max_length=OVERVIEW_BYTES),
-    FieldSpec(
-        "related_ids", "ARRAY", element="VARCHAR", max_length=ID_BYTES, max_capacity=MAX_RELATED
-    ),
+    FieldSpec("related_ids", "VARCHAR", max_length=RELATED_BYTES),
     FieldSpec("source", "VARCHAR", max_length=32),
     FieldSpec("session_id", "VARCHAR", max_length=IDENT_BYTES),
     FieldSpec("content_hash", "VARCHAR", max_length=ID_BYTES),
@@ -114,6 +122,11 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("accessed_at", "INT64"),
     FieldSpec("embedding", "FLOAT_VECTOR", dim=True),
     FieldSpec("sparse", "SPARSE_FLOAT_VECTOR", function_output=True),
+)
+
+#: ``related_ids`` in a version-1 collection (:data:`LEGACY_SCHEMA_TAG`).
+LEGACY_RELATED_FIELD = FieldSpec(
+    "related_ids", "ARRAY", element="VARCHAR", max_length=ID_BYTES, max_capacity=MAX_RELATED
 )
 
 #: Scalar fields returned by reads (vectors are fetched only when asked for).
@@ -145,9 +158,31 @@ def fit_utf8(text: str, max_bytes: int) -> str:
     return encoded[:max_bytes].decode("utf-8", errors="ignore")
 
 
-def record_to_row(record: MemoryRecord) -> dict[str, Any]:
+def encode_related(ids: Sequence[str]) -> str:
+    """``related_ids`` as a version-2 row keeps them: one JSON array."""
+    return json.dumps(list(ids), ensure_ascii=False, separators=(",", ":")) if ids else ""
+
+
+def decode_related(value: Any) -> tuple[str, ...]:
+    """A row's ``related_ids``: a JSON array (version 2), a list (version 1, or a relay
+    frame), or empty. Anything else reads as no links rather than failing the read."""
+    if not value:
+        return ()
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return ()
+        if not isinstance(value, list):
+            return ()
+    return tuple(str(x) for x in value)
+
+
+def record_to_row(record: MemoryRecord, *, links_as_array: bool = False) -> dict[str, Any]:
+    """``links_as_array``: ``related_ids`` as a version-1 collection keeps them."""
     if record.embedding is None:
         raise StoreError(f"memory {record.id} has no embedding")
+    related = list(record.related_ids[:MAX_RELATED])
     return {
         "id": record.id,
         "user_id": record.user_id,
@@ -161,7 +196,7 @@ def record_to_row(record: MemoryRecord) -> dict[str, Any]:
         "content": fit_utf8(record.content, CONTENT_BYTES),
         "abstract": fit_utf8(record.abstract, ABSTRACT_BYTES),
         "overview": fit_utf8(record.overview, OVERVIEW_BYTES),
-        "related_ids": list(record.related_ids[:MAX_RELATED]),
+        "related_ids": (related if links_as_array else encode_related(related)),
         "source": fit_utf8(record.source, 32),
         "session_id": fit_utf8(record.session_id, IDENT_BYTES),
         "content_hash": record.content_hash,
@@ -203,7 +238,7 @@ def row_to_record(row: dict[str, Any]) -> MemoryRecord:
         parent_id=str(row.get("parent_id", "")),
         abstract=str(row.get("abstract", "")),
         overview=str(row.get("overview", "")),
-        related_ids=tuple(str(x) for x in row.get("related_ids") or ()),
+        related_ids=decode_related(row.get("related_ids")),
         source=str(row.get("source", "")),
         session_id=str(row.get("session_id", "")),
         importance=float(row.get("importance", 0.5)),
@@ -231,6 +266,8 @@ class MemoryStore:
         self._partition_key = config.partition_key and not config.is_local_file
         self._executor = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="milvus")
         self._closed = False
+        #: The collection is version 1 (:data:`LEGACY_SCHEMA_TAG`): links as an ARRAY.
+        self.links_as_array = False
         gate = config.gate_path
         self._gate = (
             None
@@ -433,10 +470,12 @@ class MemoryStore:
         info = self._client.describe_collection(self._collection, timeout=self._config.timeout_s)
         problems: list[str] = []
         description = str(info.get("description", ""))
-        if description != SCHEMA_TAG:
+        legacy = description == LEGACY_SCHEMA_TAG
+        if description != SCHEMA_TAG and not legacy:
             problems.append(f"schema tag is {description!r}, expected {SCHEMA_TAG!r}")
         found = {f["name"]: f for f in info.get("fields", [])}
-        for spec in FIELDS:
+        fields = [LEGACY_RELATED_FIELD if legacy and f.name == "related_ids" else f for f in FIELDS]
+        for spec in fields:
             field = found.pop(spec.name, None)
             if field is None:
                 problems.append(f"field {spec.name!r} is missing")
@@ -461,6 +500,14 @@ class MemoryStore:
                         f"store.partition_key is {str(self._partition_key).lower()}"
                     )
         problems.extend(f"unexpected field {name!r}" for name in sorted(found))
+        if legacy and not problems:
+            self.links_as_array = True
+            log.warning(
+                "collection %s is %s: its links load slowly from milvus-lite; copy it into "
+                "a new collection with 'sidecar store migrate --to-collection NEW'",
+                self._collection,
+                LEGACY_SCHEMA_TAG,
+            )
         if problems:
             raise SchemaMismatch(
                 f"collection {self._collection!r} at {self._config.uri} does not match this "
@@ -529,7 +576,7 @@ class MemoryStore:
             return
 
         def call() -> None:
-            rows = [record_to_row(r) for r in records]
+            rows = [record_to_row(r, links_as_array=self.links_as_array) for r in records]
             self._client.upsert(self._collection, data=rows, timeout=self._config.timeout_s)
             self._delete_access(r.id for r in records if r.status == Status.DELETED)
 

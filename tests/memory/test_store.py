@@ -13,7 +13,7 @@ from sidecar.config import StoreConfig
 from sidecar.errors import SchemaMismatch, StoreError
 from sidecar.memory.filters import Filter, build_filter
 from sidecar.memory.records import AccessStat, MemoryRecord, Scope, Status
-from sidecar.memory.store import MemoryStore, _connect
+from sidecar.memory.store import MemoryStore, _connect, decode_related, encode_related
 from sidecar.metrics import Metrics
 
 
@@ -234,3 +234,73 @@ async def test_a_store_from_before_the_access_collection_gets_one(tmp_path: Path
         assert [(r.access_count, r.accessed_at) for r in rows] == [(5, 50)]
     finally:
         await again.close()
+
+
+async def test_links_are_one_varchar_and_a_version_1_collection_still_opens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Version 2 keeps ``related_ids`` as a JSON array in a VARCHAR (milvus-lite returns
+    ARRAY fields slowly); a version-1 collection is opened and written as it is."""
+    from sidecar.memory import store as store_module
+
+    linked = record(1).with_changes(related_ids=("m2", "m 3", 'q"uote'))
+    fresh = await MemoryStore.open(StoreConfig(uri=str(tmp_path / "v2.db")), 8, Metrics())
+    try:
+        assert not fresh.links_as_array
+        await fresh.upsert([linked, record(2)])
+        raw = await asyncio.to_thread(
+            fresh._client.query, "memories", filter='id == "m1"', output_fields=["related_ids"]
+        )
+        assert raw[0]["related_ids"] == '["m2","m 3","q\\"uote"]'
+        rows = {r.id: r for r in await fresh.query(build_filter(owner="u1"))}
+        assert rows["m1"].related_ids == ("m2", "m 3", 'q"uote')
+        assert rows["m2"].related_ids == ()
+    finally:
+        await fresh.close()
+
+    config = StoreConfig(uri=str(tmp_path / "v1.db"), collection="mem")
+    legacy_fields = tuple(
+        store_module.LEGACY_RELATED_FIELD if f.name == "related_ids" else f
+        for f in store_module.FIELDS
+    )
+    with monkeypatch.context() as patch:  # a store written by the version before
+        patch.setattr(store_module, "FIELDS", legacy_fields)
+        patch.setattr(store_module, "SCHEMA_TAG", store_module.LEGACY_SCHEMA_TAG)
+        old = await MemoryStore.open(config, 8, Metrics())
+        old.links_as_array = True
+        await old.upsert([linked])
+        await old.close()
+
+    again = await MemoryStore.open(config, 8, Metrics())
+    try:
+        assert again.links_as_array
+        await again.upsert([record(2).with_changes(related_ids=("m1",))])
+        rows = {r.id: r for r in await again.query(build_filter(owner="u1"))}
+        assert rows["m1"].related_ids == ("m2", "m 3", 'q"uote')
+        assert rows["m2"].related_ids == ("m1",)
+        raw = await asyncio.to_thread(
+            again._client.query, "mem", filter='id == "m2"', output_fields=["related_ids"]
+        )
+        assert raw[0]["related_ids"] == ["m1"]
+    finally:
+        await again.close()
+
+    # What `sidecar store migrate` reads from it goes into a version-2 collection.
+    schema, rows = await MemoryStore.read_collection(config, "mem", Metrics())
+    assert schema == store_module.LEGACY_SCHEMA_TAG
+    target = await MemoryStore.open(config.model_copy(update={"collection": "mem2"}), 8, Metrics())
+    try:
+        assert not target.links_as_array
+        await target.upsert(rows)
+        copied = {r.id: r.related_ids for r in await target.query(build_filter(owner="u1"))}
+        assert copied == {"m1": ("m2", "m 3", 'q"uote'), "m2": ("m1",)}
+    finally:
+        await target.close()
+
+
+@pytest.mark.parametrize("broken", ["", None, "not json", '{"a": 1}', "["])
+def test_decode_related_reads_either_version_and_never_fails(broken: object) -> None:
+    assert decode_related(encode_related(["a", "b c"])) == ("a", "b c")
+    assert decode_related(["a", "b"]) == ("a", "b")
+    assert encode_related([]) == ""
+    assert decode_related(broken) == ()
