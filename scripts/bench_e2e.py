@@ -166,8 +166,10 @@ def histogram_totals(stack: Stack) -> dict[str, tuple[float, float]]:
 
 
 def gc_collected(stack: Stack) -> float:
-    """Objects the sidecar's garbage collector freed so far (every generation)."""
-    return stack.metric_total("memory_sidecar_gc_collected_objects_total")
+    """Objects the workers' garbage collectors freed so far (every generation): the
+    processes that serve requests, as the full-collection count beside it."""
+    name = "memory_sidecar_gc_collected_objects_total"
+    return sum(stack.sidecar_metric(name, {"generation": str(g)}) for g in range(3))
 
 
 #: The caches for questions asked again, by the name printed for them.
