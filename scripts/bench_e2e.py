@@ -258,6 +258,10 @@ def measure(
                 f"p99={result.p99_ms:.2f}ms {result.rps:.0f} req/s",
                 flush=True,
             )
+            if result.slowest:
+                print("    slowest: " + ", ".join(
+                    f"{ms:.1f} ms at {at:.1f} s" for ms, at in result.slowest
+                ))  # fmt: skip
             if result.cpu_ms:
                 print("    cpu ms/request: " + ", ".join(
                     f"{k} {v:.2f}" for k, v in result.cpu_ms.items()

@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,9 @@ class Result:
     #: CPU milliseconds per request, by process group (``client`` is the load
     #: generator), measured over the run and its warm-up.
     cpu_ms: dict[str, float] | None = None
+    #: The slowest requests: [milliseconds, seconds into the run when it started],
+    #: slowest first (to set beside what ran meanwhile: a flush, a full collection).
+    slowest: list[list[float]] | None = None
 
 
 def embedding_spec(spec: str) -> dict[str, str]:
@@ -169,13 +173,14 @@ async def run_load(
     statements: float = 0.0,
     tool_rounds: int = 1,
     run: int = 0,
-) -> tuple[list[float], list[float], int, float]:
-    """``statements``: the share of requests that state a new fact (the rest ask).
-    ``tool_rounds`` > 1: each planned message is sent as that many round trips of an
-    agent's tool loop (one after another; ``requests`` counts round trips, rounded up
-    to whole loops), and each loop's question is its own (numbered with ``run``,
-    which callers vary per run: a loop's first round trip is never a repeat of an
-    earlier run's)."""
+) -> tuple[list[float], list[float], int, float, list[float]]:
+    """The latencies, times to first byte, errors, wall time and each latency's start
+    (seconds into the run). ``statements``: the share of requests that state a new fact
+    (the rest ask). ``tool_rounds`` > 1: each planned message is sent as that many round
+    trips of an agent's tool loop (one after another; ``requests`` counts round trips,
+    rounded up to whole loops), and each loop's question is its own (numbered with
+    ``run``, which callers vary per run: a loop's first round trip is never a repeat of
+    an earlier run's)."""
     rng = random.Random(seed)
     plan = [
         (
@@ -191,6 +196,7 @@ async def run_load(
         plan = [(user, f"{text} (task {run:03d}-{i:05d})") for i, (user, text) in enumerate(plan)]
     latencies: list[float] = []
     ttfbs: list[float] = []
+    starts: list[float] = []
     errors = 0
     connector = aiohttp.TCPConnector(limit=concurrency, force_close=False)
     timeout = aiohttp.ClientTimeout(total=60)
@@ -210,6 +216,7 @@ async def run_load(
                 except asyncio.QueueEmpty:
                     return
                 for rounds_done in range(tool_rounds):
+                    began = time.perf_counter() - started
                     try:
                         total, first = await one_request(
                             session, url, user, question, stream, rounds_done
@@ -218,19 +225,23 @@ async def run_load(
                         errors += 1
                         break
                     latencies.append(total)
+                    starts.append(began)
                     if first is not None:
                         ttfbs.append(first)
 
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         wall = time.perf_counter() - started
-    return latencies, ttfbs, errors, wall
+    return latencies, ttfbs, errors, wall, starts
 
 
 def summarize(
-    target: str, concurrency: int, stream: bool, data: tuple[list[float], list[float], int, float]
+    target: str,
+    concurrency: int,
+    stream: bool,
+    data: tuple[list[float], list[float], int, float, list[float]],
 ) -> Result:
-    latencies, ttfbs, errors, wall = data
+    latencies, ttfbs, errors, wall, starts = data
     ms = [x * 1000 for x in latencies]
     result = Result(
         target=target,
@@ -242,6 +253,10 @@ def summarize(
         p99_ms=round(percentile(ms, 99), 2),
         mean_ms=round(statistics.fmean(ms), 2) if ms else float("nan"),
         rps=round(len(latencies) / wall, 1) if wall > 0 else 0.0,
+        slowest=[
+            [round(1000 * total, 2), round(at, 2)]
+            for total, at in sorted(zip(latencies, starts, strict=True), reverse=True)[:5]
+        ],
     )
     if stream and ttfbs:
         first_ms = [x * 1000 for x in ttfbs]
@@ -260,7 +275,7 @@ def wait_listening(ports: range, timeout: float = 60.0) -> None:
         return True
 
     for port in ports:
-        wait_until(lambda port=port: accepts(port), timeout, f"ext_proc processor on {port}")
+        wait_until(partial(accepts, port), timeout, f"ext_proc processor on {port}")
 
 
 def ext_proc_bypassed(admin_port: int) -> int:

@@ -13,6 +13,6 @@ echo "==> ruff format --check"
 echo "==> ruff check"
 "$VENV/bin/ruff" check sidecar tests e2e scripts
 echo "==> mypy"
-"$VENV/bin/mypy" sidecar e2e
+"$VENV/bin/mypy" sidecar e2e scripts
 echo "==> pytest"
 "$VENV/bin/python" -m pytest "$@"
