@@ -8,8 +8,9 @@ which of them are still active (id and owner only) and their current access rows
 adds the new accesses and writes the access rows back in one call (the store keeps
 them apart from the memory rows, see :mod:`sidecar.memory.store`: nothing of a
 memory row is read or rewritten), then updates the counts this process's corpus
-cache holds. Three store calls per batch, whatever the number of owners: the calls'
-fixed cost dominated when each owner's few memories made a round of their own.
+cache holds (``CACHE_SLICE`` at a time, letting requests run between). Three store
+calls per batch, whatever the number of owners: the calls' fixed cost dominated when
+each owner's few memories made a round of their own.
 
 No owner's write lock is taken (a batch spans many owners, and the host-wide locks
 are per bucket of owners, which one task cannot hold two of): a memory deleted
@@ -50,6 +51,8 @@ log = logging.getLogger(__name__)
 #: Memories per store round of a flush (one read of which are still active, one of
 #: their access rows, one write): the calls' fixed cost dominates small ones.
 FLUSH_BATCH = 2000
+#: Flushed counts the corpus cache takes between two yields to the event loop.
+CACHE_SLICE = 250
 
 
 @dataclass(slots=True)
@@ -135,19 +138,50 @@ class AccessTracker:
             flushed = 0
             for position, entries in enumerate(chunks):
                 try:
-                    flushed += await self._flush_batch(entries)
+                    updated = await self._flush_batch(entries)
                 except SidecarError as exc:
                     self._metrics.access_updates.labels(outcome="failed").inc(len(entries))
                     log.warning("access flush failed: %s", type(exc).__name__)
                     self._put_back(entries)
+                    continue
                 except BaseException:  # cancelled (shutdown): keep what is not written
                     for rest in chunks[position:]:
                         self._put_back(rest)
                     raise
+                flushed += len(updated)
+                try:
+                    await self._apply_to_cache(updated, entries)
+                except BaseException:  # cancelled: this batch is written, the rest not
+                    for rest in chunks[position + 1 :]:
+                        self._put_back(rest)
+                    raise
             return flushed
 
-    async def _flush_batch(self, entries: dict[str, _Access]) -> int:
-        """One store round for up to ``FLUSH_BATCH`` memories, whoever owns them."""
+    async def _apply_to_cache(self, updated: list[AccessStat], entries: dict[str, _Access]) -> None:
+        """The corpus cache takes the written counts ``CACHE_SLICE`` at a time, letting
+        requests run in between: each is a copy of a cached row (~7 µs), and a whole
+        batch at once held the event loop ~20 ms (~70 ms before rows were found by
+        position). A cancel leaves the rest to the cache's next full reload (counts
+        are advisory)."""
+        by_unit: dict[str, list[AccessStat]] = {}
+        for stat in updated:
+            for key in entries[stat.id].units:
+                by_unit.setdefault(key, []).append(stat)
+        piece: dict[str, list[AccessStat]] = {}
+        size = 0
+        for key in sorted(by_unit):
+            piece[key] = by_unit[key]
+            size += len(piece[key])
+            if size >= CACHE_SLICE:
+                self._cache.apply_access(piece)
+                piece, size = {}, 0
+                await asyncio.sleep(0)
+        if piece:
+            self._cache.apply_access(piece)
+
+    async def _flush_batch(self, entries: dict[str, _Access]) -> list[AccessStat]:
+        """One store round for up to ``FLUSH_BATCH`` memories, whoever owns them: the
+        access rows written."""
         owners = await self._store.owners(build_filter(ids=entries), limit=len(entries))
         live = sorted(i for i, owner in owners.items() if entries[i].owner == owner)
         stored = await self._store.read_access(live)
@@ -159,13 +193,10 @@ class AccessTracker:
             at = max(entry.base_at, current.at if current else 0, entry.last)
             updated.append(AccessStat(memory_id, entry.owner, count, at))
         await self._store.write_access(updated)
-        self._cache.apply_access(
-            updated, {key for memory_id in live for key in entries[memory_id].units}
-        )
         self._metrics.access_updates.labels(outcome="flushed").inc(len(updated))
         if len(updated) < len(entries):  # superseded, archived or deleted since
             self._metrics.access_updates.labels(outcome="gone").inc(len(entries) - len(updated))
-        return len(updated)
+        return updated
 
     def _put_back(self, entries: dict[str, _Access]) -> None:
         for memory_id, entry in entries.items():

@@ -6,7 +6,7 @@ import hashlib
 import time
 import unicodedata
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
@@ -123,7 +123,21 @@ class MemoryRecord:
         return f"MemoryRecord(id={self.id!r}, user_id={self.user_id!r}, status={self.status})"
 
     def with_changes(self, **changes: object) -> MemoryRecord:
-        return replace(self, **changes)  # type: ignore[arg-type]
+        """A copy with ``changes``; an unknown field name is a ``TypeError``, as with
+        :func:`dataclasses.replace`, which took ~15 µs a copy here against ~5 for this
+        positional construction (an access flush copies thousands of cached rows)."""
+        unknown = changes.keys() - _RECORD_FIELD_SET
+        if unknown:
+            raise TypeError(f"MemoryRecord has no field {sorted(unknown)[0]!r}")
+        values = [
+            changes[name] if name in changes else getattr(self, name) for name in _RECORD_FIELDS
+        ]
+        return MemoryRecord(*values)  # type: ignore[arg-type]
+
+
+#: MemoryRecord's fields in declaration order (its positional parameters).
+_RECORD_FIELDS = tuple(f.name for f in fields(MemoryRecord))
+_RECORD_FIELD_SET = frozenset(_RECORD_FIELDS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -302,15 +302,22 @@ async def test_a_flush_in_batches_across_owners_counts_each_access_once(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("sidecar.memory.access.FLUSH_BATCH", 2)
+    monkeypatch.setattr("sidecar.memory.access.CACHE_SLICE", 1)  # a yield after each unit
     h = harness
     rows = [h.rec(f"a{i}") for i in range(3)] + [h.rec(f"b{i}", user="bob") for i in range(2)]
     await h.store.upsert(rows)
+    scopes = [Scope(h.u("alice")), Scope(h.u("bob"))]
+    for scope in scopes:
+        await h.cache.corpus(scope)
     tracker = h.tracker()
     tracker.record([Hit(r, 0.9) for r in rows])
     tracker.record([Hit(rows[0], 0.9), Hit(rows[4], 0.9)])
     assert await tracker.flush() == 5
+    expected = {"a0": 2, "a1": 1, "a2": 1, "b0": 1, "b1": 2}
     counts = {h.bare(r.id): r.access_count for r in await h.rows("alice") + await h.rows("bob")}
-    assert counts == {"a0": 2, "a1": 1, "a2": 1, "b0": 1, "b1": 2}
+    assert counts == expected
+    cached = [r for scope in scopes for r in (await h.cache.corpus(scope)).records]
+    assert {h.bare(r.id): r.access_count for r in cached} == expected
     assert h.metrics.value("memory_sidecar_access_updates_total", {"outcome": "flushed"}) == 5
 
 
@@ -356,6 +363,31 @@ async def test_a_shared_memory_flushed_is_counted_in_every_unit_that_holds_it(
         counts = {h.bare(r.id): r.access_count for r in (await h.cache.corpus(scope)).records}
         assert counts["shared"] == 1
     assert {h.bare(r.id): r.access_count for r in await h.rows("bob")} == {"shared": 1}
+
+
+async def test_counts_land_on_their_rows_after_the_unit_changed_between_flushes(
+    harness: Harness,
+) -> None:
+    """The cache finds flushed rows by position: a write that removes and adds rows
+    between two flushes must not send a count to the wrong row."""
+    h = harness
+    await h.store.upsert([h.rec("a"), h.rec("b")])
+    scope = Scope(h.u("alice"))
+    tracker = h.tracker()
+    tracker.record(
+        [Hit(r, 0.9) for r in (await h.cache.corpus(scope)).records if h.bare(r.id) == "b"]
+    )
+    assert await tracker.flush() == 1
+    gone = next(r for r in await h.rows("alice") if h.bare(r.id) == "a")
+    newer = h.rec("c")
+    await h.store.upsert([newer])
+    h.cache.apply([gone.with_changes(status=Status.SUPERSEDED, updated_at=NOW + 1), newer])
+    cached = (await h.cache.corpus(scope)).records
+    assert sorted(h.bare(r.id) for r in cached) == ["b", "c"]
+    tracker.record([Hit(r, 0.9) for r in cached])
+    assert await tracker.flush() == 2
+    counts = {h.bare(r.id): r.access_count for r in (await h.cache.corpus(scope)).records}
+    assert counts == {"b": 2, "c": 1}
 
 
 async def test_access_of_a_memory_gone_since_is_not_written(harness: Harness) -> None:
@@ -441,6 +473,38 @@ async def test_stopping_during_a_scheduled_flush_counts_each_access_once(
     await tracker.stop()
     assert tracker.pending == 0
     assert (await h.rows("alice"))[0].access_count == 1
+
+
+async def test_a_flush_cancelled_while_the_cache_takes_its_counts_counts_once(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cache takes a written batch a slice at a time, yielding between: a cancel
+    there must not put the written batch back (only the batches not yet written)."""
+    monkeypatch.setattr("sidecar.memory.access.FLUSH_BATCH", 2)
+    monkeypatch.setattr("sidecar.memory.access.CACHE_SLICE", 1)
+    h = harness
+    rows = [h.rec(f"a{i}") for i in range(2)] + [h.rec(f"b{i}", user="bob") for i in range(2)]
+    await h.store.upsert(rows)
+    for owner in ("alice", "bob"):
+        await h.cache.corpus(Scope(h.u(owner)))
+    tracker = h.tracker()
+    tracker.record([Hit(r, 0.9) for r in rows])
+    apply = h.cache.apply_access
+
+    def apply_then_cancel(flushed: Any) -> None:
+        apply(flushed)
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()  # lands at the yield after this slice
+
+    monkeypatch.setattr(h.cache, "apply_access", apply_then_cancel)
+    with pytest.raises(asyncio.CancelledError):
+        await tracker.flush()
+    assert tracker.pending == 2  # bob's batch, never written
+    monkeypatch.setattr(h.cache, "apply_access", apply)
+    assert await tracker.flush() == 2
+    counts = {h.bare(r.id): r.access_count for r in await h.rows("alice") + await h.rows("bob")}
+    assert counts == {"a0": 1, "a1": 1, "b0": 1, "b1": 1}
 
 
 # -- the write path feeds the schedule -----------------------------------------------------
