@@ -290,7 +290,10 @@ class CorpusCache:
 
         Only the flushed rows are visited: a flush touches a few memories of many
         units, and a pass over every row of each took ~70 ms of the event loop per
-        batch with 100 units of 1,200 rows."""
+        batch with 100 units of 1,200 rows. The scopes' corpora built from the units
+        before are updated the same way (:meth:`Corpus.with_access`), not rebuilt."""
+        before: dict[str, int] = {}  # unit key -> its seq before these counts
+        merged_rows: dict[str, MemoryRecord] = {}
         for key in sorted(flushed):
             unit = self._units.get(key)
             if unit is None:
@@ -307,11 +310,37 @@ class CorpusCache:
                     if rows is None:
                         rows = list(unit.rows)
                     rows[position] = merged
+                    merged_rows[stat.id] = merged
             if rows is not None:
+                before[key] = unit.seq
                 self._seq += 1
                 unit.rows = tuple(rows)
                 unit._positions_of = unit.rows  # the same ids in the same places
                 unit.seq = self._seq
+        if before:
+            self._patch_corpora(before, merged_rows)
+
+    def _patch_corpora(self, before: dict[str, int], rows: dict[str, MemoryRecord]) -> None:
+        """Carry the cached corpora that were current before an access update (their
+        units at the seqs in ``before``, or unchanged) over to the new seqs, with
+        ``rows`` (new versions by id, counts changed only) in place."""
+        for keys, (versions, corpus) in list(self._corpora.items()):
+            if not any(key in before for key in keys):
+                continue
+            units = [self._units.get(key) for key in keys]
+            current = all(
+                unit is not None and version == before.get(key, unit.seq)
+                for key, unit, version in zip(keys, units, versions, strict=True)
+            )
+            if not current:
+                continue  # stale anyway: rebuilt at its next use
+            changed = {
+                index: rows[memory_id]
+                for memory_id in rows
+                if (index := corpus.index_of.get(memory_id)) is not None
+            }
+            seqs = tuple(unit.seq for unit in units if unit is not None)
+            self._corpora[keys] = (seqs, corpus.with_access(changed) if changed else corpus)
 
     def _apply(self, records: Sequence[MemoryRecord]) -> None:
         changed: dict[str, dict[str, MemoryRecord]] = {}

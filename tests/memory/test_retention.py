@@ -390,6 +390,48 @@ async def test_counts_land_on_their_rows_after_the_unit_changed_between_flushes(
     assert counts == {"b": 2, "c": 1}
 
 
+async def test_a_flush_updates_the_cached_corpus_in_place_of_a_rebuild(
+    harness: Harness,
+) -> None:
+    """Counts change no vector, text or link: the scope's corpus takes the new rows
+    and keeps its matrices and structural derived values; values that read counts
+    (a ranking) are not kept."""
+    h = harness
+    await h.store.upsert([h.rec("a"), h.rec("b")])
+    scope = Scope(h.u("alice"))
+    before = await h.cache.corpus(scope)
+    adjacency = before.derived("adjacency", lambda: object(), structural=True)
+    ranking = before.derived("ranking", lambda: object())
+    tracker = h.tracker()
+    tracker.record([Hit(before.records[before.index_of[h.prefix + "a"]], 0.9)])
+    assert await tracker.flush() == 1
+    after = await h.cache.corpus(scope)
+    assert after is not before
+    assert after.vectors is before.vectors
+    assert after.bm25 is before.bm25
+    assert {h.bare(r.id): r.access_count for r in after.records} == {"a": 1, "b": 0}
+    assert after.derived("adjacency", lambda: object(), structural=True) is adjacency
+    assert after.derived("ranking", lambda: object()) is not ranking
+    assert await h.cache.corpus(scope) is after  # current: no rebuild at the next use
+
+
+async def test_a_corpus_older_than_its_unit_is_rebuilt_not_patched(harness: Harness) -> None:
+    """A write since the corpus was built: the flush must not make that corpus look
+    current (it would hide the write)."""
+    h = harness
+    await h.store.upsert([h.rec("a")])
+    scope = Scope(h.u("alice"))
+    corpus = await h.cache.corpus(scope)
+    written = h.rec("b")
+    await h.store.upsert([written])
+    h.cache.apply([written])  # the unit moves on; the corpus is not rebuilt yet
+    tracker = h.tracker()
+    tracker.record([Hit(corpus.records[0], 0.9)])
+    assert await tracker.flush() == 1
+    counts = {h.bare(r.id): r.access_count for r in (await h.cache.corpus(scope)).records}
+    assert counts == {"a": 1, "b": 0}
+
+
 async def test_access_of_a_memory_gone_since_is_not_written(harness: Harness) -> None:
     h = harness
     await h.store.upsert([h.rec("a"), h.rec("b")])

@@ -27,7 +27,9 @@ def adjacency(corpus: Corpus, session_neighbors: bool) -> tuple[tuple[int, ...],
     """Every memory's neighbours, each once: its links, plus the previous/next memory
     of its session when asked. Built once per corpus snapshot."""
     return corpus.derived(
-        ("link-adjacency", session_neighbors), lambda: _build_adjacency(corpus, session_neighbors)
+        ("link-adjacency", session_neighbors),
+        lambda: _build_adjacency(corpus, session_neighbors),
+        structural=True,
     )
 
 
