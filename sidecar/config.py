@@ -103,8 +103,11 @@ class ServerConfig(_Model):
     #: After a full garbage collection, freeze what survived it (the cached
     #: corpora, mostly) out of later collections, at most this often; 0: never. A
     #: full collection otherwise walks every cached memory: ~200 ms at 100,000 on 2
-    #: cores, every 13–45 s under load (:mod:`sidecar.gc_control`).
-    gc_freeze_interval_s: float = Field(default=60.0, ge=0)
+    #: cores, every 13–45 s under load (:mod:`sidecar.gc_control`). Each freeze may
+    #: hold back the reference cycles of the requests then in flight (~7 objects
+    #: each) until the next thaw. At 60 s, corpora loaded just after a freeze were
+    #: walked whole by the next collections (180–300 ms at 100k).
+    gc_freeze_interval_s: float = Field(default=5.0, ge=0)
     #: Unfreeze everything this often (0: never), so the next full collection frees
     #: reference cycles frozen while they were alive: one long pause per interval.
     gc_thaw_interval_s: float = Field(default=3600.0, ge=0)
