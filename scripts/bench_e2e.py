@@ -96,8 +96,9 @@ def wait_corpora_loaded(
     stack: Stack, size: int, warm: Callable[[int], None], timeout: float = 600.0
 ) -> None:
     """Until the corpus cache holds every seeded memory: the warm-up requests are
-    served by the store while each user's corpus loads in the background (~0.7 s per
-    1,000 rows from milvus-lite), and measuring before that ends measures the loads.
+    served by the store while each user's corpus loads in the background (~0.25 s per
+    1,000 rows from milvus-lite, ~0.7 with a schema-1 store), and measuring before that
+    ends measures the loads.
     Warms again (users drawn at random may have been missed) when loading stalls."""
     deadline = time.monotonic() + timeout
     rows, last, stalled = 0.0, -1.0, 0
