@@ -160,9 +160,9 @@ class AccessTracker:
     async def _apply_to_cache(self, updated: list[AccessStat], entries: dict[str, _Access]) -> None:
         """The corpus cache takes the written counts ``CACHE_SLICE`` at a time, letting
         requests run in between: each is a copy of a cached row (~7 µs), and a whole
-        batch at once held the event loop ~20 ms (~70 ms before rows were found by
-        position). A cancel leaves the rest to the cache's next full reload (counts
-        are advisory)."""
+        batch at once held the event loop ~20 ms (38–41 ms before rows were found by
+        position; 2,000 counts over 100 units of 1,200 rows). A cancel leaves the rest
+        to the cache's next full reload (counts are advisory)."""
         by_unit: dict[str, list[AccessStat]] = {}
         for stat in updated:
             for key in entries[stat.id].units:
