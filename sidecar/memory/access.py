@@ -7,10 +7,10 @@ no I/O, no await. A background task flushes the recorded accesses every
 which of them are still active (id and owner only) and their current access rows,
 adds the new accesses and writes the access rows back in one call (the store keeps
 them apart from the memory rows, see :mod:`sidecar.memory.store`: nothing of a
-memory row is read or rewritten), then updates the counts this process's corpus
-cache holds (``CACHE_SLICE`` at a time, letting requests run between). Three store
-calls per batch, whatever the number of owners: the calls' fixed cost dominated when
-each owner's few memories made a round of their own.
+memory row is read or rewritten). Once every batch is written, the counts this
+process's corpus cache holds are updated (``CACHE_SLICE`` at a time, letting requests
+run between). Three store calls per batch, whatever the number of owners: the calls'
+fixed cost dominated when each owner's few memories made a round of their own.
 
 No owner's write lock is taken (a batch spans many owners, and the host-wide locks
 are per bucket of owners, which one task cannot hold two of): a memory deleted
@@ -136,6 +136,7 @@ class AccessTracker:
                 for start in range(0, len(ordered), FLUSH_BATCH)
             ]
             flushed = 0
+            written: dict[str, list[AccessStat]] = {}  # cache unit -> its counts written
             for position, entries in enumerate(chunks):
                 try:
                     updated = await self._flush_batch(entries)
@@ -147,30 +148,27 @@ class AccessTracker:
                 except BaseException:  # cancelled (shutdown): keep what is not written
                     for rest in chunks[position:]:
                         self._put_back(rest)
+                    self._cache.apply_access(written)
                     raise
                 flushed += len(updated)
-                try:
-                    await self._apply_to_cache(updated, entries)
-                except BaseException:  # cancelled: this batch is written, the rest not
-                    for rest in chunks[position + 1 :]:
-                        self._put_back(rest)
-                    raise
+                for stat in updated:
+                    for key in entries[stat.id].units:
+                        written.setdefault(key, []).append(stat)
+            await self._apply_to_cache(written)
             return flushed
 
-    async def _apply_to_cache(self, updated: list[AccessStat], entries: dict[str, _Access]) -> None:
-        """The corpus cache takes the written counts ``CACHE_SLICE`` at a time, letting
-        requests run in between: each is a copy of a cached row (~7 µs), and a whole
-        batch at once held the event loop ~20 ms (38–41 ms before rows were found by
-        position; 2,000 counts over 100 units of 1,200 rows). A cancel leaves the rest
-        to the cache's next full reload (counts are advisory)."""
-        by_unit: dict[str, list[AccessStat]] = {}
-        for stat in updated:
-            for key in entries[stat.id].units:
-                by_unit.setdefault(key, []).append(stat)
+    async def _apply_to_cache(self, written: dict[str, list[AccessStat]]) -> None:
+        """The corpus cache takes the flush's counts once all are written, a few units
+        (``CACHE_SLICE`` counts) at a time, letting requests run in between: each
+        count is a copy of a cached row (~7 µs), and each unit's scopes take their
+        new rows once per flush. A whole batch at once held the event loop ~20 ms
+        (38–41 ms before rows were found by position; 2,000 counts over 100 units of
+        1,200 rows). A cancel leaves the rest to the cache's next full reload (counts
+        are advisory)."""
         piece: dict[str, list[AccessStat]] = {}
         size = 0
-        for key in sorted(by_unit):
-            piece[key] = by_unit[key]
+        for key in sorted(written):
+            piece[key] = written[key]
             size += len(piece[key])
             if size >= CACHE_SLICE:
                 self._cache.apply_access(piece)
