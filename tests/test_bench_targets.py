@@ -1,5 +1,6 @@
 """The benchmark's verdict against the issue's targets (``scripts/bench_latency.py``):
-each sidecar row is compared with the do-nothing row of the same shape."""
+each sidecar row is compared with the do-nothing row of the same shape, and a row of
+several workers at concurrency also with the one-process do-nothing row."""
 
 from __future__ import annotations
 
@@ -37,19 +38,22 @@ def test_rows_are_checked_against_their_own_baseline() -> None:
         row(b, "envoy+sidecar@10k w8", 16, 40.0, 90.0, 700),  # no w8 baseline: unchecked
     ]
     found = {
-        (c.target, c.mode, c.concurrency, c.measure): (round(c.value, 3), c.met)
+        (c.target, c.mode, c.concurrency, c.measure, c.baseline): (round(c.value, 3), c.met)
         for c in b.target_checks(results)
     }
+    one, four = "envoy+noop", "envoy+noop w4"
     assert found == {
-        ("envoy+sidecar@100k", "json", 1, "added_p50_ms"): (9.0, False),
-        ("envoy+sidecar@100k", "json", 1, "added_p99_ms"): (17.5, True),
-        ("envoy+sidecar@100k", "json", 16, "throughput_share"): (0.5, True),
-        ("envoy+sidecar@100k ro", "json", 1, "added_p50_ms"): (1.0, True),
-        ("envoy+sidecar@100k ro", "json", 1, "added_p99_ms"): (36.5, False),
-        ("envoy+sidecar@100k", "stream", 1, "added_p50_ms"): (10.9, False),
-        ("envoy+sidecar@100k", "stream", 1, "added_p99_ms"): (15.5, True),
-        ("envoy+sidecar@100k", "stream", 1, "added_ttfb_p50_ms"): (0.5, True),
-        ("envoy+sidecar@10k w4 wp", "json", 16, "throughput_share"): (0.4, False),
+        ("envoy+sidecar@100k", "json", 1, "added_p50_ms", one): (9.0, False),
+        ("envoy+sidecar@100k", "json", 1, "added_p99_ms", one): (17.5, True),
+        ("envoy+sidecar@100k", "json", 16, "throughput_share", one): (0.5, True),
+        ("envoy+sidecar@100k ro", "json", 1, "added_p50_ms", one): (1.0, True),
+        ("envoy+sidecar@100k ro", "json", 1, "added_p99_ms", one): (36.5, False),
+        ("envoy+sidecar@100k", "stream", 1, "added_p50_ms", one): (10.9, False),
+        ("envoy+sidecar@100k", "stream", 1, "added_p99_ms", one): (15.5, True),
+        ("envoy+sidecar@100k", "stream", 1, "added_ttfb_p50_ms", one): (0.5, True),
+        # Several workers: their own shape, and the one-process processor beside it.
+        ("envoy+sidecar@10k w4 wp", "json", 16, "throughput_share", four): (0.4, False),
+        ("envoy+sidecar@10k w4 wp", "json", 16, "throughput_share", one): (0.791, True),
     }
 
 
