@@ -29,7 +29,8 @@ from sidecar.metrics import Metrics  # noqa: E402
 
 
 class CountingJournal(TurnJournal):
-    """Counts claims, the empty ones, and their CPU time on the journal's thread."""
+    """Counts claims, the empty ones, and their CPU time on the journal's thread
+    (a completion that claims the next turn counts as a claim, with its CPU)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -44,6 +45,16 @@ class CountingJournal(TurnJournal):
         self.claims += 1
         self.empty += not claimed
         return claimed
+
+    def _complete_claim_sync(
+        self, turn_id: int, limit: int, exclude: frozenset[str]
+    ) -> tuple[bool, list[ClaimedTurn]]:
+        started = time.thread_time()
+        done, claimed = super()._complete_claim_sync(turn_id, limit, exclude)
+        self.claim_cpu_s += time.thread_time() - started
+        self.claims += 1
+        self.empty += not claimed
+        return done, claimed
 
 
 class DoneWriter:

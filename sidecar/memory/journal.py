@@ -345,6 +345,9 @@ class TurnJournal:
         # the journal thread, and by appends on the caller's thread.
         self._open = 0
         self._count_lock = threading.Lock()
+        # Turns retired by the journal thread's open transaction (None outside one):
+        # they leave ``_open`` when it commits, never when it rolls back.
+        self._retired: int | None = None
 
     # -- properties -----------------------------------------------------------------
 
@@ -567,36 +570,40 @@ class TurnJournal:
     def _claim_sync(self, limit: int, exclude: frozenset[str]) -> list[ClaimedTurn]:
         conn = self._connection()
         now = self.now_ms()
-        claimed: list[ClaimedTurn] = []
         # Most claims find nothing (an idle worker woken by another's turn, a poll):
         # look without the write lock first. A head that appears after the look is
         # claimed at the next wake-up, which its append causes.
         if not self._heads(conn, now, 1, exclude):
-            return claimed
-        with _transaction(conn):
-            retired = True
-            while retired and len(claimed) < limit:  # a dead-lettered head promotes the next
-                retired = False
-                for row_id, user_id, payload, attempts in self._heads(
-                    conn, now, limit - len(claimed), exclude
-                ):
-                    try:
-                        if payload is None:
-                            raise ValueError("pending turn without a payload")
-                        turn = decode_turn(payload)
-                    except ValueError:
-                        self._retire(conn, row_id, user_id, TurnState.DEAD, CORRUPT, now)
-                        log.error(
-                            "journal turn %d cannot be decoded; moved to dead letters", row_id
-                        )
-                        retired = True
-                        continue
-                    conn.execute(
-                        "UPDATE turns SET state = 'in_progress', attempts = attempts + 1,"
-                        " updated_at = ? WHERE id = ?",
-                        (now, row_id),
-                    )
-                    claimed.append(ClaimedTurn(row_id, turn, attempts + 1))
+            return []
+        with self._retiring(conn):
+            return self._claim_heads(conn, now, limit, exclude)
+
+    def _claim_heads(
+        self, conn: sqlite3.Connection, now: int, limit: int, exclude: frozenset[str]
+    ) -> list[ClaimedTurn]:
+        """Claim up to ``limit`` due heads, inside the caller's transaction."""
+        claimed: list[ClaimedTurn] = []
+        retired = True
+        while retired and len(claimed) < limit:  # a dead-lettered head promotes the next
+            retired = False
+            for row_id, user_id, payload, attempts in self._heads(
+                conn, now, limit - len(claimed), exclude
+            ):
+                try:
+                    if payload is None:
+                        raise ValueError("pending turn without a payload")
+                    turn = decode_turn(payload)
+                except ValueError:
+                    self._retire(conn, row_id, user_id, TurnState.DEAD, CORRUPT, now)
+                    log.error("journal turn %d cannot be decoded; moved to dead letters", row_id)
+                    retired = True
+                    continue
+                conn.execute(
+                    "UPDATE turns SET state = 'in_progress', attempts = attempts + 1,"
+                    " updated_at = ? WHERE id = ?",
+                    (now, row_id),
+                )
+                claimed.append(ClaimedTurn(row_id, turn, attempts + 1))
         return claimed
 
     @staticmethod
@@ -624,8 +631,28 @@ class TurnJournal:
 
     def _complete_sync(self, turn_id: int) -> bool:
         conn = self._connection()
-        with _transaction(conn):
+        with self._retiring(conn):
             return self._settle(conn, turn_id, TurnState.DONE, None)
+
+    async def complete_and_claim(
+        self, turn_id: int, limit: int, exclude_users: Collection[str] = ()
+    ) -> tuple[bool, list[ClaimedTurn]]:
+        """:meth:`complete`, then :meth:`claim`, in one transaction and one trip to
+        the journal's thread: a worker that has written a turn looks for its next
+        one (often the same user's, which the completion made the head) without a
+        second hop. Both happen or neither does."""
+        return await self._call(
+            "complete", self._complete_claim_sync, turn_id, limit, frozenset(exclude_users)
+        )
+
+    def _complete_claim_sync(
+        self, turn_id: int, limit: int, exclude: frozenset[str]
+    ) -> tuple[bool, list[ClaimedTurn]]:
+        conn = self._connection()
+        with self._retiring(conn):
+            done = self._settle(conn, turn_id, TurnState.DONE, None)
+            claimed = self._claim_heads(conn, self.now_ms(), limit, exclude) if limit > 0 else []
+        return done, claimed
 
     async def fail(self, turn_id: int, error: str, retry_at_ms: int) -> bool:
         """``in_progress`` -> ``pending``, due again at ``retry_at_ms`` (journal
@@ -648,7 +675,7 @@ class TurnJournal:
 
     def _dead_sync(self, turn_id: int, error: str) -> bool:
         conn = self._connection()
-        with _transaction(conn):
+        with self._retiring(conn):
             return self._settle(conn, turn_id, TurnState.DEAD, error)
 
     def _settle(
@@ -679,25 +706,44 @@ class TurnJournal:
             (state.value, error, now, state.value, turn_id),
         )
         conn.execute(_PROMOTE, (user_id,))
-        self._count(-1)
+        if self._retired is None:
+            raise RuntimeError("_retire outside _retiring")
+        self._retired += 1
 
-    async def release(self, turn_ids: Collection[int]) -> int:
+    @contextlib.contextmanager
+    def _retiring(self, conn: sqlite3.Connection) -> Iterator[None]:
+        """A write transaction that may retire turns (:meth:`_retire`): they leave the
+        count of unwritten turns once it commits; a rollback leaves the count as the
+        file has it (the caller retries the whole transaction)."""
+        self._retired = 0
+        try:
+            with _transaction(conn):
+                yield
+            self._count(-self._retired)
+        finally:
+            self._retired = None
+
+    async def release(self, turn_ids: Collection[int] | None = None) -> int:
         """``in_progress`` -> ``pending`` without counting the attempt (a graceful
-        shutdown interrupted them). The number released."""
-        return await self._call("release", self._release_sync, tuple(turn_ids))
+        shutdown interrupted them): ``turn_ids``, or every turn in progress (only for
+        the process that claims from this file, once none of its workers is writing).
+        The number released."""
+        ids = None if turn_ids is None else tuple(turn_ids)
+        return await self._call("release", self._release_sync, ids)
 
-    def _release_sync(self, turn_ids: tuple[int, ...]) -> int:
+    def _release_sync(self, turn_ids: tuple[int, ...] | None) -> int:
         conn = self._connection()
         now = self.now_ms()
-        released = 0
+        release = (
+            "UPDATE turns SET state = 'pending', attempts = MAX(attempts - 1, 0),"
+            " next_attempt_at = ?, updated_at = ? WHERE state = 'in_progress'"
+        )
         with _transaction(conn):
+            if turn_ids is None:
+                return int(conn.execute(release, (now, now)).rowcount)
+            released = 0
             for turn_id in turn_ids:
-                cursor = conn.execute(
-                    "UPDATE turns SET state = 'pending', attempts = MAX(attempts - 1, 0),"
-                    " next_attempt_at = ?, updated_at = ? WHERE id = ? AND state = 'in_progress'",
-                    (now, now, turn_id),
-                )
-                released += cursor.rowcount
+                released += conn.execute(release + " AND id = ?", (now, now, turn_id)).rowcount
         return released
 
     async def requeue_in_progress(self, max_attempts: int) -> tuple[int, int]:
@@ -710,7 +756,7 @@ class TurnJournal:
     def _requeue_sync(self, max_attempts: int) -> tuple[int, int]:
         conn = self._connection()
         now = self.now_ms()
-        with _transaction(conn):
+        with self._retiring(conn):
             doomed = conn.execute(
                 "SELECT id, user_id FROM turns WHERE state = 'in_progress' AND attempts >= ?",
                 (max_attempts,),

@@ -9,10 +9,12 @@ unwritten the turn is shed and counted (``memory_sidecar_turns{outcome="shed"}``
 ``workers`` tasks claim turns from the journal — each user's oldest unwritten
 turn only, so a user's turns are written one at a time in acceptance order while
 different users' turns are written in parallel — and hand each to
-``writer.write_turn``. A failure is retried with exponential backoff (with
-jitter) up to ``max_attempts``; then the turn goes to the dead letters
-(``outcome="dead_letter"``). Any exception counts — a :class:`SidecarError` is an
-expected failure, anything else a bug, logged with its type and code location only.
+``writer.write_turn``. A written turn is recorded done and the worker's next turn
+claimed in one journal call (one transaction, one trip to its thread). A failure
+is retried with exponential backoff (with jitter) up to ``max_attempts``; then the
+turn goes to the dead letters (``outcome="dead_letter"``). Any exception counts — a
+:class:`SidecarError` is an expected failure, anything else a bug, logged with its
+type and code location only.
 
 At start-up the turns a crash left in progress are queued again (at-least-once;
 the writer's deterministic memory ids make a second pass idempotent). ``drain``
@@ -37,7 +39,7 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from sidecar.config import WriteQueueConfig
 from sidecar.errors import EmbeddingError, JournalError, JournalFull, SidecarError, StoreError
@@ -48,6 +50,8 @@ from sidecar.memory.writer import WriteResult
 from sidecar.metrics import Metrics
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: Seconds between refreshes of the journal gauges (depth, oldest age, dead letters).
 GAUGE_INTERVAL_S = 1.0
@@ -319,7 +323,6 @@ class WriteQueue:
         """Stop the workers (the turns they were writing go back to pending) and
         close the journal."""
         self._accepting = False
-        interrupted = list(self._in_flight)
         tasks = [*self._workers, *([self._maintenance] if self._maintenance else [])]
         for task in tasks:
             task.cancel()
@@ -328,53 +331,73 @@ class WriteQueue:
         self._maintenance = None
         if not self._journal.is_open:
             return
-        if interrupted:
+        if self.writes:
+            # Every turn in progress is this process's (one claimer per file): those
+            # its workers were writing, and one a completion had just claimed when
+            # its worker was cancelled.
             try:
-                released = await self._journal.release(interrupted)
+                released = await self._journal.release()
             except JournalError as exc:  # they are requeued at the next start anyway
                 log.warning("releasing interrupted turns failed: %s", type(exc).__name__)
             else:
-                log.info("%d turns being written were put back for the next start", released)
+                if released:
+                    log.info("%d turns being written were put back for the next start", released)
         await self._journal.close()
 
     # -- workers --------------------------------------------------------------------
 
     async def _work(self) -> None:
         failures = 0
+        # What the last completion claimed (it looked for work, so an empty list
+        # means: wait for a ring); None: claim anew.
+        claimed: list[ClaimedTurn] | None = None
         while True:
-            try:
-                claimed = await self._journal.claim(1, self._in_flight.values())
-            except JournalError as exc:
-                failures += 1
-                log.error("write journal claim failed: %s", exc)
-                await asyncio.sleep(self._retry_delay(failures))
-                continue
-            failures = 0
+            if claimed is None:
+                try:
+                    claimed = await self._journal.claim(1, self._in_flight.values())
+                except JournalError as exc:
+                    failures += 1
+                    log.error("write journal claim failed: %s", exc)
+                    await asyncio.sleep(self._retry_delay(failures))
+                    continue
+                failures = 0
             if not claimed:
+                # A turn accepted after that look rings (a ring nobody waits for is
+                # kept): it is not slept through.
                 await self._bell.wait(self._config.poll_interval_s)
+                claimed = None
                 continue
-            for item in claimed:
-                await self._process(item)
+            item, *rest = claimed
+            after = await self._process(item)
+            claimed = rest + after if after is not None else (rest or None)
 
-    async def _process(self, item: ClaimedTurn) -> None:
+    async def _process(self, item: ClaimedTurn) -> list[ClaimedTurn] | None:
+        """Write ``item`` and record the outcome. Written: what its completion claimed
+        in the same journal call (maybe nothing); not written: None."""
         self._in_flight[item.id] = item.turn.user_id
         # The turn's log lines carry the id of the request it came from.
         token = REQUEST_ID.set(item.turn.request_id or f"journal-{item.id}")
+        claimed: list[ClaimedTurn] | None = None
         try:
             try:
                 await self._writer.write_turn(item.turn)
             except Exception as exc:  # every failure is retried, then dead-lettered
                 await self._failed(item, exc)
             else:
-                await self._settle("complete", lambda: self._journal.complete(item.id))
+                # The user's next turn is claimable once this one is done: claim it
+                # (or another user's) with the completion. Users the other workers
+                # are writing are skipped, as in every claim.
+                others = [user for turn_id, user in self._in_flight.items() if turn_id != item.id]
+                _, claimed = await self._settle(
+                    "complete", lambda: self._journal.complete_and_claim(item.id, 1, others)
+                )
                 self._metrics.turns.labels(outcome="written").inc()
         finally:
             REQUEST_ID.reset(token)
             self._in_flight.pop(item.id, None)
             self._metrics.queue_depth.set(self.depth)
-            # The user's next turn may be claimable now: this worker claims again
-            # when it returns to its loop.
             self._progress.set()
+        return claimed
 
     async def _failed(self, item: ClaimedTurn, exc: Exception) -> None:
         kind = type(exc).__name__
@@ -424,24 +447,22 @@ class WriteQueue:
             rng=self._rng,
         )
 
-    async def _settle(self, operation: str, call: Callable[[], Awaitable[bool]]) -> None:
+    async def _settle(self, operation: str, call: Callable[[], Awaitable[T]]) -> T:
         """Record a turn's outcome, retrying while the journal fails: until it is
         recorded the turn stays in progress (and its user's next turns wait)."""
         failures = 0
         while True:
             started = time.perf_counter()
             try:
-                await call()
+                return await call()
             except JournalError as exc:
                 failures += 1
                 log.error("write journal %s failed: %s; retrying", operation, exc)
                 await asyncio.sleep(self._retry_delay(failures))
-                continue
             finally:
                 self._metrics.journal_seconds.labels(operation=operation).observe(
                     time.perf_counter() - started
                 )
-            return
 
     # -- upkeep ---------------------------------------------------------------------
 

@@ -359,6 +359,53 @@ async def test_users_turns_come_out_in_acceptance_order(journal: TurnJournal) ->
     assert journal.open_count == 0
 
 
+async def test_a_completion_claims_the_users_next_turn_in_the_same_call(
+    journal: TurnJournal, path: Path
+) -> None:
+    for user, text in [("u1", "a"), ("u1", "b"), ("u2", "c")]:
+        await journal.append(turn(user, text))
+    (a,) = await journal.claim(1)
+    (c,) = await journal.claim(1)
+    done, claimed = await journal.complete_and_claim(a.id, 1)
+    assert done
+    assert texts(claimed) == ["b"]
+    assert row(path, a.id, "state") == "done"
+    assert row(path, a.id, "payload") is None
+    assert claimed[0].attempt == 1
+    assert row(path, claimed[0].id, "state") == "in_progress"
+    # Users another worker is writing are skipped; nothing left is not an error.
+    assert await journal.complete_and_claim(c.id, 1, exclude_users={"u1"}) == (True, [])
+    done, claimed = await journal.complete_and_claim(c.id, 1)
+    assert done is False
+    assert claimed == []
+    counts = await journal.counts()
+    assert (counts.pending, counts.in_progress, counts.done) == (0, 1, 2)
+
+
+async def test_a_completion_and_its_claim_happen_together_or_not_at_all(
+    journal: TurnJournal, path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The queue retries a failed completion whole: a claim that fails after the
+    completion must take the completion back with it."""
+    await journal.append(turn("u1", "a"))
+    await journal.append(turn("u1", "b"))
+    (a,) = await journal.claim(1)
+
+    def failing_claim(*args: Any) -> list[ClaimedTurn]:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(journal, "_claim_heads", failing_claim)
+        with pytest.raises(JournalError):
+            await journal.complete_and_claim(a.id, 1)
+    assert row(path, a.id, "state") == "in_progress"  # neither half happened
+    assert journal.open_count == 2
+    done, claimed = await journal.complete_and_claim(a.id, 1)
+    assert done
+    assert texts(claimed) == ["b"]
+    assert journal.open_count == 1
+
+
 async def test_completed_turn_drops_its_text(journal: TurnJournal, path: Path) -> None:
     await journal.append(turn("u1", "I live in Berlin."))
     (claimed,) = await journal.claim(1)
@@ -471,6 +518,11 @@ async def test_release_returns_turns_without_counting_the_attempt(
     assert await journal.release([a.id, 999]) == 1
     (again,) = await journal.claim(1)
     assert (again.id, again.attempt) == (a.id, 1)
+    await journal.append(turn("u2", "b"))
+    assert texts(await journal.claim(1)) == ["b"]
+    assert await journal.release() == 2  # every turn in progress
+    assert texts(await journal.claim(5)) == ["a", "b"]
+    assert journal.open_count == 2
 
 
 async def test_heads_are_rebuilt_on_open(path: Path, clock: Clock) -> None:

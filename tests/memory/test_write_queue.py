@@ -213,6 +213,41 @@ async def test_all_submitted_at_once_are_written_once(harness: Harness) -> None:
         assert len(numbers) == 20, user
 
 
+class CountingJournal(TurnJournal):
+    """Counts the trips to the journal's thread, by operation."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.trips: Counter[str] = Counter()
+
+    async def _call(self, operation: str, fn: Callable[..., Any], *args: Any) -> Any:
+        self.trips[operation] += 1
+        return await super()._call(operation, fn, *args)
+
+
+async def test_a_written_turn_is_completed_and_the_next_claimed_in_one_trip(
+    harness: Harness,
+) -> None:
+    """A backlog is worked off with one journal trip per turn: each completion
+    claims the next turn, so the worker claims on its own only to start."""
+    journal = CountingJournal(harness.path, max_pending=100)
+    writer = FakeWriter()
+    writer.gate = asyncio.Event()  # hold the first turn until the backlog is in
+    queue, metrics = await harness.start(writer, journal=journal, workers=1)
+    for n in range(10):
+        assert await queue.submit(make_turn("u1", n))
+    await writer.entered.wait()
+    claims_before = journal.trips["claim"]
+    writer.gate.set()
+    assert await queue.wait_idle(10)
+    assert writer.written["u1"] == [f"u1/{n}" for n in range(10)]
+    assert journal.trips["complete"] == 10
+    # At most the wake-ups of the appends that came while the first turn was held.
+    assert journal.trips["claim"] - claims_before <= 1
+    assert turns_metric(metrics, "written") == 10
+    assert (await queue.journal.counts()).done == 10
+
+
 async def test_failures_are_retried_then_written_without_blocking_others(
     harness: Harness,
 ) -> None:
@@ -357,6 +392,28 @@ async def test_drain_deadline_leaves_turns_for_the_next_start(
         "u1": ["u1/1", "u1/3", "u1/5"],
     }
     assert turns_metric(metrics, "requeued") == 0  # nothing was left in progress
+
+
+async def test_close_puts_back_a_turn_claimed_for_a_worker_it_stopped(harness: Harness) -> None:
+    """A completion claims the worker's next turn in the same journal call; a worker
+    cancelled in that call never starts the turn. ``close`` puts back every turn in
+    progress, not only those its workers were writing."""
+    blocked = FakeWriter()
+    blocked.gate = asyncio.Event()
+    queue, _ = await harness.start(blocked, workers=1)
+    assert await queue.submit(make_turn("u1", 0))
+    await blocked.entered.wait()
+    assert await queue.submit(make_turn("u2", 1))
+    # As a completion's claim would: in progress, but no worker writes it.
+    assert len(await queue.journal.claim(1, exclude_users={"u1"})) == 1
+    await queue.close()
+    assert harness.rows("SELECT state, attempts FROM turns ORDER BY id") == [("pending", 0)] * 2
+
+    writer = FakeWriter()
+    queue2, metrics = await harness.start(writer)
+    assert await queue2.wait_idle(5)
+    assert sorted(writer.calls) == ["u1/0", "u2/1"]
+    assert turns_metric(metrics, "requeued") == 0
 
 
 async def test_turns_left_in_progress_by_a_crash_are_written_at_start(harness: Harness) -> None:
