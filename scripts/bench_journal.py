@@ -38,12 +38,15 @@ class CountingJournal(TurnJournal):
         self.empty = 0
         self.claim_cpu_s = 0.0
 
-    def _claim_sync(self, limit: int, exclude: frozenset[str]) -> list[ClaimedTurn]:
-        started = time.thread_time()
-        claimed = super()._claim_sync(limit, exclude)
+    def _counted(self, started: float, claimed: list[ClaimedTurn]) -> None:
         self.claim_cpu_s += time.thread_time() - started
         self.claims += 1
         self.empty += not claimed
+
+    def _claim_sync(self, limit: int, exclude: frozenset[str]) -> list[ClaimedTurn]:
+        started = time.thread_time()
+        claimed = super()._claim_sync(limit, exclude)
+        self._counted(started, claimed)
         return claimed
 
     def _complete_claim_sync(
@@ -51,9 +54,7 @@ class CountingJournal(TurnJournal):
     ) -> tuple[bool, list[ClaimedTurn]]:
         started = time.thread_time()
         done, claimed = super()._complete_claim_sync(turn_id, limit, exclude)
-        self.claim_cpu_s += time.thread_time() - started
-        self.claims += 1
-        self.empty += not claimed
+        self._counted(started, claimed)
         return done, claimed
 
 

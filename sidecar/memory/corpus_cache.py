@@ -81,6 +81,12 @@ class _Unit:
             self._positions_of = self.rows
         return self._positions
 
+    def replace_rows(self, rows: tuple[MemoryRecord, ...]) -> None:
+        """New versions of the same rows, each in its place (the ids unchanged): the
+        positions index stays valid."""
+        self.rows = rows
+        self._positions_of = rows
+
 
 def _same_version(cached: dict[str, MemoryRecord], row: MemoryRecord) -> bool:
     old = cached.get(row.id)
@@ -314,8 +320,7 @@ class CorpusCache:
             if rows is not None:
                 before[key] = unit.seq
                 self._seq += 1
-                unit.rows = tuple(rows)
-                unit._positions_of = unit.rows  # the same ids in the same places
+                unit.replace_rows(tuple(rows))
                 unit.seq = self._seq
         if before:
             self._patch_corpora(before, merged_rows)
