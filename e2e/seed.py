@@ -13,7 +13,10 @@ import asyncio
 import random
 import sys
 import time
+from collections.abc import Mapping
+from typing import Any
 
+from e2e.stack import merge_settings, parse_settings
 from sidecar.app import Components
 from sidecar.config import config_from_mapping
 from sidecar.memory.bulk import bulk_load
@@ -74,6 +77,9 @@ VALUES = [
     "Madrid",
 ]
 
+#: Owners handed to one bulk load (it overlaps their enrichment and upserts).
+USERS_PER_LOAD = 10
+
 
 def synthetic_texts(user_index: int, count: int, seed: int = 7) -> list[str]:
     rng = random.Random(seed * 1_000_003 + user_index)
@@ -90,29 +96,38 @@ def user_name(index: int) -> str:
 
 
 async def seed(
-    uri: str, users: int, per_user: int, *, enrich: bool = True, first_user: int = 0
+    uri: str,
+    users: int,
+    per_user: int,
+    *,
+    enrich: bool = True,
+    first_user: int = 0,
+    settings: Mapping[str, Any] | None = None,
 ) -> float:
     """Store ``users * per_user`` synthetic memories in ``uri`` through the bulk loader
-    (with the write path's enrichment: links and categories, unless ``enrich`` is off)."""
-    config = config_from_mapping(
-        {"store": {"uri": uri}, "admin": {"enabled": False}, "hierarchy": {"schedule_s": 0}},
-        env={},
-    )
+    (with the write path's enrichment: links and categories, unless ``enrich`` is off).
+    ``settings`` override the config the loader runs with (e.g. the embedding device)."""
+    mapping: dict[str, Any] = {"admin": {"enabled": False}, "hierarchy": {"schedule_s": 0}}
+    merge_settings(mapping, settings or {})
+    merge_settings(mapping, {"store": {"uri": uri}})
+    config = config_from_mapping(mapping, env={})
     components = await Components.build(config)
     started = time.perf_counter()
     try:
-        for u in range(first_user, first_user + users):
-            user = user_name(u)
+        # A few owners per load: the loader enriches one owner while it stores another.
+        for first in range(first_user, first_user + users, USERS_PER_LOAD):
+            last = min(first + USERS_PER_LOAD, first_user + users)
             records = [
                 MemoryRecord(
-                    id=memory_id(user, text),
-                    user_id=user,
+                    id=memory_id(user_name(u), text),
+                    user_id=user_name(u),
                     content=text,
                     source="seed",
                     created_at=1_700_000_000_000 + i,
                     updated_at=1_700_000_000_000 + i,
                     content_hash=content_hash(text),
                 )
+                for u in range(first, last)
                 for i, text in enumerate(synthetic_texts(u, per_user))
             ]
             await bulk_load(
@@ -134,8 +149,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--users", type=int, default=10)
     parser.add_argument("--per-user", type=int, default=1000)
     parser.add_argument("--no-enrich", action="store_true", help="skip links and categories")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="config override for the loader, e.g. embedding.device=cuda (repeatable)",
+    )
     args = parser.parse_args(argv)
-    elapsed = asyncio.run(seed(args.uri, args.users, args.per_user, enrich=not args.no_enrich))
+    try:
+        settings = parse_settings(args.set)
+    except ValueError as exc:
+        parser.error(str(exc))
+    elapsed = asyncio.run(
+        seed(args.uri, args.users, args.per_user, enrich=not args.no_enrich, settings=settings)
+    )
     print(f"seeded {args.users * args.per_user} memories in {elapsed:.1f}s", flush=True)
     return 0
 
