@@ -148,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--uri", required=True)
     parser.add_argument("--users", type=int, default=10)
     parser.add_argument("--per-user", type=int, default=1000)
+    parser.add_argument(
+        "--first-user", type=int, default=0, help="index of the first user (to resume a seed)"
+    )
     parser.add_argument("--no-enrich", action="store_true", help="skip links and categories")
     parser.add_argument(
         "--set",
@@ -162,7 +165,14 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
     elapsed = asyncio.run(
-        seed(args.uri, args.users, args.per_user, enrich=not args.no_enrich, settings=settings)
+        seed(
+            args.uri,
+            args.users,
+            args.per_user,
+            enrich=not args.no_enrich,
+            first_user=args.first_user,
+            settings=settings,
+        )
     )
     print(f"seeded {args.users * args.per_user} memories in {elapsed:.1f}s", flush=True)
     return 0

@@ -92,29 +92,43 @@ def seeded_store(size: int, per_user: int, cache: Path | None, workdir: Path) ->
     return target
 
 
+def corpora_settled(polls: Sequence[Sequence[float]], size: int) -> bool:
+    """Whether the workers' corpus caches (``polls``: each poll's rows per worker,
+    oldest first) have finished loading: every worker holds the same rows, at least
+    ``size``, and the last two polls agree. The rows include each user's category
+    nodes as well as the ``size`` memories, so reaching ``size`` alone is not done
+    (at 10k, ~11,000 of 12,207 rows)."""
+    if len(polls) < 2 or list(polls[-1]) != list(polls[-2]):
+        return False
+    rows = polls[-1]
+    return bool(rows) and min(rows) >= size and min(rows) == max(rows)
+
+
 def wait_corpora_loaded(
     stack: Stack, size: int, warm: Callable[[int], None], timeout: float = 600.0
 ) -> None:
-    """Until the corpus cache holds every seeded memory: the warm-up requests are
-    served by the store while each user's corpus loads in the background (~0.25 s per
-    1,000 rows from milvus-lite, ~0.7 with a schema-1 store), and measuring before that
-    ends measures the loads.
-    Warms again (users drawn at random may have been missed) when loading stalls."""
+    """Until the corpus caches hold every seeded user (see :func:`corpora_settled`):
+    the warm-up requests are served by the store while each user's corpus loads in
+    the background (~0.25 s per 1,000 rows from milvus-lite, ~0.7 with a schema-1
+    store, longer with several workers loading from one milvus-lite), and measuring
+    before that ends measures the loads. Every worker caches the users it has
+    served: warms again (users drawn at random may have been missed by a worker)
+    when loading stalls."""
     deadline = time.monotonic() + timeout
-    rows, last, stalled = 0.0, -1.0, 0
+    polls: list[list[float]] = []
+    stalled = 0
     while time.monotonic() < deadline:
-        # Every worker caches every user it serves: the least-loaded one decides.
-        rows = min(stack.sidecar_metric_per_worker("memory_sidecar_corpus_cache_rows"))
-        if rows >= size:
-            print(f"  corpora loaded: {rows:.0f} rows cached", flush=True)
+        polls.append(stack.sidecar_metric_per_worker("memory_sidecar_corpus_cache_rows"))
+        if corpora_settled(polls, size):
+            print(f"  corpora loaded: {min(polls[-1]):.0f} rows cached", flush=True)
             return
-        stalled = stalled + 1 if rows == last else 0
-        last = rows
+        stalled = stalled + 1 if len(polls) > 1 and polls[-1] == polls[-2] else 0
         if stalled >= 10:
-            warm(int(rows))
+            warm(len(polls))
             stalled = 0
         time.sleep(1.0)
-    print(f"  warning: only {rows:.0f} of {size} rows cached after {timeout:.0f}s", flush=True)
+    rows = polls[-1] if polls else []
+    print(f"  warning: corpora still loading after {timeout:.0f}s: {rows}", flush=True)
 
 
 def wait_writes_drained(stack: Stack, timeout: float = 300.0) -> None:
