@@ -266,6 +266,8 @@ class MemoryStore:
         self._partition_key = config.partition_key and not config.is_local_file
         self._executor = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="milvus")
         self._closed = False
+        #: The access collection's description (for the columnar upsert).
+        self._access_info: dict[str, Any] | None = None
         #: The collection is version 1 (:data:`LEGACY_SCHEMA_TAG`): links as an ARRAY.
         self.links_as_array = False
         gate = config.gate_path
@@ -379,6 +381,7 @@ class MemoryStore:
             self._client.load_collection(self._access, timeout=self._config.load_timeout_s)
         else:
             self._create_access_collection()
+        self._access_info = self._client.describe_collection(self._access, timeout=timeout)
 
     def _schema(self, fields: Sequence[FieldSpec], tag: str, dim: int) -> Any:
         from pymilvus import DataType
@@ -608,21 +611,57 @@ class MemoryStore:
         """Insert or replace the access rows of ``stats`` (by memory id)."""
         if not stats:
             return
-        rows = [
-            {
-                "id": s.id,
-                "user_id": s.user_id,
-                "access_count": int(s.count),
-                "accessed_at": int(s.at),
-                "slot": list(ACCESS_SLOT),
-            }
-            for s in stats
-        ]
+        columns: dict[str, list[Any]] = {
+            "id": [s.id for s in stats],
+            "user_id": [s.user_id for s in stats],
+            "access_count": [int(s.count) for s in stats],
+            "accessed_at": [int(s.at) for s in stats],
+            "slot": [list(ACCESS_SLOT)] * len(stats),
+        }
         await self._run(
             "write_access",
-            lambda: self._client.upsert(self._access, data=rows, timeout=self._config.timeout_s),
+            lambda: self._upsert_columns(self._access, ACCESS_FIELDS, columns, self._access_info),
             gate="upsert",
             owners={s.user_id for s in stats},
+        )
+
+    def _upsert_columns(
+        self,
+        collection: str,
+        fields: Sequence[FieldSpec],
+        columns: dict[str, list[Any]],
+        info: dict[str, Any] | None,
+    ) -> None:
+        """Insert or replace rows given column by column (every field of ``fields``).
+
+        ``MilvusClient.upsert`` takes rows and packs them into the request cell by
+        cell in Python, ~20 µs a cell on this project's 2-core host: 40 ms of this
+        process's CPU for 2,000 access rows, with the GIL held, beside 33 ms in the
+        store's server. Its connection's columnar upsert (what the ORM's
+        ``Collection.upsert`` sends; the same request to milvus-lite and a server)
+        packs whole columns: 2 ms. The connection is reached through pymilvus's
+        ``_get_connection`` (pinned in constraints.txt; the store tests write and
+        read access rows through it); a client without it takes the row upsert.
+        """
+        from pymilvus import DataType
+        from pymilvus.client.call_context import CallContext
+
+        connection = getattr(self._client, "_get_connection", None)
+        if connection is None or info is None:
+            count = len(next(iter(columns.values()), []))
+            rows = [{name: values[i] for name, values in columns.items()} for i in range(count)]
+            self._client.upsert(collection, data=rows, timeout=self._config.timeout_s)
+            return
+        entities = [
+            {"name": f.name, "type": DataType[f.type_name], "values": columns[f.name]}
+            for f in fields
+        ]
+        connection().upsert(
+            collection,
+            entities,
+            timeout=self._config.timeout_s,
+            context=CallContext(db_name=self._config.db_name),
+            schema=info,
         )
 
     def _access_rows(self, ids: Iterable[str], *, strong: bool = False) -> dict[str, AccessStat]:

@@ -218,6 +218,36 @@ async def test_tombstones_and_purges_take_the_access_rows_with_them(tmp_path: Pa
         await store.close()
 
 
+async def test_access_rows_written_by_column_and_by_row_read_back_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Access rows go to the store column by column (the connection's columnar
+    upsert); a client without it takes the row upsert. Both replace rows by id."""
+    store = await MemoryStore.open(StoreConfig(uri=str(tmp_path / "t.db")), 8, Metrics())
+    try:
+
+        def no_rows(*args: object, **kwargs: object) -> None:
+            raise AssertionError("access rows were upserted row by row")
+
+        row_upsert = store._client.upsert
+        monkeypatch.setattr(store._client, "upsert", no_rows)
+        columnar = [AccessStat(f"m{i}", "u1", i, 1_000 + i) for i in range(1, 301)]
+        await store.write_access(columnar)
+        await store.write_access([AccessStat("m1", "u1", 9, 2_000)])  # replaced, not added
+        read = await store.read_access([s.id for s in columnar])
+        assert read == {s.id: s for s in [AccessStat("m1", "u1", 9, 2_000), *columnar[1:]]}
+
+        monkeypatch.setattr(store._client, "upsert", row_upsert)
+        monkeypatch.setattr(store, "_access_info", None)  # as with a client without it
+        by_row = [AccessStat(f"m{i}", "u2", 2 * i, 3_000 + i) for i in range(250, 351)]
+        await store.write_access(by_row)
+        read = await store.read_access([f"m{i}" for i in range(1, 351)])
+        replaced = AccessStat("m1", "u1", 9, 2_000)
+        assert read == {s.id: s for s in [replaced, *columnar[1:249], *by_row]}
+    finally:
+        await store.close()
+
+
 async def test_a_store_from_before_the_access_collection_gets_one(tmp_path: Path) -> None:
     config = StoreConfig(uri=str(tmp_path / "up.db"), collection="mem")
     store = await MemoryStore.open(config, 8, Metrics())
