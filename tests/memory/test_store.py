@@ -218,6 +218,37 @@ async def test_tombstones_and_purges_take_the_access_rows_with_them(tmp_path: Pa
         await store.close()
 
 
+async def test_memory_rows_written_by_column_and_by_row_read_back_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Memory rows go to the store column by column (the BM25 function fills its
+    own field); a client without the columnar upsert takes the row upsert."""
+    store = await MemoryStore.open(StoreConfig(uri=str(tmp_path / "t.db")), 8, Metrics())
+    try:
+
+        def no_rows(*args: object, **kwargs: object) -> None:
+            raise AssertionError("memory rows were upserted row by row")
+
+        row_upsert = store._client.upsert
+        monkeypatch.setattr(store._client, "upsert", no_rows)
+        columnar = [record(i).with_changes(importance=0.25, group_id="g") for i in range(1, 6)]
+        await store.upsert(columnar)
+        monkeypatch.setattr(store._client, "upsert", row_upsert)
+        monkeypatch.setattr(store, "_info", None)  # as with a client without it
+        by_row = [record(i, user="u2").with_changes(related_ids=("m1",)) for i in range(6, 9)]
+        await store.upsert(by_row)
+
+        where = build_filter(owner="u1")
+        stored = {r.id: r for r in await store.scan(where, with_vectors=True)}
+        assert stored == {r.id: r for r in columnar}
+        stored = {r.id: r for r in await store.scan(build_filter(owner="u2"), with_vectors=True)}
+        assert stored == {r.id: r for r in by_row}
+        hits = await store.search_text("fact 3", where=where, limit=1)  # BM25 over content
+        assert [h.record.id for h in hits] == ["m3"]
+    finally:
+        await store.close()
+
+
 async def test_access_rows_written_by_column_and_by_row_read_back_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
