@@ -4,7 +4,9 @@ upsert/replace, scan paging."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -218,6 +220,21 @@ async def test_tombstones_and_purges_take_the_access_rows_with_them(tmp_path: Pa
         await store.close()
 
 
+@contextlib.contextmanager
+def columns_only(store: MemoryStore) -> Iterator[None]:
+    """Within it the client's row upsert fails the test: the columnar path is taken."""
+
+    def no_rows(*args: object, **kwargs: object) -> None:
+        raise AssertionError("rows were upserted row by row")
+
+    row_upsert = store._client.upsert
+    store._client.upsert = no_rows
+    try:
+        yield
+    finally:
+        store._client.upsert = row_upsert
+
+
 async def test_memory_rows_written_by_column_and_by_row_read_back_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -225,15 +242,9 @@ async def test_memory_rows_written_by_column_and_by_row_read_back_the_same(
     own field); a client without the columnar upsert takes the row upsert."""
     store = await MemoryStore.open(StoreConfig(uri=str(tmp_path / "t.db")), 8, Metrics())
     try:
-
-        def no_rows(*args: object, **kwargs: object) -> None:
-            raise AssertionError("memory rows were upserted row by row")
-
-        row_upsert = store._client.upsert
-        monkeypatch.setattr(store._client, "upsert", no_rows)
         columnar = [record(i).with_changes(importance=0.25, group_id="g") for i in range(1, 6)]
-        await store.upsert(columnar)
-        monkeypatch.setattr(store._client, "upsert", row_upsert)
+        with columns_only(store):
+            await store.upsert(columnar)
         monkeypatch.setattr(store, "_info", None)  # as with a client without it
         by_row = [record(i, user="u2").with_changes(related_ids=("m1",)) for i in range(6, 9)]
         await store.upsert(by_row)
@@ -256,19 +267,13 @@ async def test_access_rows_written_by_column_and_by_row_read_back_the_same(
     upsert); a client without it takes the row upsert. Both replace rows by id."""
     store = await MemoryStore.open(StoreConfig(uri=str(tmp_path / "t.db")), 8, Metrics())
     try:
-
-        def no_rows(*args: object, **kwargs: object) -> None:
-            raise AssertionError("access rows were upserted row by row")
-
-        row_upsert = store._client.upsert
-        monkeypatch.setattr(store._client, "upsert", no_rows)
         columnar = [AccessStat(f"m{i}", "u1", i, 1_000 + i) for i in range(1, 301)]
-        await store.write_access(columnar)
-        await store.write_access([AccessStat("m1", "u1", 9, 2_000)])  # replaced, not added
+        with columns_only(store):
+            await store.write_access(columnar)
+            await store.write_access([AccessStat("m1", "u1", 9, 2_000)])  # replaced, not added
         read = await store.read_access([s.id for s in columnar])
         assert read == {s.id: s for s in [AccessStat("m1", "u1", 9, 2_000), *columnar[1:]]}
 
-        monkeypatch.setattr(store._client, "upsert", row_upsert)
         monkeypatch.setattr(store, "_access_info", None)  # as with a client without it
         by_row = [AccessStat(f"m{i}", "u2", 2 * i, 3_000 + i) for i in range(250, 351)]
         await store.write_access(by_row)
