@@ -129,6 +129,12 @@ LEGACY_RELATED_FIELD = FieldSpec(
     "related_ids", "ARRAY", element="VARCHAR", max_length=ID_BYTES, max_capacity=MAX_RELATED
 )
 
+
+def collection_fields(*, legacy: bool) -> list[FieldSpec]:
+    """The memory collection's fields; ``legacy``: as a version-1 collection has them."""
+    return [LEGACY_RELATED_FIELD if legacy and f.name == "related_ids" else f for f in FIELDS]
+
+
 #: Scalar fields returned by reads (vectors are fetched only when asked for).
 SCALAR_FIELDS: tuple[str, ...] = tuple(
     f.name for f in FIELDS if f.type_name not in {"FLOAT_VECTOR", "SPARSE_FLOAT_VECTOR"}
@@ -372,18 +378,20 @@ class MemoryStore:
 
     def _ensure_collection(self) -> None:
         timeout = self._config.timeout_s
-        if self._client.has_collection(self._collection, timeout=timeout):
-            self._check_schema()
-            self._client.load_collection(self._collection, timeout=self._config.load_timeout_s)
-        else:
+        existed = self._client.has_collection(self._collection, timeout=timeout)
+        if not existed:
             self._create_collection()
-        if self._client.has_collection(self._access, timeout=timeout):
-            self._check_access_schema()
-            self._client.load_collection(self._access, timeout=self._config.load_timeout_s)
-        else:
-            self._create_access_collection()
         self._info = self._client.describe_collection(self._collection, timeout=timeout)
+        if existed:
+            self._check_schema(self._info)
+            self._client.load_collection(self._collection, timeout=self._config.load_timeout_s)
+        existed = self._client.has_collection(self._access, timeout=timeout)
+        if not existed:
+            self._create_access_collection()
         self._access_info = self._client.describe_collection(self._access, timeout=timeout)
+        if existed:
+            self._check_access_schema(self._access_info)
+            self._client.load_collection(self._access, timeout=self._config.load_timeout_s)
 
     def _schema(self, fields: Sequence[FieldSpec], tag: str, dim: int) -> Any:
         from pymilvus import DataType
@@ -454,8 +462,7 @@ class MemoryStore:
         )
         log.info("created collection %s (%s)", self._access, ACCESS_SCHEMA_TAG)
 
-    def _check_access_schema(self) -> None:
-        info = self._client.describe_collection(self._access, timeout=self._config.timeout_s)
+    def _check_access_schema(self, info: dict[str, Any]) -> None:
         found = {
             f["name"]: getattr(f.get("type"), "name", str(f.get("type")))
             for f in info.get("fields", [])
@@ -471,16 +478,14 @@ class MemoryStore:
                 "Use another store.collection."
             )
 
-    def _check_schema(self) -> None:
-        info = self._client.describe_collection(self._collection, timeout=self._config.timeout_s)
+    def _check_schema(self, info: dict[str, Any]) -> None:
         problems: list[str] = []
         description = str(info.get("description", ""))
         legacy = description == LEGACY_SCHEMA_TAG
         if description != SCHEMA_TAG and not legacy:
             problems.append(f"schema tag is {description!r}, expected {SCHEMA_TAG!r}")
         found = {f["name"]: f for f in info.get("fields", [])}
-        fields = [LEGACY_RELATED_FIELD if legacy and f.name == "related_ids" else f for f in FIELDS]
-        for spec in fields:
+        for spec in collection_fields(legacy=legacy):
             field = found.pop(spec.name, None)
             if field is None:
                 problems.append(f"field {spec.name!r} is missing")
@@ -631,11 +636,7 @@ class MemoryStore:
 
     def _written_fields(self) -> list[FieldSpec]:
         """The memory collection's fields a write gives (not the BM25 function's)."""
-        return [
-            LEGACY_RELATED_FIELD if f.name == "related_ids" and self.links_as_array else f
-            for f in FIELDS
-            if not f.function_output
-        ]
+        return [f for f in collection_fields(legacy=self.links_as_array) if not f.function_output]
 
     def _upsert_columns(
         self,
