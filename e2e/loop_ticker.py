@@ -1,6 +1,6 @@
 """How late the event loop runs a timer due every millisecond, for the benches: the
 length of whatever held the loop that every request of the process shares (the
-production gauge is :class:`sidecar.loop_lag.LoopLagMonitor`)."""
+production gauge is :class:`sidecar.runtime.loop_lag.LoopLagMonitor`)."""
 
 from __future__ import annotations
 

@@ -17,10 +17,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from e2e.stack import merge_settings, parse_settings
-from sidecar.app import Components
 from sidecar.config import config_from_mapping
-from sidecar.memory.bulk import bulk_load
-from sidecar.memory.records import MemoryRecord, content_hash, memory_id
+from sidecar.memory.model.records import MemoryRecord, content_hash, memory_id
+from sidecar.memory.write.bulk import bulk_load
+from sidecar.runtime.server import Components
 
 SUBJECTS = [
     "favourite food",

@@ -1,6 +1,6 @@
 """What one access-count flush costs: ``--memories`` active memories of a seeded store
 (a copy of it; e.g. one of ``bench_e2e.py --store-cache``), each injected once, then
-flushed by the real :class:`~sidecar.memory.access.AccessTracker`, ``--runs`` times
+flushed by the real :class:`~sidecar.memory.write.access.AccessTracker`, ``--runs`` times
 (the first run creates their access rows, later ones update them).
 
 Prints each flush's wall time, the CPU time of this process and of its children
@@ -32,11 +32,11 @@ sys.path.insert(0, str(REPO))
 from e2e.loop_ticker import Ticker, lag_summary  # noqa: E402
 from e2e.procstat import children_by_parent, cpu_seconds  # noqa: E402
 from sidecar.config import CacheConfig, RetentionConfig, StoreConfig  # noqa: E402
-from sidecar.memory.access import AccessTracker  # noqa: E402
-from sidecar.memory.corpus_cache import CorpusCache  # noqa: E402
-from sidecar.memory.filters import build_filter  # noqa: E402
-from sidecar.memory.records import Hit, NodeType, Scope  # noqa: E402
-from sidecar.memory.store import MemoryStore  # noqa: E402
+from sidecar.memory.model.records import Hit, NodeType, Scope  # noqa: E402
+from sidecar.memory.read.corpus_cache import CorpusCache  # noqa: E402
+from sidecar.memory.store.filters import build_filter  # noqa: E402
+from sidecar.memory.store.milvus import MemoryStore  # noqa: E402
+from sidecar.memory.write.access import AccessTracker  # noqa: E402
 from sidecar.metrics import Metrics  # noqa: E402
 
 

@@ -166,7 +166,7 @@ BREAKDOWN = (
     ("embedding", "memory_sidecar_embed_seconds", None),
     ("retrieval", "memory_sidecar_retrieval_seconds", {"strategy": "default"}),
     ("journal_append", "memory_sidecar_journal_seconds", {"operation": "append"}),
-    # A full garbage collection holds every request in flight (sidecar/gc_control.py).
+    # A full garbage collection holds every request in flight (sidecar/runtime/gc_control.py).
     ("gc_full_pause", "memory_sidecar_gc_pause_seconds", {"generation": "2"}),
 )
 

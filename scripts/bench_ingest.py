@@ -21,7 +21,7 @@
 
 (b) **Bulk** — ``--bulk`` memories (``--bulk-users`` owners): first embedded
     (timed on its own), then loaded pre-embedded (like an import that carries
-    vectors) through :func:`sidecar.memory.bulk.bulk_load` into a fresh store: with
+    vectors) through :func:`sidecar.memory.write.bulk.bulk_load` into a fresh store: with
     the write path's full enrichment (abstracts, links, the category tree), with
     links only (``hierarchy.enabled: false``), and without enrichment.
 
@@ -59,13 +59,13 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 
 from e2e.seed import SUBJECTS, VALUES, synthetic_texts, user_name  # noqa: E402
-from sidecar.app import Components  # noqa: E402
 from sidecar.config import SidecarConfig, config_from_mapping  # noqa: E402
-from sidecar.memory.bulk import BulkStats, bulk_load, chunks  # noqa: E402
-from sidecar.memory.embedder import Embedder, build_embedder  # noqa: E402
-from sidecar.memory.records import MemoryRecord, content_hash, memory_id  # noqa: E402
-from sidecar.memory.turns import Turn  # noqa: E402
+from sidecar.memory.embedding.embedder import Embedder, build_embedder  # noqa: E402
+from sidecar.memory.model.records import MemoryRecord, content_hash, memory_id  # noqa: E402
+from sidecar.memory.model.turns import Turn  # noqa: E402
+from sidecar.memory.write.bulk import BulkStats, bulk_load, chunks  # noqa: E402
 from sidecar.metrics import Metrics  # noqa: E402
+from sidecar.runtime.server import Components  # noqa: E402
 
 BASE_MS = 1_700_000_000_000
 #: No retention schedule while measuring (the key is absent before retention existed,

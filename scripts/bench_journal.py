@@ -22,9 +22,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from sidecar.config import WriteQueueConfig  # noqa: E402
-from sidecar.memory.journal import ClaimedTurn, TurnJournal  # noqa: E402
-from sidecar.memory.queue import WriteQueue  # noqa: E402
-from sidecar.memory.turns import Turn  # noqa: E402
+from sidecar.memory.model.turns import Turn  # noqa: E402
+from sidecar.memory.write.journal import ClaimedTurn, TurnJournal  # noqa: E402
+from sidecar.memory.write.queue import WriteQueue  # noqa: E402
 from sidecar.metrics import Metrics  # noqa: E402
 
 

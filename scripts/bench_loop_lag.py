@@ -30,9 +30,9 @@ sys.path.insert(0, str(REPO))
 
 from e2e.loop_ticker import Ticker, lag_summary  # noqa: E402
 from sidecar.config import StoreConfig  # noqa: E402
-from sidecar.memory.filters import build_filter  # noqa: E402
-from sidecar.memory.records import MemoryRecord, as_vector  # noqa: E402
-from sidecar.memory.store import MemoryStore  # noqa: E402
+from sidecar.memory.model.records import MemoryRecord, as_vector  # noqa: E402
+from sidecar.memory.store.filters import build_filter  # noqa: E402
+from sidecar.memory.store.milvus import MemoryStore  # noqa: E402
 from sidecar.metrics import Metrics  # noqa: E402
 
 DIM = 384

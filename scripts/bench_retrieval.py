@@ -31,9 +31,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from e2e.seed import seed, user_name  # noqa: E402
-from sidecar.app import Components  # noqa: E402
 from sidecar.config import config_from_mapping  # noqa: E402
-from sidecar.memory.records import Scope  # noqa: E402
+from sidecar.memory.model.records import Scope  # noqa: E402
+from sidecar.runtime.server import Components  # noqa: E402
 
 QUESTIONS = [
     "What is my favourite food?",

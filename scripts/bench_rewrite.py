@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO))
 from e2e.mock_llm import start_mock  # noqa: E402
 from sidecar.config import LLMConfig, RewriteConfig  # noqa: E402
 from sidecar.llm import LLMClient  # noqa: E402
-from sidecar.memory.rewrite import QueryRewriter  # noqa: E402
+from sidecar.memory.read.rewrite import QueryRewriter  # noqa: E402
 from sidecar.metrics import Metrics  # noqa: E402
 
 CLEAR = [

@@ -15,13 +15,13 @@ from sidecar.errors import ConfigError, InvalidInput, SidecarError
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from sidecar.app import serve
     from sidecar.logs import configure_logging
+    from sidecar.runtime.server import serve
 
     config = load_config(args.config)
     configure_logging(config.logging)
     if config.supervised:
-        from sidecar.workers import Supervisor
+        from sidecar.runtime.workers import Supervisor
 
         return Supervisor(config).run()
     asyncio.run(serve(config))

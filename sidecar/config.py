@@ -103,7 +103,7 @@ class ServerConfig(_Model):
     #: After a full garbage collection, freeze what survived it (the cached
     #: corpora, mostly) out of later collections, at most this often; 0: never. A
     #: full collection otherwise walks every cached memory: ~200 ms at 100,000 on 2
-    #: cores, every 13–45 s under load (:mod:`sidecar.gc_control`). Each freeze may
+    #: cores, every 13–45 s under load (:mod:`sidecar.runtime.gc_control`). Each freeze may
     #: hold back the reference cycles of the requests then in flight (~7 objects
     #: each) until the next thaw. At 60 s, corpora loaded just after a freeze were
     #: walked whole by the next collections (180–300 ms at 100k).
@@ -205,7 +205,7 @@ class StoreConfig(_Model):
     hnsw_ef: int = Field(default=64, ge=1)
     #: Directory of the lock files through which reads and upserts exclude each other
     #: on milvus-lite, whose upserts a concurrent read can see half done
-    #: (:mod:`sidecar.memory.store_gate`): '' = ``<file>.gates`` beside a milvus-lite
+    #: (:mod:`sidecar.memory.store.gate`): '' = ``<file>.gates`` beside a milvus-lite
     #: file, none for a server URI; the supervisor of ``server.workers`` sets it for
     #: the processes it hands the embedded server's socket to.
     gate_dir: str = ""
@@ -340,7 +340,7 @@ class EnrichmentConfig(_Model):
 
 
 class HierarchyBuildConfig(_Model):
-    """The per-user category tree the write path builds (``sidecar.memory.hierarchy``).
+    """The per-user category tree the write path builds (``sidecar.memory.write.hierarchy``).
 
     New memories are filed under the owner's nearest leaf category (or a "general"
     one); ``evolve`` splits big categories into named subcategories, merges
@@ -404,7 +404,7 @@ class CacheConfig(_Model):
     #: this often per unit.
     full_reload_s: float = Field(default=600.0, gt=0)
     #: The Unix socket on which this worker's cache takes what the host's other
-    #: processes write (the cache relay, :mod:`sidecar.memory.relay`): a user's
+    #: processes write (the cache relay, :mod:`sidecar.runtime.relay`): a user's
     #: next request sees a write at once whichever worker serves it. Set by the
     #: ``serve`` supervisor (``server.workers`` > 1, ``write_queue.own_process``).
     relay_socket: str = ""
@@ -503,7 +503,7 @@ class WriteQueueConfig(_Model):
 
 
 class RetentionConfig(_Model):
-    """The per-user memory cap and what is given up first (``sidecar.memory.retention``),
+    """The per-user memory cap and what is given up first (``sidecar.memory.write.retention``),
     and the retrieval access counts that feed it.
 
     Retention score (higher is kept longer), weights renormalised to sum 1::
@@ -583,7 +583,7 @@ class IdentityConfig(_Model):
     _check_headers = field_validator("user_header", "groups_header", "session_header")(_header_name)
 
 
-#: Retrieval strategies by name (see sidecar/memory/retrieval/registry.py).
+#: Retrieval strategies by name (see sidecar/memory/read/retrieval/registry.py).
 StrategyName = Literal[
     "dense",
     "dense-milvus",
@@ -830,7 +830,7 @@ class ExtractionConfig(_Model):
 
 
 class RewriteConfig(_Model):
-    """Ambiguity-gated rewriting of follow-up queries (``sidecar.memory.rewrite``).
+    """Ambiguity-gated rewriting of follow-up queries (``sidecar.memory.read.rewrite``).
 
     A query without pronouns, demonstratives, temporal or implicit references that
     is not very short takes the fast path: searched as is, no LLM call. An
@@ -870,7 +870,7 @@ class RewriteConfig(_Model):
 
 
 class DeepSearchConfig(_Model):
-    """Escalation when primary retrieval looks weak (``sidecar.memory.deep_search``).
+    """Escalation when primary retrieval looks weak (``sidecar.memory.read.deep_search``).
 
     Confidence of the primary results (absolute signals only, 0..1)::
 

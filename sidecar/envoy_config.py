@@ -40,7 +40,7 @@ LISTENER: Final = "llm_gateway"
 SIDECAR_CLUSTER: Final = "memory_sidecar"
 UPSTREAM_CLUSTER: Final = "llm_upstream"
 EXT_PROC_FILTER: Final = "envoy.filters.http.ext_proc"
-#: The gRPC health service the sidecar reports (same as ``sidecar.app.EXT_PROC_SERVICE``).
+#: The gRPC health service the sidecar reports (``sidecar.runtime.server.EXT_PROC_SERVICE``).
 EXT_PROC_SERVICE: Final = "envoy.service.ext_proc.v3.ExternalProcessor"
 _HTTP_OPTIONS: Final = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 _HEADER: Final = (
@@ -172,7 +172,7 @@ def _sidecar_cluster(config: SidecarConfig) -> cluster_v3.Cluster:
     # the first request reaches it; sidecar started after Envoy -> the next request
     # reaches it (lb_healthy_panic); with threshold 0 it is bypassed instead
     # (upstream_cx_none_healthy, ext_proc failure_mode_allowed).
-    # server.workers: worker i listens on sidecar_port + i (see sidecar.workers).
+    # server.workers: worker i listens on sidecar_port + i (see sidecar.runtime.workers).
     if envoy.sidecar_port + config.server.workers - 1 > 65535:
         raise ConfigError("envoy.sidecar_port + server.workers - 1 is past port 65535")
     return _cluster(

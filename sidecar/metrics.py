@@ -241,7 +241,7 @@ class Metrics:
         )
 
         #: reason: fast_path, llm, heuristic, low_confidence, timeout, error, cache,
-        #: disabled (see sidecar.memory.rewrite).
+        #: disabled (see sidecar.memory.read.rewrite).
         self.rewrites = Counter(
             p + "rewrites", "Query rewrite decisions by reason", ["reason"], registry=reg
         )

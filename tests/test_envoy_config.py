@@ -178,7 +178,7 @@ def test_sidecar_cluster_health_check_keeps_the_sidecar_in_use(demo: SidecarConf
 
 
 def test_health_check_service_matches_the_sidecar() -> None:
-    from sidecar.app import EXT_PROC_SERVICE as registered
+    from sidecar.runtime.server import EXT_PROC_SERVICE as registered
 
     assert registered == EXT_PROC_SERVICE
 

@@ -45,7 +45,7 @@ from sidecar.admin.service import ForgetReport, History, ImportReport, MemoryAdm
 from sidecar.config import AdminConfig
 from sidecar.errors import EmbeddingError, InvalidInput, SidecarError, StoreError
 from sidecar.logs import clean_request_id, request_context
-from sidecar.memory.filters import validate_identifier
+from sidecar.memory.store.filters import validate_identifier
 from sidecar.metrics import Metrics
 
 log = logging.getLogger(__name__)

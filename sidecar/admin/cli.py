@@ -37,7 +37,7 @@ def _quiet(config: SidecarConfig) -> None:
 @asynccontextmanager
 async def _journal(config: SidecarConfig, exists: bool) -> AsyncIterator[Any]:
     """The write journal when it exists and no running sidecar holds it (else None)."""
-    from sidecar.memory.journal import TurnJournal
+    from sidecar.memory.write.journal import TurnJournal
 
     if not exists:
         yield None
@@ -58,7 +58,7 @@ async def _journal(config: SidecarConfig, exists: bool) -> AsyncIterator[Any]:
 
 async def _run_memories(config: SidecarConfig, args: argparse.Namespace) -> Any:
     from sidecar.admin.service import MemoryAdmin
-    from sidecar.app import Components
+    from sidecar.runtime.server import Components
 
     components = await Components.build(config)
     try:
@@ -228,8 +228,8 @@ def _cmd_memories(args: argparse.Namespace) -> int:
 
 
 async def _run_migrate(config: SidecarConfig, args: argparse.Namespace) -> int:
-    from sidecar.memory.embedder import build_embedder
-    from sidecar.memory.migrate import migrate_collection
+    from sidecar.memory.embedding.embedder import build_embedder
+    from sidecar.memory.store.migrate import migrate_collection
     from sidecar.metrics import Metrics
 
     loop = asyncio.get_running_loop()

@@ -1,7 +1,7 @@
 """What the memory admin API and CLI accept and return.
 
 The request models validate everything an operator sends (unknown fields are
-errors, ids go through :func:`~sidecar.memory.filters.validate_identifier`);
+errors, ids go through :func:`~sidecar.memory.store.filters.validate_identifier`);
 :func:`memory_json` is the one JSON form of a stored row — the API's responses,
 the CLI's output and every line of an export (:class:`MemoryLine` reads it back).
 The OpenAPI document is built from these models.
@@ -15,10 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sidecar.config import StrategyName
 from sidecar.errors import InvalidIdentifier, InvalidInput
-from sidecar.memory.categories import topic_name
-from sidecar.memory.filters import validate_identifier
-from sidecar.memory.records import MemoryRecord, MemoryType, NodeType, Status, Visibility
-from sidecar.memory.store import ID_BYTES, MAX_RELATED
+from sidecar.memory.model.categories import topic_name
+from sidecar.memory.model.records import MemoryRecord, MemoryType, NodeType, Status, Visibility
+from sidecar.memory.store.filters import validate_identifier
+from sidecar.memory.store.milvus import ID_BYTES, MAX_RELATED
 
 MAX_PAGE = 1000
 MAX_QUERY_CHARS = 2000

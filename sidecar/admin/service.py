@@ -2,13 +2,13 @@
 ``sidecar memories`` CLI.
 
 Every call names the owner (a user id, validated) and reaches only that owner's
-rows: every read and write goes through :func:`~sidecar.memory.filters.build_filter`
+rows: every read and write goes through :func:`~sidecar.memory.store.filters.build_filter`
 with ``owner=``, so another user's memory id is simply *not found* — the same
 answer as an id that does not exist, so existence does not leak. Writes keep the
 corpus cache current (write-through, or invalidation where rows leave a unit) and
 new or changed text is embedded again; adds go through the write path's
 enrichment (abstract, links, category), imports through
-:func:`~sidecar.memory.bulk.bulk_load`.
+:func:`~sidecar.memory.write.bulk.bulk_load`.
 
 Nothing here logs memory text; log lines carry counts and the request id only.
 """
@@ -39,14 +39,8 @@ from sidecar.admin.models import (
 )
 from sidecar.config import SidecarConfig
 from sidecar.errors import SidecarError
-from sidecar.memory.bulk import bulk_load, chunks
-from sidecar.memory.corpus_cache import CorpusCache
-from sidecar.memory.embedder import Embedder
-from sidecar.memory.enrich import Enricher
-from sidecar.memory.filters import build_filter, validate_identifier
-from sidecar.memory.journal import TurnJournal
-from sidecar.memory.migrate import fill_embeddings
-from sidecar.memory.records import (
+from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.model.records import (
     Hit,
     MemoryRecord,
     NodeType,
@@ -58,14 +52,20 @@ from sidecar.memory.records import (
     memory_id,
     now_ms,
 )
-from sidecar.memory.service import MemoryService
-from sidecar.memory.store import MemoryStore
-from sidecar.memory.tombstones import bury, mark_for_reload, mark_forgotten
-from sidecar.memory.writer import KeyedLocks, OwnerLock
+from sidecar.memory.read.corpus_cache import CorpusCache
+from sidecar.memory.read.service import MemoryService
+from sidecar.memory.store.filters import build_filter, validate_identifier
+from sidecar.memory.store.migrate import fill_embeddings
+from sidecar.memory.store.milvus import MemoryStore
+from sidecar.memory.store.tombstones import bury, mark_for_reload, mark_forgotten
+from sidecar.memory.write.bulk import bulk_load, chunks
+from sidecar.memory.write.enrich import Enricher
+from sidecar.memory.write.journal import TurnJournal
+from sidecar.memory.write.writer import KeyedLocks, OwnerLock
 from sidecar.metrics import Metrics
 
 if TYPE_CHECKING:
-    from sidecar.app import Components
+    from sidecar.runtime.server import Components
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +192,7 @@ class MemoryAdmin:
     def from_components(
         cls, components: Components, *, journal: TurnJournal | None = None
     ) -> MemoryAdmin:
-        """The admin service over :class:`sidecar.app.Components`."""
+        """The admin service over :class:`sidecar.runtime.server.Components`."""
         enricher = components.enricher or Enricher(
             components.memory.cache, components.config.enrichment
         )
@@ -370,7 +370,7 @@ class MemoryAdmin:
 
     async def delete(self, user: str, memory: str) -> MemoryRecord:
         """Delete one memory for good (its text at once; a hollow tombstone tells the
-        other workers' caches, see :mod:`sidecar.memory.tombstones`); returns what
+        other workers' caches, see :mod:`sidecar.memory.store.tombstones`); returns what
         was deleted."""
         owner = owner_id(user)
         async with self._lock(owner):

@@ -14,7 +14,7 @@ is ISO-8601 (a time without a zone is UTC). Every problem is an
 :class:`~sidecar.errors.InvalidInput` naming the entry (``memories[12] (id 'x')``).
 
 A query may only retrieve what its scope may read (:func:`visible`): the same rule as
-:func:`sidecar.memory.filters.scope_expression`, restated here so the evaluation can
+:func:`sidecar.memory.store.filters.scope_expression`, restated here so the evaluation can
 check the store's answers independently.
 """
 
@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from sidecar.errors import InvalidInput
-from sidecar.memory.filters import validate_identifier
-from sidecar.memory.records import Scope, Visibility
-from sidecar.memory.store import ID_BYTES, MAX_RELATED
+from sidecar.memory.model.records import Scope, Visibility
+from sidecar.memory.store.filters import validate_identifier
+from sidecar.memory.store.milvus import ID_BYTES, MAX_RELATED
 
 
 @dataclass(frozen=True, slots=True)

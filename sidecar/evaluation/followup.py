@@ -2,10 +2,10 @@
 rows of the request path's strategy, measured in the same run as everything else.
 
 For ``--rewrite`` every query goes through the request path's
-:class:`~sidecar.memory.rewrite.QueryRewriter` with its ``context`` as the chat
+:class:`~sidecar.memory.read.rewrite.QueryRewriter` with its ``context`` as the chat
 history (``defaults.rewrite``, enabled), and the searched text is what the request
 path would search. For ``--deep-search`` every primary ranking (with and without
-rewriting) is handed to :class:`~sidecar.memory.deep_search.DeepSearcher` exactly
+rewriting) is handed to :class:`~sidecar.memory.read.deep_search.DeepSearcher` exactly
 as on the request path with ``deep_search.mode: on`` — escalating only below
 ``deep_search.threshold``, no rate limit, no feedback file — and, to tell the
 gate's quality from the ranking's, once more *ungated* for every query.
@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from sidecar.config import DeepSearchConfig, RetrievalConfig, RewriteConfig, SidecarConfig
 from sidecar.evaluation.dataset import EvalQuery
 from sidecar.evaluation.metrics import percentile
-from sidecar.memory.deep_search import expand_candidates, primary_confidence
-from sidecar.memory.records import Hit
-from sidecar.memory.retrieval.base import Query
-from sidecar.memory.service import MemoryService
+from sidecar.memory.model.records import Hit
+from sidecar.memory.read.deep_search import expand_candidates, primary_confidence
+from sidecar.memory.read.retrieval.base import Query
+from sidecar.memory.read.service import MemoryService
 
 #: Deep search's blend and "recovered" count look at this many results.
 RECOVERY_K = 10

@@ -5,7 +5,7 @@ directory (removed afterwards); with ``--store-uri`` a new collection ``eval_<ra
 at that URI (dropped afterwards). Memories keep their dataset ids, owners, groups,
 visibility, sessions, times and links; they are embedded in batches with the
 configured embedder and enriched per owner by the write path's
-:class:`~sidecar.memory.enrich.Enricher` (abstract, overview, similarity links,
+:class:`~sidecar.memory.write.enrich.Enricher` (abstract, overview, similarity links,
 categories), and the rows it returns are upserted.
 """
 
@@ -23,16 +23,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from sidecar.app import Components
 from sidecar.config import SidecarConfig, StoreConfig
 from sidecar.errors import StoreError
 from sidecar.evaluation.dataset import Dataset, visible
 from sidecar.evaluation.progress import progress_bar
-from sidecar.memory.bulk import bulk_load
-from sidecar.memory.embedder import Embedder
-from sidecar.memory.enrich import Enricher
-from sidecar.memory.records import MemoryRecord, Scope, content_hash
-from sidecar.memory.store import ACCESS_SUFFIX, MemoryStore
+from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.model.records import MemoryRecord, Scope, content_hash
+from sidecar.memory.store.milvus import ACCESS_SUFFIX, MemoryStore
+from sidecar.memory.write.bulk import bulk_load
+from sidecar.memory.write.enrich import Enricher
+from sidecar.runtime.server import Components
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from sidecar.app import Components
 from sidecar.config import RetrievalConfig, SidecarConfig
 from sidecar.errors import InvalidInput
 from sidecar.evaluation.dataset import Dataset, EvalMemory, EvalQuery, visible
@@ -26,11 +25,12 @@ from sidecar.evaluation.followup import FollowupStats, VariantRow, run_variants
 from sidecar.evaluation.ingest import IngestStats, eval_environment, ingest
 from sidecar.evaluation.metrics import MRR_DEPTH, Scores, mean_scores, percentile, score_query
 from sidecar.evaluation.progress import progress_bar
-from sidecar.memory.embedder import Embedder, build_embedder
-from sidecar.memory.records import Hit, Scope
-from sidecar.memory.retrieval.base import Query
-from sidecar.memory.retrieval.registry import build_retrievers
-from sidecar.memory.service import MemoryService
+from sidecar.memory.embedding.embedder import Embedder, build_embedder
+from sidecar.memory.model.records import Hit, Scope
+from sidecar.memory.read.retrieval.base import Query
+from sidecar.memory.read.retrieval.registry import build_retrievers
+from sidecar.memory.read.service import MemoryService
+from sidecar.runtime.server import Components
 
 DEFAULT_KS: tuple[int, ...] = (1, 5, 10, 20)
 MAX_K = 1000

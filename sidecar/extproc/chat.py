@@ -33,15 +33,15 @@ from sidecar.extproc.responses import (
     passthrough,
     replace_body,
 )
-from sidecar.memory.access import AccessTracker
-from sidecar.memory.context import CHARS_PER_TOKEN, assemble_context
-from sidecar.memory.deep_search import DeepReport
-from sidecar.memory.queue import WriteQueue
-from sidecar.memory.records import now_ms
-from sidecar.memory.rewrite import RewriteResult
-from sidecar.memory.sanitize import clean_turn
-from sidecar.memory.service import MemoryService
-from sidecar.memory.turns import Turn
+from sidecar.memory.model.records import now_ms
+from sidecar.memory.model.turns import Turn
+from sidecar.memory.read.context import CHARS_PER_TOKEN, assemble_context
+from sidecar.memory.read.deep_search import DeepReport
+from sidecar.memory.read.rewrite import RewriteResult
+from sidecar.memory.read.service import MemoryService
+from sidecar.memory.write.access import AccessTracker
+from sidecar.memory.write.queue import WriteQueue
+from sidecar.memory.write.sanitize import clean_turn
 from sidecar.metrics import Metrics
 
 log = logging.getLogger(__name__)

@@ -10,10 +10,10 @@ import aiohttp
 import grpc
 import pytest
 
-from sidecar.app import Components, Sidecar
 from sidecar.config import config_from_mapping
 from sidecar.logs import RequestIdFilter
-from sidecar.memory.embedder import Embedder
+from sidecar.memory.embedding.embedder import Embedder
+from sidecar.runtime.server import Components, Sidecar
 
 ADMIN = "admin-token-0123456789abcdef"
 SCOPED = "alice-team-token-0123456789"

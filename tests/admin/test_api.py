@@ -19,13 +19,13 @@ from aiohttp.test_utils import TestClient, TestServer
 from sidecar.admin.api import MemoryApi
 from sidecar.admin.http import build_admin_app
 from sidecar.admin.service import owner_id
-from sidecar.app import Sidecar
 from sidecar.config import AdminConfig
 from sidecar.logs import JsonFormatter
-from sidecar.memory.categories import topic_id
-from sidecar.memory.records import Scope
-from sidecar.memory.turns import Turn
+from sidecar.memory.model.categories import topic_id
+from sidecar.memory.model.records import Scope
+from sidecar.memory.model.turns import Turn
 from sidecar.metrics import Metrics
+from sidecar.runtime.server import Sidecar
 from tests.admin.conftest import ADMIN, SCOPED
 
 Reply = tuple[int, Any]

@@ -10,8 +10,8 @@ from typing import Any
 import grpc
 import pytest
 
-from sidecar.app import Sidecar
 from sidecar.errors import EmbeddingError
+from sidecar.runtime.server import Sidecar
 from tests.admin.test_logging import exchange
 from tests.extproc import messages as msg
 

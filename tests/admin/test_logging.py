@@ -16,13 +16,13 @@ import pytest
 
 from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2 as pb
 from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
-from sidecar.app import Sidecar
 from sidecar.config import WriteQueueConfig
 from sidecar.logs import REQUEST_ID, JsonFormatter, clean_request_id, request_context
-from sidecar.memory.queue import WriteQueue
-from sidecar.memory.turns import Turn
-from sidecar.memory.writer import WriteResult
+from sidecar.memory.model.turns import Turn
+from sidecar.memory.write.queue import WriteQueue
+from sidecar.memory.write.writer import WriteResult
 from sidecar.metrics import Metrics
+from sidecar.runtime.server import Sidecar
 from tests.extproc import messages as msg
 
 

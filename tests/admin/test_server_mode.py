@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from sidecar.config import StoreConfig
-from sidecar.memory.journal import TurnJournal
-from sidecar.memory.store import ACCESS_FIELDS, FIELDS, MemoryStore
-from sidecar.memory.turns import Turn
+from sidecar.memory.model.turns import Turn
+from sidecar.memory.store.milvus import ACCESS_FIELDS, FIELDS, MemoryStore
+from sidecar.memory.write.journal import TurnJournal
 from sidecar.metrics import Metrics
 
 

@@ -9,10 +9,10 @@ import json
 from e2e.mock_llm import DEFAULT_TASK_HANDLERS
 from e2e.mock_search import handle_rank, handle_rewrite, rank, rewrite
 from sidecar.config import DeepSearchConfig
-from sidecar.memory.corpus import Corpus
-from sidecar.memory.deep_search import Candidate, build_rank_prompt, parse_ranked
-from sidecar.memory.records import MemoryRecord
-from sidecar.memory.rewrite import build_messages, parse_rewrite
+from sidecar.memory.model.records import MemoryRecord
+from sidecar.memory.read.corpus import Corpus
+from sidecar.memory.read.deep_search import Candidate, build_rank_prompt, parse_ranked
+from sidecar.memory.read.rewrite import build_messages, parse_rewrite
 
 
 def test_handlers_are_registered() -> None:

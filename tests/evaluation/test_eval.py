@@ -32,10 +32,10 @@ from sidecar.evaluation.runner import (
     resolve_strategies,
     run_eval,
 )
-from sidecar.memory.embedder import Embedder
-from sidecar.memory.records import Hit, MemoryRecord, Scope, Visibility
-from sidecar.memory.retrieval.base import Query
-from sidecar.memory.service import MemoryService
+from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.model.records import Hit, MemoryRecord, Scope, Visibility
+from sidecar.memory.read.retrieval.base import Query
+from sidecar.memory.read.service import MemoryService
 
 # -- metrics -----------------------------------------------------------------------
 

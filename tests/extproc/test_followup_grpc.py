@@ -13,11 +13,11 @@ import grpc
 import pytest
 
 from e2e.mock_llm import MockLLM, start_mock
-from sidecar.app import Components, Sidecar
 from sidecar.config import SidecarConfig, config_from_mapping
-from sidecar.memory.embedder import Embedder
-from sidecar.memory.records import Scope
-from sidecar.memory.turns import Turn
+from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.model.records import Scope
+from sidecar.memory.model.turns import Turn
+from sidecar.runtime.server import Components, Sidecar
 from tests.extproc import messages as msg
 from tests.extproc.test_service_grpc import exchange, mutated_body
 

@@ -19,12 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2 as pb
-from sidecar.app import Components
 from sidecar.config import config_from_mapping
 from sidecar.extproc.chat import ChatDeps
 from sidecar.extproc.service import ExternalProcessorService, ProfileRouter
-from sidecar.memory.embedder import Embedder
-from sidecar.memory.turns import Turn
+from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.model.turns import Turn
+from sidecar.runtime.server import Components
 from tests.extproc import messages as msg
 
 CASES = 10_000

@@ -14,7 +14,7 @@ from sidecar.extproc.identity import (
     identity_from_headers,
     parse_groups,
 )
-from sidecar.memory.records import Scope
+from sidecar.memory.model.records import Scope
 
 CONFIG = IdentityConfig()
 

@@ -16,13 +16,13 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2 as pb
 from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
-from sidecar.app import Components, Sidecar
 from sidecar.config import SidecarConfig, config_from_mapping
 from sidecar.extproc.responses import BodySendMode
-from sidecar.memory.embedder import Embedder
-from sidecar.memory.filters import build_filter
-from sidecar.memory.records import Scope
-from sidecar.memory.turns import Turn
+from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.model.records import Scope
+from sidecar.memory.model.turns import Turn
+from sidecar.memory.store.filters import build_filter
+from sidecar.runtime.server import Components, Sidecar
 from tests.extproc import messages as msg
 
 

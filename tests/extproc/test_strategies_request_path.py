@@ -14,15 +14,15 @@ import grpc
 import pytest
 
 from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
-from sidecar.app import Components, Sidecar
 from sidecar.config import SidecarConfig, config_from_mapping
 from sidecar.evaluation.ingest import write_path_enricher
-from sidecar.memory.bulk import bulk_load
-from sidecar.memory.embedder import Embedder
-from sidecar.memory.filters import build_filter
-from sidecar.memory.records import MemoryRecord, NodeType, Scope, memory_id
-from sidecar.memory.retrieval.registry import STRATEGY_NAMES
-from sidecar.memory.turns import Turn
+from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.model.records import MemoryRecord, NodeType, Scope, memory_id
+from sidecar.memory.model.turns import Turn
+from sidecar.memory.read.retrieval.registry import STRATEGY_NAMES
+from sidecar.memory.store.filters import build_filter
+from sidecar.memory.write.bulk import bulk_load
+from sidecar.runtime.server import Components, Sidecar
 from tests.extproc import messages as msg
 
 USER = "strategist"

@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sidecar.config import CacheConfig, EnrichmentConfig, HierarchyBuildConfig, StoreConfig
-from sidecar.memory.clustering import words
-from sidecar.memory.corpus_cache import CorpusCache
-from sidecar.memory.embedder import Embedder
-from sidecar.memory.enrich import Enricher
-from sidecar.memory.filters import build_filter
-from sidecar.memory.hierarchy import Hierarchy
-from sidecar.memory.records import MemoryRecord, NodeType, Status, content_hash, memory_id
-from sidecar.memory.store import MemoryStore
+from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.model.records import MemoryRecord, NodeType, Status, content_hash, memory_id
+from sidecar.memory.read.corpus_cache import CorpusCache
+from sidecar.memory.store.filters import build_filter
+from sidecar.memory.store.milvus import MemoryStore
+from sidecar.memory.write.clustering import words
+from sidecar.memory.write.enrich import Enricher
+from sidecar.memory.write.hierarchy import Hierarchy
 from sidecar.metrics import Metrics
 
 TOPICS: dict[str, tuple[str, ...]] = {

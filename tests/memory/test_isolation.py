@@ -2,7 +2,7 @@
 with every visibility, crafted ids included, through every strategy — zero
 memories returned to a scope that may not see them.
 
-The rule (sidecar/memory/filters.py): a scope (user, groups) sees its own memories,
+The rule (sidecar/memory/store/filters.py): a scope (user, groups) sees its own memories,
 memories of its groups with visibility group or public, and public memories.
 """
 
@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.app import Components
 from sidecar.config import config_from_mapping
-from sidecar.memory.bulk import bulk_load
-from sidecar.memory.embedder import Embedder
-from sidecar.memory.records import MemoryRecord, Scope, Visibility
-from sidecar.memory.retrieval.registry import STRATEGY_NAMES
+from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.model.records import MemoryRecord, Scope, Visibility
+from sidecar.memory.read.retrieval.registry import STRATEGY_NAMES
+from sidecar.memory.write.bulk import bulk_load
+from sidecar.runtime.server import Components
 
 CRAFTED = [
     'x" || user_id != "y',

@@ -1,0 +1,98 @@
+"""Context assembly: turning retrieved memories into the block injected into the
+system prompt.
+
+The block format (documented in the README)::
+
+    <memory>
+    Things the user told you in earlier conversations, most relevant first. Use
+    them when they help; the user's current message takes precedence over them.
+    - User lives in Berlin. (2026-11-20)
+    - ...
+    </memory>
+
+Memories are deduplicated by normalised text, kept in ranked order, and added
+until the character budget is spent; the order is deterministic.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sidecar.memory.model.records import Hit, normalize_text
+
+HEADER = (
+    "Things the user told you in earlier conversations, most relevant first. Use them "
+    "when they help; the user's current message takes precedence over them."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryContext:
+    """What will be injected: the block and the memories in it."""
+
+    text: str
+    hits: tuple[Hit, ...]
+
+    @property
+    def count(self) -> int:
+        return len(self.hits)
+
+
+_TAG = re.compile(r"<\s*/?\s*memory\b[^>]*>", re.IGNORECASE)
+
+
+#: Characters per token for budgeting (English text with MiniLM/LLM tokenizers
+#: averages about four); budgets are estimates, never exceeded in characters.
+CHARS_PER_TOKEN = 4
+
+
+def _clean(text: str) -> str:
+    # A memory (possibly shared by someone else) must not close the block early.
+    return _TAG.sub("[memory]", " ".join(text.split()))
+
+
+def _line(hit: Hit, text: str, category: str | None) -> str:
+    label = f"[{_clean(category)}] " if category else ""
+    if hit.record.created_at > 0:
+        day = datetime.fromtimestamp(hit.record.created_at / 1000, tz=UTC).date().isoformat()
+        return f"- {label}{text} ({day})"
+    return f"- {label}{text}"
+
+
+def assemble_context(
+    hits: Sequence[Hit],
+    *,
+    max_chars: int,
+    categories: Mapping[str, str] | None = None,
+) -> MemoryContext:
+    """The memory block for ``hits`` (already ranked), within ``max_chars``.
+
+    Duplicates (normalised text) are dropped; a memory whose full text does not fit
+    the remaining budget is given by its one-line abstract (L0) instead; when
+    ``categories`` names a memory's category, the line is labelled with it.
+    """
+    seen: set[str] = set()
+    lines: list[str] = []
+    kept: list[Hit] = []
+    budget = max_chars - len(HEADER) - len("<memory>\n\n</memory>")
+    for hit in hits:
+        key = normalize_text(hit.record.content)
+        if not key or key in seen:
+            continue
+        category = (categories or {}).get(hit.record.category_id)
+        line = _line(hit, _clean(hit.record.content), category)
+        if len(line) + 1 > budget and hit.record.abstract.strip():
+            line = _line(hit, _clean(hit.record.abstract), category)
+        if len(line) + 1 > budget:
+            continue
+        seen.add(key)
+        budget -= len(line) + 1
+        lines.append(line)
+        kept.append(hit)
+    if not kept:
+        return MemoryContext("", ())
+    text = "<memory>\n" + HEADER + "\n" + "\n".join(lines) + "\n</memory>"
+    return MemoryContext(text, tuple(kept))

@@ -1,0 +1,168 @@
+"""Corpus-scored strategies: one pipeline, configured per strategy name.
+
+    signals -> base score (cosine | bm25 | ngram | fused)
+            -> named-topic propagation (optional)
+            -> link expansion (optional)
+            -> associative expansion (optional; ``config`` = per profile)
+            -> evidence gate -> candidate pool -> link share limit
+            -> composite re-rank (optional) -> top-k
+
+All of it runs on the scope's in-memory corpus, so no strategy can see a memory
+outside the scope, and results are deterministic for the same corpus and query.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from sidecar.config import HybridConfig, RetrievalConfig
+from sidecar.memory.model.records import Hit, now_ms
+from sidecar.memory.read.corpus import Corpus
+from sidecar.memory.read.retrieval.associative import expand_associative
+from sidecar.memory.read.retrieval.base import Query, SearchContext
+from sidecar.memory.read.retrieval.links import expand_links, limit_link_share
+from sidecar.memory.read.retrieval.per_corpus import PerCorpus
+from sidecar.memory.read.retrieval.rerank import composite
+from sidecar.memory.read.retrieval.signals import (
+    Scores,
+    Signals,
+    compute_signals,
+    evidence_mask,
+    fuse,
+    make_hits,
+    ngram_scores,
+    top_indices,
+)
+from sidecar.memory.read.retrieval.topics import TopicGroups, expand_topics
+
+BaseSignal = Literal["cosine", "bm25", "ngram", "fused"]
+Toggle = Literal["on", "off", "config"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Ranking:
+    """The outcome of scoring a corpus: ranked indices and what produced them."""
+
+    order: list[int]
+    scores: Scores
+    signals: Signals
+    via: dict[int, str]
+
+    def hits(self, corpus: Corpus, top_k: int) -> list[Hit]:
+        return make_hits(corpus, self.order[:top_k], self.scores, self.signals, self.via)
+
+
+class PipelineRetriever:
+    def __init__(
+        self,
+        name: str,
+        *,
+        base: BaseSignal,
+        fusion: Literal["weighted", "rrf"] | None = None,
+        links: bool = False,
+        associative: Toggle = "off",
+        rerank: bool = False,
+        topics: bool = False,
+    ) -> None:
+        self.name = name
+        self._base = base
+        self._fusion = fusion
+        self._links = links
+        self._associative = associative
+        self._rerank = rerank
+        self._topics = PerCorpus(TopicGroups.of) if topics else None
+
+    def _hybrid(self, config: RetrievalConfig) -> HybridConfig:
+        hybrid = config.hybrid
+        if self._fusion is not None and self._fusion != hybrid.fusion:
+            hybrid = hybrid.model_copy(update={"fusion": self._fusion})
+        return hybrid
+
+    def rank(
+        self,
+        query: Query,
+        corpus: Corpus,
+        config: RetrievalConfig,
+        top_k: int,
+        user_id: str | None = None,
+    ) -> Ranking:
+        """Rank ``corpus`` for ``query``; ``user_id`` (the scope's user) is whose named
+        topics count (none: no topic stage)."""
+        hybrid = self._hybrid(config)
+        signals = compute_signals(query, corpus, hybrid if self._base == "fused" else _NO_NGRAM)
+        if self._base == "cosine":
+            base, gate = signals.cosine, signals.cosine >= config.threshold
+        elif self._base == "bm25":
+            base, gate = signals.lexical, signals.lexical >= config.lexical_threshold
+        elif self._base == "ngram":
+            every = np.arange(corpus.size, dtype=np.int64)
+            signals = dataclasses.replace(signals, ngram=ngram_scores(query, corpus, every))
+            base, gate = signals.ngram, evidence_mask(signals, config)
+        else:
+            base, gate = fuse(signals, hybrid), evidence_mask(signals, config)
+        if self._topics is not None and user_id is not None:
+            topics = self._topics.get(corpus, user_id)
+            base, gate, _ = expand_topics(base, gate, topics, config.topics)
+        scores: Scores = base
+        via: dict[int, str] = {}
+        if self._links:
+            scores, via = expand_links(corpus, base, config.links, config.candidate_pool, gate)
+        if self._associative == "on" or (
+            self._associative == "config" and config.associative.enabled
+        ):
+            assoc = config.associative.model_copy(update={"enabled": True})
+            reached = _admit(gate, via)
+            scores, via = expand_associative(corpus, scores, via, assoc, reached)
+        # A memory reached through a link or association is admitted on its
+        # referrer's evidence; one with evidence of its own counts as direct.
+        via = {i: label for i, label in via.items() if not gate[i]}
+        gate = _admit(gate, via)
+        order = top_indices(scores, max(config.candidate_pool, top_k), gate)
+        if self._rerank and config.rerank.enabled:
+            order, scores = _rerank(order, scores, corpus, config)
+        if via:
+            order = limit_link_share(order, base, via, top_k, config.links.max_share)
+        return Ranking(order, scores, signals, via)
+
+    async def retrieve(self, query: Query, ctx: SearchContext, top_k: int) -> list[Hit]:
+        ranking = self.rank(query, ctx.corpus, ctx.config, top_k, ctx.scope.user_id)
+        return ranking.hits(ctx.corpus, top_k)
+
+
+_NO_NGRAM = HybridConfig(ngram_weight=0.0)
+
+
+def _admit(gate: npt.NDArray[np.bool_], via: dict[int, str]) -> npt.NDArray[np.bool_]:
+    """``gate`` with every memory in ``via`` admitted too."""
+    admitted = gate.copy()
+    if via:
+        admitted[np.fromiter(via, dtype=np.intp, count=len(via))] = True
+    return admitted
+
+
+def _rerank(
+    order: list[int], scores: Scores, corpus: Corpus, config: RetrievalConfig
+) -> tuple[list[int], Scores]:
+    pool = order[: config.rerank.pool]
+    if not pool:
+        return order, scores
+    now = now_ms()
+    similarities = scores[pool].tolist()
+    top = max(similarities) or 1.0
+    records, rerank = corpus.records, config.rerank
+    final = np.asarray(
+        [
+            composite(value / top, records[index], rerank, now)
+            for value, index in zip(similarities, pool, strict=True)
+        ],
+        dtype=np.float32,
+    )
+    reranked = scores.copy()
+    reranked[pool] = final
+    by_final = final.tolist()
+    head = [pool[j] for j in sorted(range(len(pool)), key=lambda j: (-by_final[j], pool[j]))]
+    return head + order[len(pool) :], reranked

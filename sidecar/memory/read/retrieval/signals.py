@@ -1,0 +1,160 @@
+"""Per-query relevance signals over a corpus, their fusion, and ranking helpers.
+
+Signals (arrays over the corpus, index ``i`` = ``corpus.records[i]``):
+
+* ``cosine``  — embedding cosine similarity (the MiniLM scale, about -0.1..1)
+* ``bm25``    — Okapi BM25 over the scope's own documents
+* ``lexical`` — ``bm25`` as a share of the query's best possible BM25 score (0..1)
+* ``ngram``   — character-trigram Jaccard (computed for a bounded pool only)
+
+Fused scores are relative to the corpus (min-max or reciprocal ranks), so the
+evidence gate (:func:`evidence_mask`) always uses the absolute signals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from sidecar.config import HybridConfig, RetrievalConfig
+from sidecar.memory.model.records import Hit
+from sidecar.memory.model.text import jaccard
+from sidecar.memory.read.corpus import Corpus
+from sidecar.memory.read.retrieval.base import Query
+
+Scores = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True, slots=True)
+class Signals:
+    cosine: Scores
+    bm25: Scores
+    lexical: Scores
+    ngram: Scores
+
+    def at(self, index: int) -> dict[str, float]:
+        return {
+            "cosine": round(float(self.cosine[index]), 6),
+            "bm25": round(float(self.bm25[index]), 6),
+            "lexical": round(float(self.lexical[index]), 6),
+            "ngram": round(float(self.ngram[index]), 6),
+        }
+
+
+def cosine_scores(query: Query, corpus: Corpus) -> Scores:
+    if corpus.size == 0:
+        return np.zeros(0, dtype=np.float32)
+    return np.asarray(corpus.vectors @ query.vector.astype(np.float32), dtype=np.float32)
+
+
+def lexical_scores(query: Query, corpus: Corpus) -> tuple[Scores, Scores]:
+    """(bm25, lexical share) for every document."""
+    terms = query.tokens
+    bm25 = corpus.bm25.scores(terms)
+    best = corpus.bm25.max_score(terms)
+    lexical = (bm25 / best).astype(np.float32) if best > 0 else np.zeros_like(bm25)
+    return bm25, lexical
+
+
+def ngram_scores(query: Query, corpus: Corpus, pool: npt.NDArray[np.int64]) -> Scores:
+    """Trigram Jaccard for the ``pool`` indices (0 elsewhere)."""
+    out = np.zeros(corpus.size, dtype=np.float32)
+    grams = query.ngrams
+    for index in pool:
+        out[index] = jaccard(grams, corpus.ngrams(int(index)))
+    return out
+
+
+def minmax(values: Scores) -> Scores:
+    if values.size == 0:
+        return values
+    low, high = float(values.min()), float(values.max())
+    if high <= low:
+        return np.zeros_like(values)
+    return ((values - low) / (high - low)).astype(np.float32)
+
+
+def ranks(values: Scores) -> npt.NDArray[np.float32]:
+    """1-based ranks, best first, ties broken by index (deterministic)."""
+    order = np.lexsort((np.arange(values.size), -values))
+    out = np.empty(values.size, dtype=np.float32)
+    out[order] = np.arange(1, values.size + 1, dtype=np.float32)
+    return out
+
+
+def top_indices(scores: Scores, limit: int, mask: npt.NDArray[np.bool_] | None = None) -> list[int]:
+    """Indices of the best ``limit`` scores (descending; ties by index)."""
+    candidates = np.arange(scores.size) if mask is None else np.flatnonzero(mask)
+    if candidates.size == 0 or limit <= 0:
+        return []
+    values = scores[candidates]
+    if candidates.size > limit * 4:
+        part = np.argpartition(-values, limit - 1)[:limit]
+        cutoff = values[part].min()
+        keep = values >= cutoff
+        candidates, values = candidates[keep], values[keep]
+    order = np.lexsort((candidates, -values))
+    found: list[int] = candidates[order[:limit]].tolist()
+    return found
+
+
+def compute_signals(query: Query, corpus: Corpus, config: HybridConfig) -> Signals:
+    cosine = cosine_scores(query, corpus)
+    bm25, lexical = lexical_scores(query, corpus)
+    if config.ngram_weight > 0 and corpus.size:
+        prelim = minmax(cosine) + minmax(bm25)
+        pool = np.asarray(top_indices(prelim, config.ngram_pool), dtype=np.int64)
+        ngram = ngram_scores(query, corpus, pool)
+    else:
+        ngram = np.zeros(corpus.size, dtype=np.float32)
+    return Signals(cosine, bm25, lexical, ngram)
+
+
+def fuse(signals: Signals, config: HybridConfig) -> Scores:
+    """One score per document in 0..1 (weighted) or reciprocal-rank units (rrf)."""
+    parts = [
+        (config.dense_weight, signals.cosine),
+        (config.bm25_weight, signals.bm25),
+        (config.ngram_weight, signals.ngram),
+    ]
+    used = [(w, s) for w, s in parts if w > 0]
+    total = sum(w for w, _ in used)
+    fused = np.zeros(signals.cosine.size, dtype=np.float32)
+    if config.fusion == "rrf":
+        for weight, values in used:
+            fused += (weight / total) / (config.rrf_k + ranks(values))
+        return fused
+    for weight, values in used:
+        fused += (weight / total) * minmax(values)
+    return fused
+
+
+def evidence_mask(signals: Signals, config: RetrievalConfig) -> npt.NDArray[np.bool_]:
+    """Memories with enough absolute evidence to be returned at all."""
+    mask: npt.NDArray[np.bool_] = (signals.cosine >= config.threshold) | (
+        signals.lexical >= config.lexical_threshold
+    )
+    return mask
+
+
+def make_hits(
+    corpus: Corpus,
+    indices: list[int],
+    scores: Scores,
+    signals: Signals | None = None,
+    via: dict[int, str] | None = None,
+) -> list[Hit]:
+    hits = []
+    for index in indices:
+        evidence = signals.at(index) if signals is not None else {}
+        hits.append(
+            Hit(
+                corpus.records[index],
+                float(scores[index]),
+                evidence,
+                (via or {}).get(index, "direct"),
+            )
+        )
+    return hits

@@ -1,0 +1,131 @@
+"""Deletes that every cache sees: rows become hollow tombstones, purged later.
+
+A row deleted outright is invisible to the other workers' and replicas' corpus
+caches: their delta refreshes read the rows changed since a watermark, and a
+deleted row is not there to be read, so they kept serving it until their next full
+reload (``cache.full_reload_s``, ten minutes) — a forgotten user's memories still
+injected by the other workers. A delete (admin delete, forget, retention's
+``action: delete``) therefore overwrites each row with a **tombstone**: the same id,
+owner, group and visibility (so it lands in the same cache units), status
+``deleted``, no text, summaries, links, session or category, a fixed unit vector,
+``updated_at`` = now. This process drops the rows at once (write-through); every
+other cache at its next delta refresh (``cache.ttl_s``), as it drops a superseded
+row. Reads never see tombstones: :func:`~sidecar.memory.store.filters.build_filter`
+leaves status ``deleted`` out unless asked. A later write of the same fact (ids
+follow the text) simply overwrites its tombstone.
+
+Changes a delta refresh cannot pick up by ``updated_at`` — rows imported with their
+original times, category moves and back-links that keep a row's time — leave a
+**reload marker** (:func:`mark_for_reload`): a hollow row per owner whose new
+``updated_at`` makes every other cache reload that owner's rows in full at its next
+refresh.
+
+A forget also leaves a **forget marker**, a tombstone of its own with a fixed id per
+owner (:func:`forget_marker_id`) and the time of the forget. Every writer reads it
+before storing a turn (:func:`forgotten_since`) and drops a turn accepted before
+the forget: another worker's queue, a turn in flight during a forget from the CLI,
+a replica's backlog — none of them brings the forgotten memories back.
+
+:func:`purge` deletes tombstones older than ``cache.full_reload_s`` twice over (by
+then every cache has reloaded in full since the delete); retention's schedule runs
+it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import replace
+
+from sidecar.memory.model.records import RELOAD_MARKER, MemoryRecord, Status, now_ms
+from sidecar.memory.read.corpus_cache import CorpusCache
+from sidecar.memory.store.filters import build_filter
+from sidecar.memory.store.milvus import MemoryStore
+
+#: Tombstones per upsert call.
+BATCH = 1000
+
+
+def tombstone(record: MemoryRecord, dim: int, now: int) -> MemoryRecord:
+    """The hollow row that replaces ``record``: nothing of its content survives."""
+    return MemoryRecord(
+        id=record.id,
+        user_id=record.user_id,
+        content="",
+        embedding=(1.0,) + (0.0,) * (dim - 1),
+        group_id=record.group_id,
+        visibility=record.visibility,
+        node_type=record.node_type,
+        memory_type=record.memory_type,
+        status=Status.DELETED,
+        importance=0.0,
+        confidence=0.0,
+        created_at=record.created_at,
+        updated_at=max(now, record.updated_at),
+    )
+
+
+async def bury(
+    store: MemoryStore, cache: CorpusCache, records: Sequence[MemoryRecord]
+) -> list[MemoryRecord]:
+    """Delete ``records`` (read with or without vectors): each is overwritten by its
+    tombstone, and this process's cache drops it at once. Returns the tombstones."""
+    now = now_ms()
+    graves = [tombstone(r, store.dim, now) for r in records if r.status != Status.DELETED]
+    for start in range(0, len(graves), BATCH):
+        await store.upsert(graves[start : start + BATCH])
+    cache.apply(graves)
+    return graves
+
+
+def forget_marker_id(owner: str) -> str:
+    """The id of ``owner``'s forget marker (never a memory's: those start with "m")."""
+    return "f" + hashlib.sha256(f"{owner}\x00forget".encode()).hexdigest()[:31]
+
+
+def reload_marker_id(owner: str) -> str:
+    """The id of ``owner``'s reload marker."""
+    return "r" + hashlib.sha256(f"{owner}\x00reload".encode()).hexdigest()[:31]
+
+
+async def _mark(store: MemoryStore, owner: str, marker_id: str, source: str) -> int:
+    """Upsert ``owner``'s marker ``marker_id``: a tombstone of no memory, dated now."""
+    now = now_ms()
+    blank = MemoryRecord(id=marker_id, user_id=owner, content="", created_at=now)
+    await store.upsert([replace(tombstone(blank, store.dim, now), source=source)])
+    return now
+
+
+async def mark_forgotten(store: MemoryStore, owner: str) -> int:
+    """Record that ``owner`` was forgotten now (see the module docstring); the time."""
+    return await _mark(store, owner, forget_marker_id(owner), "forget")
+
+
+async def mark_for_reload(store: MemoryStore, owner: str) -> int:
+    """Tell every other cache to reload ``owner``'s rows in full at its next refresh
+    (after writes that keep ``updated_at``); the time."""
+    return await _mark(store, owner, reload_marker_id(owner), RELOAD_MARKER)
+
+
+async def forgotten_since(store: MemoryStore, owner: str) -> int | None:
+    """When ``owner`` was last forgotten (epoch ms), if a marker says so."""
+    rows = await store.query(
+        build_filter(
+            owner=owner, ids=[forget_marker_id(owner)], node_type=None, status=Status.DELETED
+        ),
+        limit=1,
+    )
+    return rows[0].updated_at if rows else None
+
+
+async def purge(store: MemoryStore, older_than_ms: int) -> int:
+    """Delete the tombstones written more than ``older_than_ms`` ago; how many."""
+    where = build_filter(
+        node_type=None,
+        status=Status.DELETED,
+        updated_before=now_ms() - older_than_ms,
+    )
+    expired = await store.count(where)
+    if expired:
+        await store.delete(where)
+    return expired

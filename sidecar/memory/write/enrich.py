@@ -1,0 +1,139 @@
+"""Enrichment shared by the write path and ``sidecar eval``'s ingestion.
+
+For a batch of new memories of one owner (already embedded) it fills in
+
+* ``abstract`` (L0): the first sentence, at most ``abstract_chars``;
+* ``overview`` (L1): the content, at most ``overview_chars``;
+* ``related_ids``: links to the owner's most similar memories (new or stored) at
+  cosine >= ``link_threshold``, at most ``max_links``, in both directions — the
+  stored memories that gain a back-link are returned for upsert too;
+* ``category_id`` / ``parent_id`` through the :class:`Categorizer`, when one is set.
+
+Links are only made between memories of the same owner: a user's memory never
+points into another user's (or a group's) memories.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+import numpy as np
+
+from sidecar.config import EnrichmentConfig
+from sidecar.memory.model.records import MemoryRecord, NodeType, Scope
+from sidecar.memory.read.corpus_cache import CorpusCache
+from sidecar.memory.store.milvus import MAX_RELATED
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+
+
+class Categorizer(Protocol):
+    """Files memories under categories (see ``sidecar.memory.write.hierarchy``)."""
+
+    async def assign(
+        self,
+        owner: str,
+        records: Sequence[MemoryRecord],
+        topics: Mapping[str, str] | None = None,
+    ) -> list[MemoryRecord]:
+        """``records`` with category ids set, plus any category nodes to upsert;
+        ``topics`` names the topic of some records (memory id -> name)."""
+        ...
+
+
+def abstract_of(text: str, limit: int) -> str:
+    first = _SENTENCE_END.split(text.strip(), maxsplit=1)[0]
+    return first if len(first) <= limit else first[: limit - 1].rstrip() + "…"
+
+
+def overview_of(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+class Enricher:
+    def __init__(
+        self,
+        cache: CorpusCache,
+        config: EnrichmentConfig,
+        categorizer: Categorizer | None = None,
+    ) -> None:
+        self._cache = cache
+        self._config = config
+        self._categorizer = categorizer
+
+    def set_categorizer(self, categorizer: Categorizer | None) -> None:
+        self._categorizer = categorizer
+
+    async def enrich(
+        self,
+        owner: str,
+        new: Sequence[MemoryRecord],
+        topics: Mapping[str, str] | None = None,
+    ) -> list[MemoryRecord]:
+        """The rows to upsert: ``new`` enriched, then existing rows with new back-links.
+        ``topics`` (memory id -> topic name) goes to the categorizer."""
+        if not new:
+            return []
+        config = self._config
+        corpus = await self._cache.corpus(Scope(owner))
+        mine = [i for i, r in enumerate(corpus.records) if r.user_id == owner]
+        new_ids = {r.id for r in new}
+        existing = [corpus.records[i] for i in mine if corpus.records[i].id not in new_ids]
+        existing_vectors = corpus.vectors[[i for i in mine if corpus.records[i].id not in new_ids]]
+        new_vectors = np.asarray([r.embedding for r in new], dtype=np.float32)
+
+        links: dict[str, set[str]] = {r.id: set(r.related_ids) for r in new}
+        back: dict[str, set[str]] = {}
+        if config.max_links > 0:
+            self._link(new, new_vectors, new, new_vectors, links, None)
+            if existing:
+                self._link(new, new_vectors, existing, existing_vectors, links, back)
+
+        enriched = [
+            r.with_changes(
+                abstract=r.abstract or abstract_of(r.content, config.abstract_chars),
+                overview=r.overview or overview_of(r.content, config.overview_chars),
+                related_ids=tuple(sorted(links[r.id]))[:MAX_RELATED],
+            )
+            for r in new
+        ]
+        updated = []
+        by_id = {r.id: r for r in existing}
+        for other_id, added in sorted(back.items()):
+            record = by_id[other_id]
+            merged = tuple(sorted(set(record.related_ids) | added))[:MAX_RELATED]
+            if merged != record.related_ids and record.node_type == NodeType.MEMORY:
+                updated.append(record.with_changes(related_ids=merged))
+        if self._categorizer is not None:
+            enriched = await self._categorizer.assign(owner, enriched, topics)
+        return enriched + updated
+
+    def _link(
+        self,
+        sources: Sequence[MemoryRecord],
+        source_vectors: np.ndarray,
+        targets: Sequence[MemoryRecord],
+        target_vectors: np.ndarray,
+        links: dict[str, set[str]],
+        back: dict[str, set[str]] | None,
+    ) -> None:
+        similarity = source_vectors @ target_vectors.T
+        for s, record in enumerate(sources):
+            row = similarity[s]
+            order = np.lexsort((np.arange(row.size), -row))
+            count = 0
+            for t in order:
+                if row[t] < self._config.link_threshold or count >= self._config.max_links:
+                    break
+                target = targets[t]
+                if target.id == record.id:
+                    continue
+                links[record.id].add(target.id)
+                if back is None:
+                    links.setdefault(target.id, set()).add(record.id)
+                else:
+                    back.setdefault(target.id, set()).add(record.id)
+                count += 1

@@ -1,0 +1,142 @@
+"""Fact extraction from a completed turn: the LLM when configured, else heuristics.
+
+The LLM prompt is versioned (:data:`PROMPT_VERSION`); its answer is parsed
+tolerantly (think tags, code fences, prose around the JSON) and validated fact by
+fact. Any LLM failure falls back to :func:`extract_heuristic` — the turn is never
+skipped — and the outcome is counted.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from sidecar.config import ExtractionConfig
+from sidecar.errors import LLMBadOutput, LLMError
+from sidecar.llm import ChatMessage, LLMClient, task_tag
+from sidecar.memory.model.categories import topic_name
+from sidecar.memory.model.records import MemoryType
+from sidecar.memory.model.turns import Fact, Turn
+from sidecar.memory.write.heuristics import extract_heuristic
+from sidecar.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+PROMPT_VERSION = 1
+LLM_CONFIDENCE = 0.9
+MAX_FACT_CHARS = 500
+
+SYSTEM_PROMPT = (
+    task_tag("extract", PROMPT_VERSION)
+    + """
+You maintain long-term memory about a user. From the conversation turn below, extract
+the durable facts the USER states about themselves, their life, preferences, plans and
+the rules they set for the assistant. Ignore the assistant's suggestions, small talk,
+questions and one-off requests.
+
+Write every fact as one self-contained sentence about "User" (third person), with
+names and details kept. Resolve relative dates ("yesterday", "next week") against
+the turn time and write the absolute date.
+
+Types: "semantic" (facts, preferences), "procedural" (how the user does things),
+"episodic" (an event at a time), "constraint" (a rule for the assistant).
+Importance from 0 to 1. Topic: a short, general name for what the fact is about
+("work", "family", "health", "travel"); reuse the same name for related facts.
+
+Answer with JSON only:
+{"facts": [{"text": "...", "type": "semantic", "importance": 0.5, "topic": "work"}]}
+If there is nothing worth remembering, answer {"facts": []}."""
+)
+
+
+def render_turn(turn: Turn, max_chars: int) -> str:
+    when = datetime.fromtimestamp(turn.created_at / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return (
+        f"Turn time: {when}\n"
+        f"User: {turn.user_text[:max_chars]}\n"
+        f"Assistant: {turn.assistant_text[:max_chars]}"
+    )
+
+
+def parse_facts(value: Any, *, max_facts: int) -> list[Fact]:
+    """Validate the LLM's JSON; raises :class:`LLMBadOutput` if it has no fact list."""
+    items = value.get("facts") if isinstance(value, Mapping) else value
+    if not isinstance(items, list):
+        raise LLMBadOutput("extraction answer has no 'facts' list")
+    facts: list[Fact] = []
+    seen: set[str] = set()
+    for item in items:
+        if isinstance(item, str):
+            item = {"text": item}
+        if not isinstance(item, Mapping):
+            continue
+        text = item.get("text")
+        if not isinstance(text, str) or not text.strip():
+            continue
+        text = " ".join(text.split())[:MAX_FACT_CHARS]
+        try:
+            kind = MemoryType(str(item.get("type", "semantic")).lower())
+        except ValueError:
+            kind = MemoryType.SEMANTIC
+        importance = item.get("importance", 0.5)
+        if (
+            not isinstance(importance, int | float)
+            or isinstance(importance, bool)
+            or math.isnan(importance)
+        ):
+            importance = 0.5
+        key = text.casefold()
+        if key in seen:
+            continue
+        seen.add(key)
+        topic = item.get("topic")
+        facts.append(
+            Fact(
+                text,
+                kind,
+                min(max(float(importance), 0.0), 1.0),
+                LLM_CONFIDENCE,
+                "llm",
+                topic_name(topic) if isinstance(topic, str) else "",
+            )
+        )
+        if len(facts) >= max_facts:
+            break
+    return facts
+
+
+class FactExtractor:
+    """Extracts facts from turns; one instance shared by the write workers."""
+
+    def __init__(self, llm: LLMClient, metrics: Metrics) -> None:
+        self._llm = llm
+        self._metrics = metrics
+
+    async def extract(self, turn: Turn, config: ExtractionConfig) -> list[Fact]:
+        if config.use_llm and self._llm.configured:
+            try:
+                facts = await self._extract_llm(turn, config)
+            except LLMError as exc:
+                self._metrics.extractions.labels(extractor="llm", outcome="failed").inc()
+                log.warning(
+                    "extraction LLM failed (%s); using heuristics request_id=%s",
+                    type(exc).__name__,
+                    turn.request_id,
+                )
+            else:
+                self._metrics.extractions.labels(extractor="llm", outcome="ok").inc()
+                return facts
+        facts = extract_heuristic(turn.user_text, max_facts=config.max_facts_per_turn)
+        self._metrics.extractions.labels(extractor="heuristic", outcome="ok").inc()
+        return facts
+
+    async def _extract_llm(self, turn: Turn, config: ExtractionConfig) -> list[Fact]:
+        messages: list[ChatMessage] = [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": render_turn(turn, config.max_turn_chars)},
+        ]
+        value = await self._llm.chat_json("extract", messages)
+        return parse_facts(value, max_facts=config.max_facts_per_turn)

@@ -1,0 +1,321 @@
+"""The write pipeline for one turn: extract facts, judge each against what the user
+has (add / update / supersede / no-op), enrich, store — and keep the corpus cache
+current (write-through)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import weakref
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+import numpy.typing as npt
+
+from sidecar.config import ExtractionConfig
+from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.model.records import (
+    MemoryRecord,
+    Scope,
+    Status,
+    as_vector,
+    content_hash,
+    memory_id,
+    now_ms,
+)
+from sidecar.memory.model.turns import Fact, Turn
+from sidecar.memory.read.corpus import Corpus
+from sidecar.memory.read.corpus_cache import CorpusCache
+from sidecar.memory.read.retrieval.signals import top_indices
+from sidecar.memory.store.milvus import MemoryStore
+from sidecar.memory.store.tombstones import forgotten_since
+from sidecar.memory.write.dedup import Candidate, Decision, DedupJudge, Judgement
+from sidecar.memory.write.enrich import Enricher
+from sidecar.memory.write.extraction import FactExtractor
+from sidecar.memory.write.host_locks import HostLocks
+from sidecar.memory.write.sanitize import clean_text, clean_turn, is_meaningful
+from sidecar.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class WriteResult:
+    """What a turn's facts became."""
+
+    stored: int = 0  # added
+    duplicates: int = 0  # no-op
+    updated: int = 0
+    superseded: int = 0
+
+    def counted(self, decision: Decision) -> WriteResult:
+        field = {
+            Decision.ADD: "stored",
+            Decision.NOOP: "duplicates",
+            Decision.UPDATE: "updated",
+            Decision.SUPERSEDE: "superseded",
+        }[decision]
+        return replace(self, **{field: getattr(self, field) + 1})
+
+
+#: What :meth:`KeyedLocks.get` hands out: ``async with`` it.
+OwnerLock = contextlib.AbstractAsyncContextManager[None]
+
+
+class KeyedLocks:
+    """One asyncio lock per key, kept only while someone holds or waits for it; with
+    ``host`` (``server.workers`` > 1) each also holds the key's lock across the
+    host's processes, so every read-modify-write of an owner's rows (turns being
+    written, retention, access flushes, admin edits) excludes the other workers'."""
+
+    def __init__(self, host: HostLocks | None = None) -> None:
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._host = host
+
+    def get(self, key: str) -> OwnerLock:
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = asyncio.Lock()
+            self._locks[key] = lock
+        if self._host is None:
+            return lock
+        return self._with_host(lock, self._host, key)
+
+    @staticmethod
+    @contextlib.asynccontextmanager
+    async def _with_host(lock: asyncio.Lock, host: HostLocks, key: str) -> AsyncIterator[None]:
+        async with lock, host.hold(key):
+            yield
+
+
+#: Called with the owner after the writer stored rows for them (e.g. retention).
+StoredHook = Callable[[str], None]
+
+
+class MemoryWriter:
+    """Turns a completed turn into stored memories. Writes for one user are
+    serialised (so concurrent turns cannot both miss each other's duplicate);
+    different users proceed in parallel. ``locks`` may be shared with other
+    read-modify-write jobs on a user's rows (retention, access flushes) so that
+    they serialise with the writer too.
+
+    Hygiene: the turn is cleaned and capped (``max_turn_chars``) before extraction,
+    every fact before it is hashed, embedded or stored (:mod:`sidecar.memory.write.sanitize`);
+    a fact left with no letter or digit is dropped and counted
+    (``memory_sidecar_facts_total{decision="dropped_invalid"}``).
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        embedder: Embedder,
+        extractor: FactExtractor,
+        judge: DedupJudge,
+        enricher: Enricher,
+        cache: CorpusCache,
+        metrics: Metrics,
+        *,
+        extraction_config: Callable[[str], ExtractionConfig],
+        max_content_chars: int,
+        locks: KeyedLocks | None = None,
+        on_stored: StoredHook | None = None,
+        other_writers: bool = False,
+    ) -> None:
+        self._store = store
+        self._embedder = embedder
+        self._extractor = extractor
+        self._judge = judge
+        self._enricher = enricher
+        self._cache = cache
+        self._metrics = metrics
+        self._extraction_config = extraction_config
+        self._max_chars = max_content_chars
+        self._locks = locks or KeyedLocks()
+        self._on_stored = on_stored
+        #: Other writers may exist (workers, replicas on a Milvus server): read the
+        #: owner's rows written since the cached snapshot before judging against it.
+        self._other_writers = other_writers
+
+    def lock(self, owner: str) -> OwnerLock:
+        """The lock that serialises every write of ``owner``'s rows."""
+        return self._locks.get(owner)
+
+    async def write_turn(self, turn: Turn) -> WriteResult:
+        config = self._extraction_config(turn.profile)
+        turn = clean_turn(turn, config.max_turn_chars)
+        facts = self._clean_facts(await self._extractor.extract(turn, config))
+        if not facts:
+            return WriteResult()
+        async with self._locks.get(turn.user_id):
+            result = await self._store_facts(turn, facts, config)
+        if self._on_stored is not None and (result.stored or result.updated or result.superseded):
+            self._on_stored(turn.user_id)
+        return result
+
+    def _clean_facts(self, facts: list[Fact]) -> list[Fact]:
+        """Facts with clean text, invalid ones dropped (and counted)."""
+        kept: list[Fact] = []
+        for fact in facts:
+            text = clean_text(fact.text, self._max_chars)
+            if not is_meaningful(text):
+                self._metrics.facts.labels(decision="dropped_invalid").inc()
+                continue
+            kept.append(fact if text == fact.text else replace(fact, text=text))
+        return kept
+
+    async def _store_facts(
+        self, turn: Turn, facts: list[Fact], config: ExtractionConfig
+    ) -> WriteResult:
+        """Judge every fact against the owner's memories *and* the rows this turn has
+        decided so far, then enrich and upsert the turn's rows in one batch and write
+        them through the cache. One store round trip and one corpus build per turn;
+        a failure stores nothing (the retry starts from the same state)."""
+        forgotten = await forgotten_since(self._store, turn.user_id)
+        if forgotten is not None and forgotten >= turn.created_at:
+            # The user was forgotten after this turn was accepted (another worker's
+            # queue, a forget from the CLI): storing it would bring memories back.
+            self._metrics.facts.labels(decision="dropped_forgotten").inc(len(facts))
+            return WriteResult()
+        texts = [f.text for f in facts]
+        vectors = await self._embedder.embed(texts)
+        scope = Scope(turn.user_id)
+        if self._other_writers:
+            # Another worker or replica may have written this owner's rows since the
+            # snapshot (a stated fact to deduplicate against, one to supersede).
+            corpus = await self._cache.current(scope)
+        else:
+            corpus = await self._cache.corpus(scope)
+        pending = _TurnRows(corpus, turn.user_id)
+        result = WriteResult()
+        topics: dict[str, str] = {}
+        for fact, text, vector in zip(facts, texts, vectors, strict=True):
+            candidates = pending.candidates(vector, config.dedup_candidates)
+            judgement = await self._judge.judge(text, candidates, config)
+            written = await self._apply(turn, fact, text, vector, judgement, pending.get)
+            if written and fact.topic and judgement.decision != Decision.UPDATE:
+                topics[written[0].id] = fact.topic  # a new row (an update keeps its home)
+            pending.put(written)
+            result = result.counted(judgement.decision)
+        rows = pending.rows()
+        if rows:
+            enriched = await self._enricher.enrich(turn.user_id, rows, topics)
+            enriched = _stamped(enriched, {r.id for r in rows}, turn.created_at)
+            await self._store.upsert(enriched)
+            self._cache.apply(enriched)
+        return result
+
+    async def _apply(
+        self,
+        turn: Turn,
+        fact: Fact,
+        text: str,
+        vector: npt.NDArray[np.float32],
+        judgement: Judgement,
+        lookup: Callable[[str], MemoryRecord | None],
+    ) -> list[MemoryRecord]:
+        """The rows ``judgement`` writes (the new one first)."""
+        target = lookup(judgement.target) if judgement.target else None
+        if judgement.decision == Decision.NOOP:
+            return []
+        if judgement.decision == Decision.UPDATE and target is not None:
+            merged = clean_text(judgement.text or text, self._max_chars)
+            merged = merged if is_meaningful(merged) else text
+            embedding = vector if merged == text else (await self._embedder.embed([merged]))[0]
+            return [
+                target.with_changes(
+                    content=merged,
+                    embedding=as_vector(embedding),
+                    abstract="",
+                    overview="",
+                    content_hash=content_hash(merged),
+                    updated_at=turn.created_at,
+                    confidence=max(target.confidence, fact.confidence),
+                    importance=max(target.importance, fact.importance),
+                )
+            ]
+        record = MemoryRecord(
+            id=memory_id(turn.user_id, text),
+            user_id=turn.user_id,
+            content=text,
+            embedding=as_vector(vector),
+            memory_type=fact.memory_type,
+            source=fact.source,
+            session_id=turn.session_id,
+            importance=fact.importance,
+            confidence=fact.confidence,
+            created_at=turn.created_at,
+            updated_at=turn.created_at,
+            content_hash=content_hash(text),
+        )
+        if judgement.decision == Decision.SUPERSEDE and target is not None:
+            # Never a blind delete: the old memory stays, marked, out of retrieval.
+            old = target.with_changes(
+                status=Status.SUPERSEDED, superseded_by=record.id, updated_at=turn.created_at
+            )
+            return [record.with_changes(related_ids=(target.id,)), old]
+        return [record]
+
+
+def _stamped(rows: list[MemoryRecord], changed: set[str], turn_ms: int) -> list[MemoryRecord]:
+    """``rows`` with the ones this turn added, updated or superseded (``changed``)
+    stamped ``updated_at`` = now, just before they are written: the time the store
+    changed, which the corpus caches of other workers and replicas key their delta
+    refreshes on. The turn's own time (``created_at`` of a new row) would hide a turn
+    written late — after a backlog or LLM retries — from them until a full reload.
+    Rows that only gained a back-link keep theirs (a link is not a content change,
+    and ``updated_at`` feeds recency)."""
+    stamp = max(now_ms(), turn_ms)
+    return [r.with_changes(updated_at=stamp) if r.id in changed else r for r in rows]
+
+
+class _TurnRows:
+    """The rows one turn writes, over the owner's corpus snapshot: dedup candidates
+    come from both (a row this turn changed replaces its stored version), so facts
+    of one turn are judged against each other exactly as if each had been stored
+    before the next was judged."""
+
+    def __init__(self, corpus: Corpus, owner: str) -> None:
+        self._corpus = corpus
+        self._owner = owner
+        self._mine = np.asarray([r.user_id == owner for r in corpus.records], dtype=bool)
+        self._rows: dict[str, MemoryRecord] = {}  # id -> latest version, in write order
+
+    def get(self, memory_id: str) -> MemoryRecord | None:
+        found = self._rows.get(memory_id)
+        if found is not None:
+            return found
+        index = self._corpus.index_of.get(memory_id)
+        return self._corpus.records[index] if index is not None else None
+
+    def put(self, rows: list[MemoryRecord]) -> None:
+        for row in rows:
+            self._rows[row.id] = row
+            index = self._corpus.index_of.get(row.id)
+            if index is not None:
+                self._mine[index] = False  # the turn's version replaces the snapshot's
+
+    def rows(self) -> list[MemoryRecord]:
+        return list(self._rows.values())
+
+    def candidates(self, vector: npt.NDArray[np.float32], limit: int) -> list[Candidate]:
+        """The owner's active memories most similar to ``vector`` (best first; ties
+        by position: the snapshot in corpus order, then this turn's rows)."""
+        extra = [
+            r
+            for r in self._rows.values()
+            if r.status == Status.ACTIVE and r.embedding is not None and r.user_id == self._owner
+        ]
+        records = [*self._corpus.records, *extra]
+        if not records:
+            return []
+        parts = [self._corpus.vectors @ vector] if self._corpus.size else []
+        if extra:
+            parts.append(np.asarray([r.embedding for r in extra], dtype=np.float32) @ vector)
+        similarity = np.concatenate(parts)
+        mask = np.concatenate([self._mine, np.ones(len(extra), dtype=bool)])
+        return [
+            Candidate(records[i].id, records[i].content, float(similarity[i]))
+            for i in top_indices(similarity, limit, mask)
+        ]

@@ -1,0 +1,246 @@
+"""The corpus-scored strategies on hand-built corpora: fusion, the evidence gate,
+link expansion and its share limit, associative hops, composite re-rank."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from sidecar.config import LinkConfig, RetrievalConfig
+from sidecar.memory.model.records import MemoryRecord, Status
+from sidecar.memory.read.corpus import Corpus
+from sidecar.memory.read.retrieval.base import Query
+from sidecar.memory.read.retrieval.links import expand_links
+from sidecar.memory.read.retrieval.pipeline import PipelineRetriever
+from sidecar.memory.read.retrieval.registry import build_retrievers
+from sidecar.memory.read.retrieval.signals import Scores, top_indices
+
+DIM = 4
+
+
+def unit(*values: float) -> tuple[float, ...]:
+    v = np.asarray(values, dtype=np.float32)
+    return tuple(float(x) for x in v / np.linalg.norm(v))
+
+
+def rec(
+    rid: str,
+    content: str,
+    vector: tuple[float, ...],
+    *,
+    session: str = "",
+    at: int = 0,
+    related: tuple[str, ...] = (),
+    **extra: object,
+) -> MemoryRecord:
+    return MemoryRecord(
+        id=rid,
+        user_id="u",
+        content=content,
+        embedding=vector,
+        session_id=session,
+        created_at=at,
+        related_ids=related,
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def query(text: str, *values: float) -> Query:
+    return Query(text, np.asarray(unit(*values), dtype=np.float32))
+
+
+def config(**changes: object) -> RetrievalConfig:
+    return RetrievalConfig().model_copy(update=changes)
+
+
+def ranked_ids(name: str, corpus: Corpus, q: Query, cfg: RetrievalConfig, k: int = 5) -> list[str]:
+    retriever = build_retrievers()[name]
+    assert isinstance(retriever, PipelineRetriever)
+    ranking = retriever.rank(q, corpus, cfg, k)
+    return [corpus.records[i].id for i in ranking.order[:k]]
+
+
+CORPUS = Corpus.build(
+    [
+        rec("a", "User adopted a greyhound called Juniper.", unit(1, 0, 0, 0), at=1),
+        rec("b", "User works night shifts at the hospital.", unit(0, 1, 0, 0), at=2),
+        rec("c", "Juniper the greyhound loves the beach.", unit(0.2, 0, 1, 0), at=3),
+        rec("d", "User's favourite meal is ramen.", unit(0, 0, 0, 1), at=4),
+        rec("x", "an old note", unit(1, 0, 0, 0), at=5, status=Status.SUPERSEDED),
+    ],
+    DIM,
+)
+
+
+def test_superseded_memories_are_not_in_the_corpus() -> None:
+    assert "x" not in CORPUS.index_of
+    assert CORPUS.size == 4
+
+
+def test_dense_orders_by_cosine_and_gates_on_it() -> None:
+    q = query("dog", 1, 0, 0.1, 0)
+    assert ranked_ids("dense", CORPUS, q, config())[:2] == ["a", "c"]
+    assert ranked_ids("dense", CORPUS, q, config(threshold=0.99)) == ["a"]
+
+
+def test_bm25_finds_words_the_vectors_miss() -> None:
+    q = query("what does Juniper love", 0, 0, 0, 1)  # the vector points at "ramen"
+    assert ranked_ids("bm25", CORPUS, q, config())[0] == "c"
+    assert ranked_ids("dense", CORPUS, q, config())[0] == "d"
+    assert ranked_ids("hybrid", CORPUS, q, config())[:2] in (["c", "d"], ["d", "c"])
+
+
+def test_evidence_gate_drops_memories_without_evidence() -> None:
+    q = query("Juniper", 0, 0, 1, 0)
+    cfg = config(threshold=0.9, lexical_threshold=0.3)
+    ids = ranked_ids("hybrid", CORPUS, q, cfg)
+    assert set(ids) == {"a", "c"}  # c by cosine, a and c by the word
+
+
+def test_rrf_and_weighted_fusion_are_both_deterministic() -> None:
+    q = query("greyhound beach", 0.5, 0, 0.5, 0)
+    for name in ("hybrid", "hybrid-rrf", "default"):
+        first = ranked_ids(name, CORPUS, q, config())
+        assert first == ranked_ids(name, CORPUS, q, config())
+
+
+def linked_corpus() -> Corpus:
+    return Corpus.build(
+        [
+            rec("q1", "Caroline asked where Melanie went.", unit(1, 0, 0, 0), session="s1", at=1),
+            rec("a1", "I went camping by the lake.", unit(0, 1, 0, 0), session="s1", at=2),
+            rec("z1", "Unrelated chat about weather.", unit(0, 0, 1, 0), session="s2", at=3),
+            rec("z2", "More unrelated chat.", unit(0, 0, 0.9, 0.1), session="s2", at=4),
+            rec("p1", "Painting class on Tuesday.", unit(0, 0, 0, 1), at=5, related=("q1",)),
+        ],
+        DIM,
+    )
+
+
+def test_session_neighbours_and_persisted_links_are_followed() -> None:
+    corpus = linked_corpus()
+    q = query("where did Melanie go", 1, 0, 0, 0)
+    plain = ranked_ids("hybrid", corpus, q, config(threshold=0.5, lexical_threshold=0.9))
+    assert plain == ["q1"]
+    linked = ranked_ids("linked", corpus, q, config(threshold=0.5, lexical_threshold=0.9))
+    assert linked[0] == "q1"
+    assert set(linked[1:3]) == {"a1", "p1"}  # session neighbour and persisted link
+    no_session = config(threshold=0.5, lexical_threshold=0.9).model_copy(
+        update={"links": config().links.model_copy(update={"session_neighbors": False})}
+    )
+    assert "a1" not in ranked_ids("linked", corpus, q, no_session)
+
+
+def reference_neighbours(corpus: Corpus, index: int, cfg: LinkConfig) -> list[int]:
+    found = list(corpus.links[index])
+    if cfg.session_neighbors:
+        for other in (int(corpus.session_prev[index]), int(corpus.session_next[index])):
+            if other >= 0 and other not in found:
+                found.append(other)
+    return found
+
+
+def reference_expand_links(
+    corpus: Corpus, direct: Scores, cfg: LinkConfig, pool: int, evidence: npt.NDArray[np.bool_]
+) -> tuple[Scores, dict[int, str]]:
+    """The link formula one link at a time, in NumPy scalars of the scores' dtype."""
+    final = direct.copy()
+    via: dict[int, str] = {}
+    for referrer in top_indices(direct, pool, evidence):
+        reach = float(direct[referrer])
+        frontier, seen = [referrer], {referrer}
+        for hop in range(1, cfg.max_link_depth + 1):
+            decay = cfg.hop_decay ** (hop - 1)
+            following: list[int] = []
+            for node in frontier:
+                for other in reference_neighbours(corpus, node, cfg):
+                    if other not in seen:
+                        seen.add(other)
+                        following.append(other)
+                        linked = decay * (cfg.blend * reach + (1 - cfg.blend) * direct[other])
+                        final[other] = max(final[other], np.float32(linked))
+                        via.setdefault(other, "link")
+            frontier = following
+    return final, via
+
+
+@pytest.mark.parametrize("seed", range(120))
+def test_link_expansion_matches_the_formula_bit_for_bit(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    size = int(rng.integers(1, 120))
+    ids = [f"m{i}" for i in range(size)]
+    rows = [
+        rec(
+            ids[i],
+            f"memory {i}",
+            unit(*rng.random(DIM) + 0.01),
+            session=f"s{rng.integers(0, 4)}" if rng.random() < 0.8 else "",
+            at=int(rng.integers(0, 1000)),
+            related=tuple(
+                rng.choice(ids, size=int(rng.integers(0, min(5, size + 1))), replace=False)
+            ),
+        )
+        for i in range(size)
+    ]
+    corpus = Corpus.build(rows, DIM)
+    direct = rng.random(corpus.size).astype(np.float32)
+    evidence = rng.random(corpus.size) < 0.6
+    cfg = LinkConfig(
+        max_link_depth=int(rng.integers(1, 4)),
+        blend=float(rng.random()),
+        hop_decay=float(rng.uniform(0.05, 1)),
+        session_neighbors=bool(rng.random() < 0.5),
+    )
+    pool = int(rng.integers(1, 30))
+    final, via = expand_links(corpus, direct, cfg, pool, evidence)
+    expected, expected_via = reference_expand_links(corpus, direct, cfg, pool, evidence)
+    assert final.dtype == np.float32
+    assert final.tobytes() == expected.tobytes()
+    assert via == expected_via  # which memories came through a link (order is no contract)
+
+
+def test_linked_memories_never_take_more_than_their_share() -> None:
+    corpus = linked_corpus()
+    q = query("where did Melanie go", 1, 0, 0, 0)
+    cfg = config(threshold=-1.0, lexical_threshold=0.0)
+    share = cfg.links.model_copy(update={"max_share": 0.0, "blend": 1.0})
+    ids = ranked_ids("linked", corpus, q, cfg.model_copy(update={"links": share}), k=2)
+    direct = ranked_ids("hybrid", corpus, q, cfg, k=2)
+    assert ids == direct
+
+
+def test_associative_off_is_identical_and_on_is_deterministic_and_bounded() -> None:
+    vectors = [unit(1, 0, 0, 0), unit(0.9, 0.44, 0, 0), unit(0.6, 0.8, 0, 0), unit(0.2, 0.98, 0, 0)]
+    corpus = Corpus.build(
+        [rec(f"m{i}", f"memory number {i}", v, at=i) for i, v in enumerate(vectors)], DIM
+    )
+    q = query("start", 1, 0, 0, 0)
+    cfg = config(threshold=0.95, lexical_threshold=1.0)
+    base = build_retrievers()["default"]
+    assert isinstance(base, PipelineRetriever)
+    off = base.rank(q, corpus, cfg, 4)
+    assert [corpus.records[i].id for i in off.order] == ["m0"]
+    assoc = ranked_ids("associative", corpus, q, cfg, k=4)
+    assert assoc[0] == "m0"
+    assert "m1" in assoc  # cos(m0, m1) >= 0.72
+    assert "m2" in assoc  # one hop further
+    assert assoc == ranked_ids("associative", corpus, q, cfg, k=4)
+    one_hop = cfg.associative.model_copy(update={"hop_limit": 1, "max_visits": 2})
+    bounded = ranked_ids("associative", corpus, q, cfg.model_copy(update={"associative": one_hop}))
+    assert "m3" not in bounded
+
+
+@pytest.mark.parametrize("field", ["importance", "confidence"])
+def test_rerank_prefers_salient_memories_among_equally_relevant_ones(field: str) -> None:
+    corpus = Corpus.build(
+        [
+            rec("low", "User likes tea.", unit(1, 0, 0, 0), at=1, **{field: 0.1}),
+            rec("high", "User likes tea!", unit(1, 0, 0, 0), at=2, **{field: 1.0}),
+        ],
+        DIM,
+    )
+    q = query("tea", 1, 0, 0, 0)
+    assert ranked_ids("default", corpus, q, config())[0] == "high"
+    off = config().rerank.model_copy(update={"enabled": False})
+    assert ranked_ids("default", corpus, q, config(rerank=off))[0] == "low"  # index order

@@ -1,0 +1,179 @@
+"""The request path's query-vector cache: the TTL'd LRU under it, the cache itself,
+and how ``MemoryService`` uses it (only with a user, only for what it lacks)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from sidecar.config import EmbeddingConfig, RetrievalConfig
+from sidecar.memory.embedding.embedder import Vectors
+from sidecar.memory.model.records import Hit, MemoryRecord
+from sidecar.memory.read.query_cache import QueryVectorCache, RecentRankings
+from sidecar.memory.read.retrieval.store_side import STORE_SIDE_STRATEGIES
+from sidecar.memory.read.service import COLD_FALLBACK, MemoryService
+from sidecar.memory.read.ttl_cache import TtlCache, digest_key
+from sidecar.metrics import Metrics
+
+
+def test_digest_keys_keep_their_parts_apart_and_hold_no_text() -> None:
+    assert digest_key("ab", "c") != digest_key("a", "bc")
+    assert digest_key("a\x00b", "t") != digest_key("a", "b\x00t")
+    assert digest_key("alice", "where do I live?") == digest_key("alice", "where do I live?")
+    assert "alice" not in digest_key("alice", "x")
+    assert digest_key("\ud800") != digest_key("")  # a lone surrogate is hashed, not refused
+
+
+def test_ttl_cache_expires_evicts_the_least_recent_and_ignores_zero_settings() -> None:
+    now = [0.0]
+    cache: TtlCache[int] = TtlCache(clock=lambda: now[0])
+    cache.put("a", 1, ttl_s=10, max_entries=2)
+    cache.put("b", 2, ttl_s=5, max_entries=2)
+    assert cache.get("a") == 1  # "a" is now the most recently used
+    cache.put("c", 3, ttl_s=10, max_entries=2)
+    assert (cache.get("a"), cache.get("b"), cache.get("c")) == (1, None, 3)
+    now[0] = 10.0
+    assert cache.get("a") is None
+    assert len(cache) == 1
+    cache.put("d", 4, ttl_s=0, max_entries=2)
+    cache.put("e", 5, ttl_s=10, max_entries=0)
+    assert cache.get("d") is None
+    assert cache.get("e") is None
+    cache.clear()
+    assert len(cache) == 0
+
+
+def test_query_vector_cache_is_per_user_and_keeps_a_read_only_copy() -> None:
+    cache = QueryVectorCache(max_entries=8, ttl_s=60)
+    vector = np.arange(4, dtype=np.float32)
+    cache.put("alice", "where do I live?", vector)
+    vector[0] = 99.0  # the caller's array is not the cached one
+    kept = cache.get("alice", "where do I live?")
+    assert kept is not None
+    assert kept.tolist() == [0.0, 1.0, 2.0, 3.0]
+    with pytest.raises(ValueError, match="read-only"):
+        kept[0] = 5.0
+    assert cache.get("bob", "where do I live?") is None
+    assert cache.get("alice", "where do I live") is None  # exact text only
+
+
+def test_forgetting_a_user_drops_only_their_entries() -> None:
+    cache = QueryVectorCache(max_entries=8, ttl_s=60)
+    for user in ("alice", "bob"):
+        for text in ("where do I live?", "what is my job?"):
+            cache.put(user, text, np.ones(4, dtype=np.float32))
+    assert cache.forget("alice") == 2
+    assert cache.get("alice", "where do I live?") is None
+    assert cache.get("bob", "where do I live?") is not None
+    assert len(cache) == 2
+    assert cache.forget("alice") == 0
+
+
+def test_query_vector_cache_is_off_without_entries_or_ttl() -> None:
+    assert QueryVectorCache.from_config(EmbeddingConfig(query_cache_entries=0)) is None
+    assert QueryVectorCache.from_config(EmbeddingConfig(query_cache_ttl_s=0)) is None
+    assert QueryVectorCache.from_config(EmbeddingConfig()) is not None
+
+
+class CountingEmbedder:
+    """Vectors derived from each text's length; records every model call."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    @property
+    def dim(self) -> int:
+        return 4
+
+    async def embed(self, texts: Sequence[str], *, urgent: bool = False) -> Vectors:
+        self.calls.append(list(texts))
+        return np.array([[len(t), 1.0, 0.0, 0.0] for t in texts], dtype=np.float32)
+
+    async def close(self) -> None:
+        return None
+
+
+def service(embedder: CountingEmbedder, cache: QueryVectorCache | None) -> MemoryService:
+    # Embedding only: no store, corpus cache or retrievers are touched.
+    return MemoryService(
+        None,  # type: ignore[arg-type]
+        embedder,
+        None,  # type: ignore[arg-type]
+        {},
+        Metrics(),
+        query_vectors=cache,
+    )
+
+
+def lookups(memory: MemoryService) -> dict[str, float]:
+    name = "memory_sidecar_query_vector_cache_lookups_total"
+    return {o: memory._metrics.value(name, {"outcome": o}) for o in ("hit", "miss")}
+
+
+async def test_a_repeated_request_query_skips_the_model() -> None:
+    embedder = CountingEmbedder()
+    memory = service(embedder, QueryVectorCache(max_entries=16, ttl_s=60))
+    config = RetrievalConfig(max_query_chars=16)
+    first = await memory.embed_query("where do I live these days?", config, user="alice")
+    again = await memory.embed_query("where do I live these days?", config, user="alice")
+    assert embedder.calls == [["where do I live "]]  # clipped before it is keyed
+    assert again.text == first.text
+    assert again.vector.tolist() == first.vector.tolist()
+    assert lookups(memory) == {"hit": 1, "miss": 1}
+    # Another user, or a caller without a user (eval, admin search), runs the model.
+    await memory.embed_query("where do I live these days?", config, user="bob")
+    await memory.embed_query("where do I live these days?", config)
+    assert len(embedder.calls) == 3
+    assert lookups(memory) == {"hit": 1, "miss": 2}
+
+
+async def test_a_pair_embeds_only_the_text_it_lacks_and_keeps_order() -> None:
+    embedder = CountingEmbedder()
+    memory = service(embedder, QueryVectorCache(max_entries=16, ttl_s=60))
+    config = RetrievalConfig()
+    await memory.embed_query("what about it?", config, user="alice")
+    pair = await memory.embed_queries(
+        ["where is Ana's flat?", "what about it?"], config, user="alice"
+    )
+    assert embedder.calls[-1] == ["where is Ana's flat?"]
+    assert [q.text for q in pair] == ["where is Ana's flat?", "what about it?"]
+    assert [q.vector[0] for q in pair] == [20.0, 14.0]
+    assert lookups(memory) == {"hit": 1, "miss": 2}
+
+
+async def test_without_a_cache_every_query_is_embedded() -> None:
+    embedder = CountingEmbedder()
+    memory = service(embedder, None)
+    for _ in range(2):
+        await memory.embed_query("where do I live?", RetrievalConfig(), user="alice")
+    assert len(embedder.calls) == 2
+    assert lookups(memory) == {"hit": 0, "miss": 0}
+
+
+def test_rankings_are_kept_per_strategy_k_text_and_settings_object() -> None:
+    now = [0.0]
+    rankings = RecentRankings(clock=lambda: now[0])
+    config = RetrievalConfig(ranking_cache_ttl_s=60, ranking_cache_entries=2)
+    record = MemoryRecord(id="m1", user_id="alice", content="User lives in Berlin.")
+    hits = [Hit(record, 0.9)]
+    rankings.put("default", 5, "where do I live?", config, hits)
+    found = rankings.get("default", 5, "where do I live?", config)
+    assert found == hits
+    assert found is not hits  # a list of its own: the caller may extend it
+    found.append(Hit(record, 0.1))
+    assert rankings.get("default", 5, "where do I live?", config) == hits
+    assert rankings.get("dense", 5, "where do I live?", config) is None
+    assert rankings.get("default", 6, "where do I live?", config) is None
+    assert rankings.get("default", 5, "where do I live", config) is None
+    # Equal settings in another object (another profile) do not share rankings.
+    assert rankings.get("default", 5, "where do I live?", config.model_copy()) is None
+    now[0] = 61.0
+    assert rankings.get("default", 5, "where do I live?", config) is None
+
+
+def test_the_cold_fallback_is_store_side_so_never_kept_as_a_ranking() -> None:
+    # The cold path ranks against a throwaway empty snapshot; search() keeps no
+    # ranking for store-side strategies, which covers it.
+    assert COLD_FALLBACK in STORE_SIDE_STRATEGIES

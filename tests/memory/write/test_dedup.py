@@ -1,0 +1,203 @@
+"""Deduplication, updates and supersession through the real write pipeline.
+
+The paraphrase set and the contradictions run with the heuristic extractor and the
+non-LLM rule (no LLM configured), and again with the mock LLM as extractor and judge.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e.mock_llm import MockLLM, start_mock
+from sidecar.config import ExtractionConfig, config_from_mapping
+from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.model.records import Scope, Status, now_ms
+from sidecar.memory.model.turns import Turn
+from sidecar.memory.store.filters import build_filter
+from sidecar.memory.write.dedup import Candidate, Decision, entities, rule_judgement
+from sidecar.runtime.server import Components
+
+PARAPHRASES = {
+    "berlin": [
+        "I live in Berlin.", "I'm living in Berlin.", "Berlin is where I live.",
+        "I live in Berlin, Germany.", "My home is in Berlin.", "I reside in Berlin.",
+        "These days I live in Berlin.", "I currently live in Berlin.",
+        "I've been living in Berlin for a while.", "I live in Berlin at the moment.",
+        "I am based in Berlin.", "I stay in Berlin.", "I live in the city of Berlin.",
+        "I'm a Berlin resident.", "Honestly, I live in Berlin.",
+    ],
+    "peanuts": [
+        "I'm allergic to peanuts.", "I am allergic to peanuts.", "I have a peanut allergy.",
+        "I have an allergy to peanuts.", "I'm severely allergic to peanuts.",
+        "I suffer from a peanut allergy.", "I am peanut allergic.", "I've got a peanut allergy.",
+        "My peanut allergy is severe.", "I'm really allergic to peanuts.",
+        "I am very allergic to peanuts.", "I'm allergic to peanuts, badly.",
+        "I'm actually allergic to peanuts.", "I'm still allergic to peanuts.",
+        "I'm allergic to peanuts and always have been.",
+    ],
+    "nurse": [
+        "I work as a nurse.", "I'm a nurse.", "I am a nurse by profession.",
+        "I work as a registered nurse.", "I'm working as a nurse.", "I'm employed as a nurse.",
+        "I've been a nurse for years.", "I am working as a nurse.", "I work as a nurse now.",
+        "I still work as a nurse.", "I currently work as a nurse.", "I'm a nurse at work.",
+        "I'm a working nurse.", "My job is nurse.", "I really work as a nurse.",
+    ],
+}  # fmt: skip
+
+TOPIC_WORDS = {"berlin": "berlin", "peanuts": "peanut", "nurse": "nurse"}
+
+
+async def build(tmp: Path, embedder: Embedder, llm: str | None) -> Components:
+    document: dict[str, Any] = {
+        "store": {"uri": str(tmp / "dedup.db")},
+        "admin": {"enabled": False},
+        "hierarchy": {"schedule_s": 0},
+    }
+    if llm:
+        document["llm"] = {"base_url": llm}
+    return await Components.build(config_from_mapping(document, env={}), embedder=embedder)
+
+
+@pytest.fixture
+async def mock() -> AsyncIterator[MockLLM]:
+    server = await start_mock()
+    yield server
+    await server.close()
+
+
+async def say(components: Components, user: str, text: str, at: int) -> None:
+    turn = Turn(user_id=user, user_text=text, assistant_text="Noted.", created_at=at)
+    await components.writer.write_turn(turn)
+
+
+def test_entities_are_names_and_numbers() -> None:
+    assert entities("User moved to Lisbon last month.") == {"lisbon"}
+    assert entities("User has 2 cats.") == {"2"}
+    assert entities("User is a nurse.") == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("new", "old", "cosine", "decision"),
+    [
+        ("User lives in Berlin.", "User lives in Berlin.", 0.99, Decision.NOOP),
+        ("User lives in Berlin, Germany.", "User lives in Berlin.", 0.95, Decision.UPDATE),
+        ("User resides in Berlin.", "User lives in Berlin.", 0.85, Decision.NOOP),
+        ("User moved to Lisbon.", "User lives in Berlin.", 0.55, Decision.SUPERSEDE),
+        ("User's favourite colour is green.", "User's favourite colour is blue.", 0.77,
+         Decision.ADD),  # no names: unclear without a judge -> keep both
+        ("User has a dog named Rex.", "User has two cats.", 0.53, Decision.ADD),
+    ],
+)  # fmt: skip
+def test_rule(new: str, old: str, cosine: float, decision: Decision) -> None:
+    judged = rule_judgement(new, [Candidate("old", old, cosine)], ExtractionConfig())
+    assert judged.decision == decision
+
+
+@pytest.mark.parametrize("with_llm", [False, True])
+async def test_paraphrases_become_one_memory_per_fact(
+    tmp_path: Path, embedder: Embedder, mock: MockLLM, with_llm: bool
+) -> None:
+    components = await build(tmp_path, embedder, mock.base_url if with_llm else None)
+    try:
+        rows_of = [(topic, text) for topic, texts in PARAPHRASES.items() for text in texts]
+        # Interleave topics like a real conversation would.
+        order = list(itertools.chain.from_iterable(zip(*PARAPHRASES.values(), strict=True)))
+        assert len(order) == len(rows_of) == 45
+        for at, text in enumerate(order):
+            await say(components, "para", text, 1_700_000_000_000 + at)
+        rows = await components.store.query(build_filter(owner="para"))
+        for topic, word in TOPIC_WORDS.items():
+            about = [r for r in rows if word in r.content.lower()]
+            assert len(about) == 1, (topic, [r.content for r in about])
+        assert len(rows) == 3, [r.content for r in rows]
+        if with_llm:
+            assert mock.stats()["tasks"].get("extract", 0) == 45
+    finally:
+        await components.close()
+
+
+@pytest.mark.parametrize("with_llm", [False, True])
+async def test_contradiction_supersedes_and_keeps_history(
+    tmp_path: Path, embedder: Embedder, mock: MockLLM, with_llm: bool
+) -> None:
+    components = await build(tmp_path, embedder, mock.base_url if with_llm else None)
+    try:
+        await say(components, "mover", "I live in Berlin.", 1_700_000_000_000)
+        second_written = now_ms()
+        await say(components, "mover", "I moved to Lisbon last month.", 1_700_000_100_000)
+        active = await components.store.query(build_filter(owner="mover"))
+        assert [r.content for r in active] == ["User moved to Lisbon last month."]
+        history = await components.store.query(build_filter(owner="mover", status=None))
+        old = next(r for r in history if "Berlin" in r.content)
+        assert old.status == Status.SUPERSEDED
+        assert old.superseded_by == active[0].id
+        assert old.updated_at >= second_written  # when the store changed, not the turn
+        assert active[0].created_at == 1_700_000_100_000
+        assert old.id in active[0].related_ids
+
+        retrieval = components.config.defaults.retrieval
+        hits = await components.memory.retrieve("Where do I live?", Scope("mover"), retrieval)
+        await components.memory.cache.corpus(Scope("mover"))
+        hits = await components.memory.retrieve("Where do I live?", Scope("mover"), retrieval)
+        assert [h.record.content for h in hits] == ["User moved to Lisbon last month."]
+    finally:
+        await components.close()
+
+
+async def test_llm_judge_decides_the_gray_zone(
+    tmp_path: Path, embedder: Embedder, mock: MockLLM
+) -> None:
+    components = await build(tmp_path, embedder, mock.base_url)
+    try:
+        await say(components, "colour", "My favourite colour is blue.", 1)
+        await say(components, "colour", "My favourite colour is green.", 2)
+        active = await components.store.query(build_filter(owner="colour"))
+        assert [r.content for r in active] == ["User's favourite colour is green."]
+        assert mock.stats()["tasks"].get("dedup", 0) >= 1
+        metrics = components.metrics
+        assert metrics.value("memory_sidecar_facts_total", {"decision": "supersede_llm"}) == 1
+    finally:
+        await components.close()
+
+
+async def test_judge_failure_falls_back_to_the_rule(
+    tmp_path: Path, embedder: Embedder, mock: MockLLM
+) -> None:
+    mock.configure(garbage_tasks=True)
+    components = await build(tmp_path, embedder, mock.base_url)
+    try:
+        await say(components, "g", "My favourite colour is blue.", 1)
+        await say(components, "g", "My favourite colour is green.", 2)
+        active = await components.store.query(build_filter(owner="g"))
+        assert len(active) == 2  # extraction fell back to heuristics, judge to the rule: ADD
+        failed = components.metrics.value(
+            "memory_sidecar_llm_calls_total", {"task": "extract", "outcome": "bad_output"}
+        )
+        assert failed >= 2
+    finally:
+        await components.close()
+
+
+async def test_update_keeps_the_richer_wording_and_reembeds(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    components = await build(tmp_path, embedder, None)
+    try:
+        await say(components, "rich", "I live in Berlin.", 1)
+        before = await components.store.query(build_filter(owner="rich"), with_vectors=True)
+        await say(components, "rich", "I live in Berlin, Germany.", 2)
+        after = await components.store.query(build_filter(owner="rich"), with_vectors=True)
+        assert [r.id for r in after] == [r.id for r in before]
+        assert after[0].content == "User lives in Berlin, Germany."
+        assert after[0].embedding != before[0].embedding
+        vector = (await embedder.embed([after[0].content]))[0]
+        stored = after[0].embedding
+        assert stored is not None
+        assert sum(a * b for a, b in zip(vector, stored, strict=True)) > 0.999
+    finally:
+        await components.close()

@@ -1,0 +1,275 @@
+"""Tests for the non-LLM fact extractor (sidecar.memory.write.heuristics)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sidecar.memory.model.records import MemoryType
+from sidecar.memory.model.turns import Fact
+from sidecar.memory.write.heuristics import (
+    HEURISTIC_CONFIDENCE,
+    extract_heuristic,
+    rewrite_first_person,
+)
+
+
+def texts(user_text: str, max_facts: int = 10) -> list[str]:
+    return [fact.text for fact in extract_heuristic(user_text, max_facts=max_facts)]
+
+
+def one(user_text: str) -> Fact:
+    facts = extract_heuristic(user_text, max_facts=10)
+    assert len(facts) == 1, [f.text for f in facts]
+    return facts[0]
+
+
+@pytest.mark.parametrize(
+    ("said", "fact"),
+    [
+        ("I live in Berlin", "User lives in Berlin."),
+        ("I live in Berlin.", "User lives in Berlin."),
+        ("I live in Berlin!", "User lives in Berlin."),
+        ("I'm allergic to peanuts", "User is allergic to peanuts."),
+        ("I am allergic to peanuts.", "User is allergic to peanuts."),
+        ("My sister's name is Ana", "User's sister's name is Ana."),
+        (
+            "My name is Ana and people call me Annie.",
+            "User's name is Ana and people call User Annie.",
+        ),
+        ("I have a dog named Rex.", "User has a dog named Rex."),
+        ("I've been to Japan twice.", "User has been to Japan twice."),
+        ("I don't eat meat.", "User does not eat meat."),
+        ("I can't stand cilantro.", "User cannot stand cilantro."),
+        ("I work as a nurse.", "User works as a nurse."),
+        ("I teach math.", "User teaches math."),
+        ("I study law.", "User studies law."),
+        ("I moved to Lisbon last year.", "User moved to Lisbon last year."),
+        ("We have two cats.", "User and others have two cats."),
+        ("The house is ours and our dog is old.", "The house is ours and User's dog is old."),
+    ],
+)
+def test_first_person_statements_are_rewritten_about_user(said: str, fact: str) -> None:
+    found = one(said)
+    assert found.text == fact
+    assert found.memory_type == MemoryType.SEMANTIC
+    assert found.source == "heuristic"
+    assert found.confidence == HEURISTIC_CONFIDENCE
+    assert found.importance == 0.5
+
+
+def test_heuristic_confidence_is_below_the_llm_confidence() -> None:
+    from sidecar.memory.write.extraction import LLM_CONFIDENCE
+
+    assert HEURISTIC_CONFIDENCE < LLM_CONFIDENCE
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "Where do I live?",
+        "What's my name?",
+        "Can you help me plan my trip?",
+        "Could you summarize my notes.",
+        "Please tell me a joke about my job.",
+        "Tell me about my horoscope.",
+        "Help me write my CV.",
+        "Write my cover letter for a nurse job.",
+        "How do I reset my password.",
+        "Do I need a visa for my trip.",
+        "Explain my test results.",
+        "Give me three names for my cat.",
+        "Should I buy a new car for my commute.",
+        "Is my code correct.",
+        "Let's plan my week.",
+    ],
+)
+def test_questions_and_requests_are_dropped(said: str) -> None:
+    assert extract_heuristic(said, max_facts=10) == []
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "The weather is nice today.",
+        "Berlin is the capital of Germany.",
+        "You are very helpful.",
+        "Python 3.11 was released in 2022.",
+        "This function returns a list.",
+    ],
+)
+def test_non_first_person_sentences_are_dropped(said: str) -> None:
+    assert extract_heuristic(said, max_facts=10) == []
+
+
+@pytest.mark.parametrize("said", ["", "   ", "\n\n", "Hi!", "Thanks", "ok.", "Yes", "I am."])
+def test_empty_and_trivial_text_gives_no_facts(said: str) -> None:
+    assert extract_heuristic(said, max_facts=10) == []
+
+
+@pytest.mark.parametrize(
+    ("said", "fact"),
+    [
+        ("Always answer in French.", "User wants the assistant to always answer in French."),
+        ("Never use emojis!", "User wants the assistant to never use emojis."),
+        ("Please never use emojis.", "User wants the assistant to never use emojis."),
+        (
+            "I want you to answer in bullet points.",
+            "User wants the assistant to answer in bullet points.",
+        ),
+        (
+            "I need you to keep answers short.",
+            "User wants the assistant to keep answers short.",
+        ),
+    ],
+)
+def test_constraints_are_typed_constraint(said: str, fact: str) -> None:
+    found = one(said)
+    assert found.text == fact
+    assert found.memory_type == MemoryType.CONSTRAINT
+    assert found.importance == 0.8
+    assert found.confidence == HEURISTIC_CONFIDENCE
+    assert found.source == "heuristic"
+
+
+def test_dont_ever_is_a_constraint() -> None:
+    found = one("Don't ever call me Bob.")
+    assert found.memory_type == MemoryType.CONSTRAINT
+    assert found.text.startswith("User wants the assistant to ")
+
+
+@pytest.mark.parametrize("said", ["Never call me Bob.", "I want you to call me Bob."])
+def test_first_person_words_in_constraints_are_rewritten(said: str) -> None:
+    found = one(said)
+    assert found.memory_type == MemoryType.CONSTRAINT
+    assert " me " not in f" {found.text} "
+    assert "User Bob" in found.text
+
+
+def test_id_like_you_to_is_a_clean_constraint() -> None:
+    found = one("I'd like you to use metric units.")
+    assert found.memory_type == MemoryType.CONSTRAINT
+    assert found.text == "User wants the assistant to use metric units."
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "I usually take the train to work.",
+        "I typically code in Rust.",
+        "I tend to read before bed.",
+        "I prefer to work at night.",
+        "I normally walk to work.",
+        "I generally skip breakfast.",
+    ],
+)
+def test_habits_are_typed_procedural(said: str) -> None:
+    found = one(said)
+    assert found.memory_type == MemoryType.PROCEDURAL
+    assert found.text.startswith("User ")
+    assert found.source == "heuristic"
+
+
+@pytest.mark.parametrize(
+    ("said", "fact"),
+    [
+        ("I usually go running in the morning.", "User usually goes running in the morning."),
+        ("I always drink tea.", "User always drinks tea."),
+        ("I really love jazz.", "User really loves jazz."),
+    ],
+)
+def test_adverbs_between_i_and_the_verb_are_kept(said: str, fact: str) -> None:
+    assert one(said).text == fact
+
+
+def test_lower_case_i_is_rewritten() -> None:
+    assert one("i live in berlin").text == "User lives in berlin."
+
+
+def test_typographic_apostrophes_are_rewritten() -> None:
+    assert one("I’m allergic to peanuts.").text == "User is allergic to peanuts."
+
+
+def test_greetings_are_stripped_before_the_statement() -> None:
+    assert texts("Hi, I live in Berlin.") == ["User lives in Berlin."]
+    assert texts("Thanks! I'm a vegetarian.") == ["User is a vegetarian."]
+
+
+def test_several_sentences_in_order() -> None:
+    said = (
+        "Hello! I live in Berlin. What's the weather like? My sister's name is Ana.\n"
+        "Always answer in French. Berlin is big. I'm allergic to peanuts."
+    )
+    facts = extract_heuristic(said, max_facts=10)
+    assert [f.text for f in facts] == [
+        "User lives in Berlin.",
+        "User's sister's name is Ana.",
+        "User wants the assistant to always answer in French.",
+        "User is allergic to peanuts.",
+    ]
+    assert [f.memory_type for f in facts] == [
+        MemoryType.SEMANTIC,
+        MemoryType.SEMANTIC,
+        MemoryType.CONSTRAINT,
+        MemoryType.SEMANTIC,
+    ]
+
+
+def test_max_facts_caps_the_result_keeping_the_first() -> None:
+    said = "I live in Berlin. I have a dog. I work as a nurse. I speak German."
+    assert texts(said, max_facts=2) == ["User lives in Berlin.", "User has a dog."]
+    assert texts(said, max_facts=1) == ["User lives in Berlin."]
+    assert len(texts(said, max_facts=10)) == 4
+
+
+def test_duplicates_are_dropped_case_insensitively() -> None:
+    said = "I live in Berlin. I live in Berlin! i'm here. I LIVE IN BERLIN. I have a dog."
+    found = texts(said)
+    assert found.count("User lives in Berlin.") == 1
+    assert [t.casefold() for t in found].count("user lives in berlin.") == 1
+    assert found[-1] == "User has a dog."
+
+
+def test_duplicates_do_not_count_towards_max_facts() -> None:
+    said = "I live in Berlin. I live in Berlin. I have a dog."
+    assert texts(said, max_facts=2) == ["User lives in Berlin.", "User has a dog."]
+
+
+def test_newlines_split_sentences() -> None:
+    assert texts("I live in Berlin\nI have a dog") == ["User lives in Berlin.", "User has a dog."]
+
+
+@given(st.text(max_size=400), st.integers(min_value=1, max_value=5))
+def test_never_crashes_and_respects_the_contract(text: str, max_facts: int) -> None:
+    facts = extract_heuristic(text, max_facts=max_facts)
+    assert len(facts) <= max_facts
+    assert len({f.text.casefold() for f in facts}) == len(facts)
+    for fact in facts:
+        assert fact.source == "heuristic"
+        assert fact.confidence == HEURISTIC_CONFIDENCE
+        assert fact.text.endswith(".")
+        assert fact.memory_type in (
+            MemoryType.SEMANTIC,
+            MemoryType.PROCEDURAL,
+            MemoryType.CONSTRAINT,
+        )
+
+
+@pytest.mark.parametrize(
+    ("sentence", "expected"),
+    [
+        ("I live in Berlin", "User lives in Berlin."),
+        ("I'll move to Rome.", "User will move to Rome."),
+        ("I'd rather walk", "User would rather walk."),
+        ("I won't fly", "User will not fly."),
+        ("I do not smoke", "User does not smoke."),
+        ("I go hiking", "User goes hiking."),
+        ("I fix bikes", "User fixes bikes."),
+        ("I play chess", "User plays chess."),
+        ("I hurt myself", "User hurts themselves."),
+        ("my cat likes me", "User's cat likes User."),
+    ],
+)
+def test_rewrite_first_person(sentence: str, expected: str) -> None:
+    assert rewrite_first_person(sentence) == expected
