@@ -49,13 +49,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from bench_latency import embedding_spec  # noqa: E402
 
 from sidecar.config import EmbeddingConfig  # noqa: E402
-from sidecar.memory.embedding.embedder import (  # noqa: E402
-    BatchingEmbedder,
-    Encoder,
-    Vectors,
-    load_torch_encoder,
-)
+from sidecar.memory.embedding.batching import BatchingEmbedder  # noqa: E402
 from sidecar.memory.embedding.onnx import OnnxEncoder  # noqa: E402
+from sidecar.memory.embedding.protocol import Encoder, Vectors  # noqa: E402
+from sidecar.memory.embedding.torch_backend import load_torch_encoder  # noqa: E402
 
 BACKENDS = ("torch", "onnx", "onnx-int8")
 

@@ -60,7 +60,8 @@ import numpy as np  # noqa: E402
 
 from e2e.seed import SUBJECTS, VALUES, synthetic_texts, user_name  # noqa: E402
 from sidecar.config import SidecarConfig, config_from_mapping  # noqa: E402
-from sidecar.memory.embedding.embedder import Embedder, build_embedder  # noqa: E402
+from sidecar.memory.embedding.factory import build_embedder  # noqa: E402
+from sidecar.memory.embedding.protocol import Embedder  # noqa: E402
 from sidecar.memory.model.records import MemoryRecord, content_hash, memory_id  # noqa: E402
 from sidecar.memory.model.turns import Turn  # noqa: E402
 from sidecar.memory.write.bulk import BulkStats, bulk_load, chunks  # noqa: E402

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from sidecar.config import EmbeddingConfig
-from sidecar.memory.embedding.embedder import BatchingEmbedder, build_local_embedder
+from sidecar.memory.embedding.batching import BatchingEmbedder
+from sidecar.memory.embedding.factory import build_local_embedder
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

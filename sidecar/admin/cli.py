@@ -228,7 +228,7 @@ def _cmd_memories(args: argparse.Namespace) -> int:
 
 
 async def _run_migrate(config: SidecarConfig, args: argparse.Namespace) -> int:
-    from sidecar.memory.embedding.embedder import build_embedder
+    from sidecar.memory.embedding.factory import build_embedder
     from sidecar.memory.store.migrate import migrate_collection
     from sidecar.metrics import Metrics
 

@@ -39,7 +39,7 @@ from sidecar.admin.models import (
 )
 from sidecar.config import SidecarConfig
 from sidecar.errors import SidecarError
-from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import (
     Hit,
     MemoryRecord,

@@ -27,7 +27,7 @@ from sidecar.config import SidecarConfig, StoreConfig
 from sidecar.errors import StoreError
 from sidecar.evaluation.dataset import Dataset, visible
 from sidecar.evaluation.progress import progress_bar
-from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import MemoryRecord, Scope, content_hash
 from sidecar.memory.store.milvus import ACCESS_SUFFIX, MemoryStore
 from sidecar.memory.write.bulk import bulk_load

@@ -25,7 +25,8 @@ from sidecar.evaluation.followup import FollowupStats, VariantRow, run_variants
 from sidecar.evaluation.ingest import IngestStats, eval_environment, ingest
 from sidecar.evaluation.metrics import MRR_DEPTH, Scores, mean_scores, percentile, score_query
 from sidecar.evaluation.progress import progress_bar
-from sidecar.memory.embedding.embedder import Embedder, build_embedder
+from sidecar.memory.embedding.factory import build_embedder
+from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import Hit, Scope
 from sidecar.memory.read.retrieval.base import Query
 from sidecar.memory.read.retrieval.registry import build_retrievers

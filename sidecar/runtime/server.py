@@ -23,7 +23,8 @@ from sidecar.errors import SidecarError
 from sidecar.extproc.chat import ChatDeps
 from sidecar.extproc.service import ExternalProcessorService, ProfileRouter
 from sidecar.llm import LLMClient
-from sidecar.memory.embedding.embedder import Embedder, build_embedder
+from sidecar.memory.embedding.factory import build_embedder
+from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import Scope
 from sidecar.memory.read.corpus_cache import CorpusCache
 from sidecar.memory.read.query_cache import QueryVectorCache

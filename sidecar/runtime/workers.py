@@ -223,7 +223,7 @@ def run_encoder(config: SidecarConfig, path: str, ready: Connection, supervisor:
 async def _serve_encoder(
     config: SidecarConfig, path: str, ready: Connection, supervisor: int
 ) -> None:
-    from sidecar.memory.embedding.embedder import build_local_embedder
+    from sidecar.memory.embedding.factory import build_local_embedder
     from sidecar.memory.embedding.remote import EncoderMetrics, EncoderServer, serve_metrics
 
     loop = asyncio.get_running_loop()

@@ -12,7 +12,7 @@ import pytest
 
 from sidecar.config import config_from_mapping
 from sidecar.logs import RequestIdFilter
-from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.embedding.protocol import Embedder
 from sidecar.runtime.server import Components, Sidecar
 
 ADMIN = "admin-token-0123456789abcdef"

@@ -43,7 +43,7 @@ from e2e.stack import PYTHON, ManagedProcess, free_port, http_get, wait_until
 from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2 as pb
 from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
 from sidecar.config import ExtractionConfig, StoreConfig
-from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.milvus import MemoryStore
 from sidecar.metrics import Metrics

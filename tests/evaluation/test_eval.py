@@ -32,7 +32,7 @@ from sidecar.evaluation.runner import (
     resolve_strategies,
     run_eval,
 )
-from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import Hit, MemoryRecord, Scope, Visibility
 from sidecar.memory.read.retrieval.base import Query
 from sidecar.memory.read.service import MemoryService

@@ -15,7 +15,7 @@ from sidecar.config import EmbeddingConfig, SidecarConfig, config_from_mapping
 from sidecar.evaluation.dataset import load_dataset, parse_dataset
 from sidecar.evaluation.report import format_text, to_json
 from sidecar.evaluation.runner import EvalOptions, EvalResult, run_eval
-from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.embedding.protocol import Embedder
 from tests.scripts_support import load_script
 
 REPO = Path(__file__).resolve().parents[2]

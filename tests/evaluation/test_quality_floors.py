@@ -15,7 +15,7 @@ import pytest
 from sidecar.config import EmbeddingConfig, config_from_mapping
 from sidecar.evaluation.dataset import load_dataset
 from sidecar.evaluation.runner import EvalOptions, EvalResult, metric_value, run_eval
-from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.embedding.protocol import Embedder
 
 DATA = Path(__file__).parents[2].parent / "shared" / "data"
 STRATEGIES = ("dense", "bm25", "default")

@@ -14,7 +14,7 @@ import pytest
 
 from e2e.mock_llm import MockLLM, start_mock
 from sidecar.config import SidecarConfig, config_from_mapping
-from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import Scope
 from sidecar.memory.model.turns import Turn
 from sidecar.runtime.server import Components, Sidecar

@@ -18,7 +18,7 @@ from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2 as p
 from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
 from sidecar.config import SidecarConfig, config_from_mapping
 from sidecar.extproc.responses import BodySendMode
-from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import Scope
 from sidecar.memory.model.turns import Turn
 from sidecar.memory.store.filters import build_filter

@@ -16,7 +16,7 @@ import pytest
 from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
 from sidecar.config import SidecarConfig, config_from_mapping
 from sidecar.evaluation.ingest import write_path_enricher
-from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import MemoryRecord, NodeType, Scope, memory_id
 from sidecar.memory.model.turns import Turn
 from sidecar.memory.read.retrieval.registry import STRATEGY_NAMES

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sidecar.config import CacheConfig, EnrichmentConfig, HierarchyBuildConfig, StoreConfig
-from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import MemoryRecord, NodeType, Status, content_hash, memory_id
 from sidecar.memory.read.corpus_cache import CorpusCache
 from sidecar.memory.store.filters import build_filter

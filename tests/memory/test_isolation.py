@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from sidecar.config import config_from_mapping
-from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import MemoryRecord, Scope, Visibility
 from sidecar.memory.read.retrieval.registry import STRATEGY_NAMES
 from sidecar.memory.write.bulk import bulk_load

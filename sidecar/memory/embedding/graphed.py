@@ -161,7 +161,7 @@ class _Graph:
 
 
 class GraphedEncoder:
-    """:class:`~sidecar.memory.embedding.embedder.Encoder` replaying CUDA graphs of a BERT
+    """:class:`~sidecar.memory.embedding.protocol.Encoder` replaying CUDA graphs of a BERT
     mean-pooling model. Replays are serialized (one lock): the graphs share their
     inputs and outputs per shape, and one GPU runs them one after another anyway."""
 

@@ -5,7 +5,7 @@ GPU that costs every worker a CUDA context and its own graphs (~1 GB each, taken
 from the GPU vLLM runs on), and the kernels of different processes' contexts take
 turns on the GPU instead of running as one batch. The supervisor can instead start
 one *encoder process*: it runs the configured backend behind the usual
-:class:`~sidecar.memory.embedding.embedder.BatchingEmbedder` and serves it on a Unix socket;
+:class:`~sidecar.memory.embedding.batching.BatchingEmbedder` and serves it on a Unix socket;
 each worker's :class:`RemoteEmbedder` sends it texts and gets the vectors back, so
 queries of all workers are batched together.
 
@@ -36,7 +36,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from sidecar.errors import EmbeddingError
-from sidecar.memory.embedding.embedder import BatchingEmbedder, Embedder, Vectors
+from sidecar.memory.embedding.batching import BatchingEmbedder
+from sidecar.memory.embedding.protocol import Embedder, Vectors
 from sidecar.metrics import serve_registry
 from sidecar.tasks import cancel_and_wait
 from sidecar.unix_socket import start_unix_server
@@ -169,7 +170,7 @@ def read_hello(data: bytes) -> int:
 
 
 class RemoteEmbedder:
-    """An :class:`~sidecar.memory.embedding.embedder.Embedder` whose model runs in the shared
+    """An :class:`~sidecar.memory.embedding.protocol.Embedder` whose model runs in the shared
     encoder process. One event loop at a time may use an instance."""
 
     def __init__(self, path: str, dim: int, *, connect_timeout_s: float = 5.0) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from sidecar.config import Profile, RetrievalConfig
 from sidecar.errors import ConfigError
 from sidecar.llm import LLMClient
-from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import Hit, Scope
 from sidecar.memory.read.corpus import Corpus
 from sidecar.memory.read.corpus_cache import CorpusCache

@@ -22,7 +22,7 @@ import numpy as np
 
 from sidecar.config import SidecarConfig
 from sidecar.errors import InvalidInput
-from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import MemoryRecord, NodeType, as_vector
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.milvus import MemoryStore

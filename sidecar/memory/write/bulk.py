@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import MemoryRecord, as_vector
 from sidecar.memory.read.corpus_cache import CorpusCache
 from sidecar.memory.store.milvus import MemoryStore

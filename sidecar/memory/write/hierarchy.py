@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sidecar.config import HierarchyBuildConfig
-from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.categories import (
     general_id,
     general_node,

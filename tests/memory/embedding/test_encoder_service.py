@@ -20,7 +20,9 @@ import pytest
 
 from sidecar.config import EmbeddingConfig, config_from_mapping
 from sidecar.errors import ConfigError, EmbeddingError
-from sidecar.memory.embedding.embedder import BatchingEmbedder, Vectors, build_embedder
+from sidecar.memory.embedding.batching import BatchingEmbedder
+from sidecar.memory.embedding.factory import build_embedder
+from sidecar.memory.embedding.protocol import Vectors
 from sidecar.memory.embedding.remote import (
     HEADER,
     HELLO,

@@ -14,11 +14,7 @@ import pytest
 
 from sidecar.config import EmbeddingConfig
 from sidecar.errors import EmbeddingError
-from sidecar.memory.embedding.embedder import (
-    SentenceTransformerEncoder,
-    build_local_embedder,
-    resolve_model_path,
-)
+from sidecar.memory.embedding.factory import build_local_embedder
 from sidecar.memory.embedding.graphed import (
     BertMeanPooler,
     GraphedEncoder,
@@ -26,6 +22,8 @@ from sidecar.memory.embedding.graphed import (
     graphed_encoder,
     pad_to_bucket,
 )
+from sidecar.memory.embedding.protocol import resolve_model_path
+from sidecar.memory.embedding.torch_backend import SentenceTransformerEncoder
 
 from .test_embedder import SAMPLES, cosines, one_by_one
 
@@ -101,7 +99,7 @@ def test_other_pooling_runs_eagerly_and_says_why(
     assert graphable(model_of(encoder)) == "pooling 'cls' (needs mean)"
     with pytest.raises(EmbeddingError, match="cannot run as CUDA graphs: pooling 'cls'"):
         graphed_encoder(model_of(encoder), device="cuda", max_batch=32)
-    with caplog.at_level(logging.WARNING, logger="sidecar.memory.embedding.embedder"):
+    with caplog.at_level(logging.WARNING, logger="sidecar.memory.embedding.torch_backend"):
         assert encoder.graphed(config) is encoder
     assert "embedding runs eagerly on cpu: cannot run as CUDA graphs" in caplog.text
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from sidecar.config import EmbeddingConfig, RetrievalConfig
-from sidecar.memory.embedding.embedder import Vectors
+from sidecar.memory.embedding.protocol import Vectors
 from sidecar.memory.model.records import Hit, MemoryRecord
 from sidecar.memory.read.query_cache import QueryVectorCache, RecentRankings
 from sidecar.memory.read.retrieval.store_side import STORE_SIDE_STRATEGIES

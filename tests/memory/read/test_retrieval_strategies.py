@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from sidecar.config import RetrievalConfig
-from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import MemoryRecord, NodeType, Scope
 from sidecar.memory.read.corpus import Corpus
 from sidecar.memory.read.retrieval.base import Query

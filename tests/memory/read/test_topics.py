@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from sidecar.config import HierarchyBuildConfig, RetrievalConfig, TopicConfig
-from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.categories import TOPIC_SOURCE, is_topic, topic_id, topic_name, topic_node
 from sidecar.memory.model.records import MemoryRecord, NodeType, Status
 from sidecar.memory.read.corpus import Corpus

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sidecar.admin.service import MemoryAdmin, NotFound
-from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import NodeType, Scope, Status, now_ms
 from sidecar.memory.read import corpus_cache
 from sidecar.memory.store.filters import build_filter

@@ -10,7 +10,7 @@ import pytest
 
 from sidecar.config import CacheConfig, StoreConfig
 from sidecar.errors import StoreError
-from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import MemoryRecord, Scope
 from sidecar.memory.read.corpus_cache import CorpusCache
 from sidecar.memory.store.filters import build_filter

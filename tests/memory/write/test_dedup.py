@@ -15,7 +15,7 @@ import pytest
 
 from e2e.mock_llm import MockLLM, start_mock
 from sidecar.config import ExtractionConfig, config_from_mapping
-from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import Scope, Status, now_ms
 from sidecar.memory.model.turns import Turn
 from sidecar.memory.store.filters import build_filter

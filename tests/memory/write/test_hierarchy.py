@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from sidecar.config import HierarchyBuildConfig
-from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.categories import category_id, general_id
 from sidecar.memory.model.records import MemoryRecord, NodeType, Status, Visibility
 from sidecar.memory.write.clustering import centroid, split_clusters

@@ -16,7 +16,7 @@ import pytest
 
 from sidecar.config import CacheConfig, RetentionConfig, StoreConfig, config_from_mapping
 from sidecar.errors import StoreError
-from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import Hit, MemoryRecord, MemoryType, Scope, Status, Visibility
 from sidecar.memory.model.turns import Turn
 from sidecar.memory.read.corpus_cache import CorpusCache

