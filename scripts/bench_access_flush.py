@@ -10,7 +10,7 @@ would have waited). As in a serving sidecar, the owners' corpora are cached firs
 (``--no-cache``: not), so a flush also updates them; after each flush it times
 getting every owner's corpus once (what their next requests pay, e.g. a rebuild)::
 
-    .venv/bin/python scripts/bench_access_flush.py /tmp/bench-stores/memory-100000.db \\
+    .venv/bin/python -m scripts.bench_access_flush /tmp/bench-stores/memory-100000.db \\
         --memories 20000 --runs 2
 """
 
@@ -21,23 +21,19 @@ import asyncio
 import os
 import random
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from e2e.loop_ticker import Ticker, lag_summary  # noqa: E402
-from e2e.procstat import children_by_parent, cpu_seconds  # noqa: E402
-from sidecar.config import CacheConfig, RetentionConfig, StoreConfig  # noqa: E402
-from sidecar.memory.model.records import Hit, NodeType, Scope  # noqa: E402
-from sidecar.memory.read.corpus_cache import CorpusCache  # noqa: E402
-from sidecar.memory.store.filters import build_filter  # noqa: E402
-from sidecar.memory.store.milvus import MemoryStore  # noqa: E402
-from sidecar.memory.write.access import AccessTracker  # noqa: E402
-from sidecar.metrics import Metrics  # noqa: E402
+from e2e.loop_ticker import Ticker, lag_summary
+from e2e.procstat import children_by_parent, cpu_seconds
+from sidecar.config import CacheConfig, RetentionConfig, StoreConfig
+from sidecar.memory.model.records import Hit, NodeType, Scope
+from sidecar.memory.read.corpus_cache import CorpusCache
+from sidecar.memory.store.filters import build_filter
+from sidecar.memory.store.milvus import MemoryStore
+from sidecar.memory.write.access import AccessTracker
+from sidecar.metrics import Metrics
 
 
 def cpu_split(pid: int) -> tuple[float, float]:

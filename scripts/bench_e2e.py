@@ -8,7 +8,7 @@ write path's bulk loader). Non-streaming and streaming (time to first byte), at
 each concurrency. Queries vary (templates x topics), users are drawn from all
 seeded users; every user's corpus is warmed first. Prints a table, writes JSON.
 
-    .venv/bin/python scripts/bench_e2e.py --sizes 10000,100000 --json out/bench_e2e.json
+    .venv/bin/python -m scripts.bench_e2e --sizes 10000,100000 --json out/bench_e2e.json
 
 ``--workers 1,4`` runs the sidecar once per worker count (``server.workers``), and
 the do-nothing baseline with as many processes behind the same Envoy cluster, so
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import shutil
@@ -41,14 +40,18 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "scripts"))
-
-from bench_latency import (  # noqa: E402
+from e2e.procstat import CpuMeter, wait_quiet
+from e2e.stack import (
+    PYTHON,
+    ManagedProcess,
+    Stack,
+    http_get,
+    merge_settings,
+    parse_settings,
+)
+from scripts.bench_latency import (
     Result,
     check_not_bypassed,
-    embedding_spec,
     ext_proc_bypassed,
     noop_processors,
     print_cpu_table,
@@ -60,16 +63,7 @@ from bench_latency import (  # noqa: E402
     target_checks,
     wait_listening,
 )
-
-from e2e.procstat import CpuMeter, wait_quiet  # noqa: E402
-from e2e.stack import (  # noqa: E402
-    PYTHON,
-    ManagedProcess,
-    Stack,
-    http_get,
-    merge_settings,
-    parse_settings,
-)
+from scripts.benchlib import REPO, embedding_spec, write_report
 
 
 def seeded_store(size: int, per_user: int, cache: Path | None, workdir: Path) -> Path:
@@ -526,10 +520,7 @@ def main(argv: list[str] | None = None) -> int:
     report["settings"] = args.set
     report["results"] = [asdict(r) for r in results]
     report["sidecar_means_ms"] = breakdowns
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2))
-        print(f"wrote {args.json}")
+    write_report(args.json, report)
     return 0
 
 

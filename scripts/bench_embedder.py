@@ -18,15 +18,14 @@ A backend may name the torch device and dtype: ``torch@cuda``, ``torch@cuda/floa
 (``embedding.device`` and ``embedding.dtype``); plain ``torch`` (CPU, float32) stays
 the cosine reference. Example::
 
-    .venv/bin/python scripts/bench_embedder.py --json out/bench_embedder.json
-    .venv/bin/python scripts/bench_embedder.py --backends torch,torch@cuda/float16,onnx-int8
+    .venv/bin/python -m scripts.bench_embedder --json out/bench_embedder.json
+    .venv/bin/python -m scripts.bench_embedder --backends torch,torch@cuda/float16,onnx-int8
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import statistics
@@ -39,20 +38,16 @@ from typing import Any
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from bench_latency import embedding_spec  # noqa: E402
-
-from sidecar.config import EmbeddingConfig  # noqa: E402
-from sidecar.memory.embedding.batching import BatchingEmbedder  # noqa: E402
-from sidecar.memory.embedding.onnx import OnnxEncoder  # noqa: E402
-from sidecar.memory.embedding.protocol import Encoder, Vectors  # noqa: E402
-from sidecar.memory.embedding.torch_backend import load_torch_encoder  # noqa: E402
+from scripts.benchlib import embedding_spec, percentile, write_report
+from sidecar.config import EmbeddingConfig
+from sidecar.memory.embedding.batching import BatchingEmbedder
+from sidecar.memory.embedding.onnx import OnnxEncoder
+from sidecar.memory.embedding.protocol import Encoder, Vectors
+from sidecar.memory.embedding.torch_backend import load_torch_encoder
 
 BACKENDS = ("torch", "onnx", "onnx-int8")
 
@@ -213,14 +208,6 @@ QUERIES = [
     "Why does my Docker build keep failing with exit code 137?",
     "Which editor do I prefer, and what keyboard did I say I use at work?",
 ]
-
-
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
-    return ordered[index]
 
 
 @dataclass
@@ -424,7 +411,6 @@ async def main_async(args: argparse.Namespace) -> int:
     )
     print_table(results, concurrency)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
         doc: dict[str, Any] = {
             "machine": {
                 "platform": platform.platform(),
@@ -450,8 +436,7 @@ async def main_async(args: argparse.Namespace) -> int:
                 for r in results
             },
         }
-        args.json.write_text(json.dumps(doc, indent=2) + "\n")
-        print(f"\nwrote {args.json}")
+        write_report(args.json, doc)
     return 0
 
 

@@ -25,7 +25,7 @@
     the write path's full enrichment (abstracts, links, the category tree), with
     links only (``hierarchy.enabled: false``), and without enrichment.
 
-    .venv/bin/python scripts/bench_ingest.py --json out/bench_ingest.json
+    .venv/bin/python -m scripts.bench_ingest --json out/bench_ingest.json
 
 Other processes on the machine disturb the timings: part (a) runs ``--runs`` times
 (3) and reports the best run, with every run's rate beside it.
@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import random
@@ -53,20 +52,18 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from e2e.seed import SUBJECTS, VALUES, synthetic_texts, user_name  # noqa: E402
-from sidecar.config import SidecarConfig, config_from_mapping  # noqa: E402
-from sidecar.memory.embedding.factory import build_embedder  # noqa: E402
-from sidecar.memory.embedding.protocol import Embedder  # noqa: E402
-from sidecar.memory.model.records import MemoryRecord, content_hash, memory_id  # noqa: E402
-from sidecar.memory.model.turns import Turn  # noqa: E402
-from sidecar.memory.write.bulk import BulkStats, bulk_load, chunks  # noqa: E402
-from sidecar.metrics import Metrics  # noqa: E402
-from sidecar.runtime.server import Components  # noqa: E402
+from e2e.seed import SUBJECTS, VALUES, synthetic_texts, user_name
+from scripts.benchlib import REPO, write_report
+from sidecar.config import SidecarConfig, config_from_mapping
+from sidecar.memory.embedding.factory import build_embedder
+from sidecar.memory.embedding.protocol import Embedder
+from sidecar.memory.model.records import MemoryRecord, content_hash, memory_id
+from sidecar.memory.model.turns import Turn
+from sidecar.memory.write.bulk import BulkStats, bulk_load, chunks
+from sidecar.metrics import Metrics
+from sidecar.runtime.components import Components
 
 BASE_MS = 1_700_000_000_000
 #: No retention schedule while measuring (the key is absent before retention existed,
@@ -492,10 +489,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
     print_report(report)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2))
-        print(f"wrote {args.json}")
+    write_report(args.json, report)
     return 0
 
 

@@ -5,7 +5,7 @@ the previous one is written, as at concurrency 1.
 Prints claims per turn (and how many found nothing), the CPU time of the journal's
 claims on its thread and of the whole process per turn, for ``--runs`` runs::
 
-    .venv/bin/python scripts/bench_journal.py --turns 500 --runs 3
+    .venv/bin/python -m scripts.bench_journal --turns 500 --runs 3
 """
 
 from __future__ import annotations
@@ -18,14 +18,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from sidecar.config import WriteQueueConfig  # noqa: E402
-from sidecar.memory.model.turns import Turn  # noqa: E402
-from sidecar.memory.write.journal import ClaimedTurn, TurnJournal  # noqa: E402
-from sidecar.memory.write.queue import WriteQueue  # noqa: E402
-from sidecar.metrics import Metrics  # noqa: E402
+from sidecar.config import WriteQueueConfig
+from sidecar.memory.model.turns import Turn
+from sidecar.memory.write.journal import ClaimedTurn, TurnJournal
+from sidecar.memory.write.queue import WriteQueue
+from sidecar.metrics import Metrics
 
 
 class CountingJournal(TurnJournal):

@@ -12,7 +12,7 @@ Targets (all on loopback, same machine, same mock LLM with zero model latency):
 Prints p50/p99 latency and req/s per target and concurrency (plus time to first
 byte for streaming) and writes JSON. Example::
 
-    .venv/bin/python scripts/bench_latency.py --requests 400 --concurrency 1,16 \\
+    .venv/bin/python -m scripts.bench_latency --requests 400 --concurrency 1,16 \\
         --users 10 --per-user 1000 --json out/bench_latency.json
 """
 
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import random
@@ -37,11 +36,8 @@ from typing import Any
 
 import aiohttp
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from e2e.seed import SUBJECTS, user_name  # noqa: E402
-from e2e.stack import (  # noqa: E402
+from e2e.seed import SUBJECTS, user_name
+from e2e.stack import (
     PYTHON,
     ManagedProcess,
     Ports,
@@ -51,8 +47,9 @@ from e2e.stack import (  # noqa: E402
     http_get,
     wait_until,
 )
-from sidecar.config import config_from_mapping  # noqa: E402
-from sidecar.envoy_config import render_yaml  # noqa: E402
+from scripts.benchlib import REPO, percentile, write_report
+from sidecar.config import config_from_mapping
+from sidecar.envoy_config import render_yaml
 
 TEMPLATES = [
     "What is my {}?",
@@ -100,22 +97,6 @@ class Result:
     #: The slowest requests: [milliseconds, seconds into the run when it started],
     #: slowest first (to set beside what ran meanwhile: a flush, a full collection).
     slowest: list[list[float]] | None = None
-
-
-def embedding_spec(spec: str) -> dict[str, str]:
-    """``BACKEND[@DEVICE[/DTYPE]]`` (``onnx-int8``, ``torch@cuda/float16``) as
-    ``embedding`` settings: backend, device (default cpu), dtype (default float32)."""
-    backend, _, placement = spec.partition("@")
-    device, _, dtype = placement.partition("/")
-    return {"backend": backend, "device": device or "cpu", "dtype": dtype or "float32"}
-
-
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
-    return ordered[index]
 
 
 def tool_loop_messages(question: str, rounds_done: int) -> list[dict[str, Any]]:
@@ -590,10 +571,7 @@ def main(argv: list[str] | None = None) -> int:
         "mean_injected": round(mean_injected, 2),
         "results": [asdict(r) for r in results],
     }
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2))
-        print(f"wrote {args.json}")
+    write_report(args.json, report)
     return 0
 
 

@@ -10,14 +10,13 @@ the timer ran is how long something held the loop that every request of the
 process shares. Reported: the lag's p50, p99 and maximum, and the wall time of one
 read and write; the baseline is the same timer for as long with the store idle.
 
-    .venv/bin/python scripts/bench_loop_lag.py --rows 1000 --write 500
+    .venv/bin/python -m scripts.bench_loop_lag --rows 1000 --write 500
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import tempfile
 import time
@@ -25,15 +24,13 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from e2e.loop_ticker import Ticker, lag_summary  # noqa: E402
-from sidecar.config import StoreConfig  # noqa: E402
-from sidecar.memory.model.records import MemoryRecord, as_vector  # noqa: E402
-from sidecar.memory.store.filters import build_filter  # noqa: E402
-from sidecar.memory.store.milvus import MemoryStore  # noqa: E402
-from sidecar.metrics import Metrics  # noqa: E402
+from e2e.loop_ticker import Ticker, lag_summary
+from scripts.benchlib import write_report
+from sidecar.config import StoreConfig
+from sidecar.memory.model.records import MemoryRecord, as_vector
+from sidecar.memory.store.filters import build_filter
+from sidecar.memory.store.milvus import MemoryStore
+from sidecar.metrics import Metrics
 
 DIM = 384
 
@@ -109,9 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{name:<16}{row['ticks']:>8.0f}{row['p50_ms']:>9.2f}{row['p99_ms']:>9.2f}"
             f"{row['max_ms']:>9.2f}"
         )
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    write_report(args.json, report)
     return 0
 
 

@@ -8,14 +8,13 @@ retrieval code. Reported per strategy: warm p50/p99 (corpus cached), the cold fi
 query of a user (corpus loaded from the store), and the query embedding time
 measured once. Writes JSON with ``--json``.
 
-    .venv/bin/python scripts/bench_retrieval.py --sizes 10000,100000 --json out/bench_retrieval.json
+    .venv/bin/python -m scripts.bench_retrieval --sizes 10000,100000 --json out/bench_retrieval.json
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import random
@@ -27,13 +26,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from e2e.seed import seed, user_name  # noqa: E402
-from sidecar.config import config_from_mapping  # noqa: E402
-from sidecar.memory.model.records import Scope  # noqa: E402
-from sidecar.runtime.server import Components  # noqa: E402
+from e2e.seed import seed, user_name
+from scripts.benchlib import write_report
+from sidecar.config import config_from_mapping
+from sidecar.memory.model.records import Scope
+from sidecar.runtime.components import Components
 
 QUESTIONS = [
     "What is my favourite food?",
@@ -170,10 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         print(row)
     for size in sizes:
         print(f"embedding p50 ({size}): {report['sizes'][str(size)]['embed_p50_ms']:.2f} ms")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2))
-        print(f"wrote {args.json}")
+    write_report(args.json, report)
     return 0
 
 

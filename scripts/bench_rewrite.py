@@ -11,16 +11,15 @@ for an ambiguous follow-up mix and a clear mix:
 * ``cache``      the same ambiguous queries again: answered from the rewrite cache
 
 Every query gets a fresh user id (no cache hits) except in the ``cache`` pass.
-Retrieval is not included (see ``sidecar eval`` and ``scripts/bench_latency.py``)::
+Retrieval is not included (see ``sidecar eval`` and ``scripts.bench_latency``)::
 
-    .venv/bin/python scripts/bench_rewrite.py --requests 500 --json out/bench_rewrite.json
+    .venv/bin/python -m scripts.bench_rewrite --requests 500 --json out/bench_rewrite.json
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import statistics
@@ -29,14 +28,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from e2e.mock_llm import start_mock  # noqa: E402
-from sidecar.config import LLMConfig, RewriteConfig  # noqa: E402
-from sidecar.llm import LLMClient  # noqa: E402
-from sidecar.memory.read.rewrite import QueryRewriter  # noqa: E402
-from sidecar.metrics import Metrics  # noqa: E402
+from e2e.mock_llm import start_mock
+from scripts.benchlib import percentile, write_report
+from sidecar.config import LLMConfig, RewriteConfig
+from sidecar.llm import LLMClient
+from sidecar.memory.read.rewrite import QueryRewriter
+from sidecar.metrics import Metrics
 
 CLEAR = [
     "Where do I live?",
@@ -54,11 +51,6 @@ AMBIGUOUS = [
     ("And Mia?", "Where does my colleague Tom work?"),
     ("What did we discuss earlier?", "Let's plan the trip to Kyoto with Ana."),
 ]
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
 
 
 async def measure(
@@ -129,15 +121,12 @@ def main(argv: list[str] | None = None) -> int:
             f"{reasons}"
         )
     print(f"mock LLM rewrite calls: {results['llm_calls']} (model time {args.mock_latency_ms} ms)")
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        document = {
-            "results": results,
-            "args": {k: str(v) for k, v in vars(args).items()},
-            "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-        }
-        args.json.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-        print(f"wrote {args.json}")
+    document = {
+        "results": results,
+        "args": {k: str(v) for k, v in vars(args).items()},
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+    }
+    write_report(args.json, document)
     return 0
 
 

@@ -15,8 +15,8 @@ question's position, some with the conversation's other speaker mentioned first
 as a distractor. Memories, ``relevant_ids`` and ``user_id`` are LoCoMo's; the
 ``category`` is the kind of follow-up (``pronoun``, ``pronoun+it``).
 
-    .venv/bin/python scripts/build_followups.py            # -> out/locomo-followups.json
-    .venv/bin/python scripts/build_followups.py --out /tmp/f.json --limit 100
+    .venv/bin/python -m scripts.build_followups            # -> out/locomo-followups.json
+    .venv/bin/python -m scripts.build_followups --out /tmp/f.json --limit 100
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+from scripts.benchlib import REPO
+
 DEFAULT_SOURCE = REPO.parent / "shared" / "data" / "locomo-dev.json"
 DEFAULT_OUT = REPO / "out" / "locomo-followups.json"
 

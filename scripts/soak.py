@@ -25,14 +25,13 @@ Verdict (exit 1 when any fails):
   designed behaviour: it must be counted, every request must be accounted for as
   written or shed, and the queue must still drain.
 
-    .venv/bin/python scripts/soak.py --minutes 5 --json out/soak.json
+    .venv/bin/python -m scripts.soak --minutes 5 --json out/soak.json
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
 import re
 import statistics
@@ -45,12 +44,10 @@ from typing import Any
 
 import aiohttp
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from e2e.procstat import cpu_seconds, process_tree, rss_bytes  # noqa: E402
-from e2e.seed import SUBJECTS, VALUES  # noqa: E402
-from e2e.stack import Stack, http_get, parse_settings  # noqa: E402
+from e2e.procstat import cpu_seconds, process_tree, rss_bytes
+from e2e.seed import SUBJECTS, VALUES
+from e2e.stack import Stack, http_get, parse_settings
+from scripts.benchlib import write_report
 
 
 @dataclass
@@ -384,10 +381,7 @@ def main(argv: list[str] | None = None) -> int:
         f"event loop: {report.loop_stalls:.0f} timers run over {STALL_S * 1000:.0f} ms late, "
         f"the worst under {report.loop_worst_ms:.0f} ms"
     )
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(asdict(report), indent=2))
-        print(f"wrote {args.json}")
+    write_report(args.json, asdict(report))
     for failure in report.failures:
         print(f"FAIL: {failure}")
     print("PASS" if not report.failures else "FAILED")

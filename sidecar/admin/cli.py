@@ -58,7 +58,7 @@ async def _journal(config: SidecarConfig, exists: bool) -> AsyncIterator[Any]:
 
 async def _run_memories(config: SidecarConfig, args: argparse.Namespace) -> Any:
     from sidecar.admin.service import MemoryAdmin
-    from sidecar.runtime.server import Components
+    from sidecar.runtime.components import Components
 
     components = await Components.build(config)
     try:

@@ -65,7 +65,7 @@ from sidecar.memory.write.writer import KeyedLocks, OwnerLock
 from sidecar.metrics import Metrics
 
 if TYPE_CHECKING:
-    from sidecar.runtime.server import Components
+    from sidecar.runtime.components import Components
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +192,7 @@ class MemoryAdmin:
     def from_components(
         cls, components: Components, *, journal: TurnJournal | None = None
     ) -> MemoryAdmin:
-        """The admin service over :class:`sidecar.runtime.server.Components`."""
+        """The admin service over :class:`sidecar.runtime.components.Components`."""
         enricher = components.enricher or Enricher(
             components.memory.cache, components.config.enrichment
         )

@@ -32,7 +32,7 @@ from sidecar.memory.model.records import MemoryRecord, Scope, content_hash
 from sidecar.memory.store.milvus import ACCESS_SUFFIX, MemoryStore
 from sidecar.memory.write.bulk import bulk_load
 from sidecar.memory.write.enrich import Enricher
-from sidecar.runtime.server import Components
+from sidecar.runtime.components import Components
 
 log = logging.getLogger(__name__)
 

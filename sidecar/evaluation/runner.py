@@ -31,7 +31,7 @@ from sidecar.memory.model.records import Hit, Scope
 from sidecar.memory.read.retrieval.base import Query
 from sidecar.memory.read.retrieval.registry import build_retrievers
 from sidecar.memory.read.service import MemoryService
-from sidecar.runtime.server import Components
+from sidecar.runtime.components import Components
 
 DEFAULT_KS: tuple[int, ...] = (1, 5, 10, 20)
 MAX_K = 1000

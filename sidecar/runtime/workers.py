@@ -63,6 +63,7 @@ from typing import Any, Literal
 from sidecar.config import SidecarConfig
 from sidecar.errors import SidecarError
 from sidecar.memory.write.journal import adopt_journal
+from sidecar.runtime.lifecycle import watch_supervisor
 
 log = logging.getLogger(__name__)
 
@@ -490,14 +491,3 @@ class Supervisor:
             elif worker.process.exitcode not in (0, -signal.SIGTERM):
                 clean = False
         return clean
-
-
-async def watch_supervisor(pid: int, stop: asyncio.Event) -> None:
-    """Set ``stop`` when the process that started this one is gone (its parent
-    changed), so a worker never outlives a killed supervisor."""
-    while not stop.is_set():
-        if os.getppid() != pid:
-            log.warning("supervisor %d is gone; stopping", pid)
-            stop.set()
-            return
-        await asyncio.sleep(_POLL_S * 5)

@@ -7,7 +7,7 @@ on the event loop and under the interpreter lock that also serve the next reques
 With it the worker only journals each turn (the response path's one SQLite
 insert) and its writer, started beside it by the supervisor, claims the turns from
 the same journal file and writes them with the usual components
-(:meth:`sidecar.runtime.server.Components.build` with ``writer_process``). The category tree's
+(:meth:`sidecar.runtime.components.Components.build` with ``writer_process``). The category tree's
 schedule and retention run here too. What the writer stores reaches every worker's
 corpus cache over the cache relay (:mod:`sidecar.runtime.relay`); while that is
 down, at the worker's next delta refresh.
@@ -29,7 +29,8 @@ from collections.abc import Callable
 
 from sidecar.config import SidecarConfig
 from sidecar.metrics import serve_registry
-from sidecar.runtime.server import Components, freeze_startup_objects
+from sidecar.runtime.components import Components
+from sidecar.runtime.lifecycle import freeze_startup_objects, watch_supervisor
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +44,6 @@ async def serve_writer(
     metrics_port: int | None,
 ) -> None:
     """Write worker ``index``'s turns until SIGTERM, SIGINT or the supervisor is gone."""
-    from sidecar.runtime.workers import watch_supervisor
-
     components = await Components.build(config, writer_process=True)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()

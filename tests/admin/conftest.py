@@ -13,7 +13,8 @@ import pytest
 from sidecar.config import config_from_mapping
 from sidecar.logs import RequestIdFilter
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.runtime.server import Components, Sidecar
+from sidecar.runtime.components import Components
+from sidecar.runtime.server import Sidecar
 
 ADMIN = "admin-token-0123456789abcdef"
 SCOPED = "alice-team-token-0123456789"

@@ -1,4 +1,4 @@
-"""A short soak through the real Envoy (the long variant: ``scripts/soak.py``): 16
+"""A short soak through the real Envoy (the long variant: ``scripts.soak``): 16
 clients at a sustainable rate with facts and questions, half streamed. Every
 request served, every turn accepted and written exactly as counted, the queue never
 near its bound and drained at the end, no dead letters."""
@@ -6,21 +6,15 @@ near its bound and drained at the end, no dead letters."""
 from __future__ import annotations
 
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-from tests.scripts_support import load_script
+from scripts import soak
 
 pytestmark = pytest.mark.e2e
 
 
-def soak_script() -> ModuleType:
-    return load_script("soak")
-
-
 def test_short_soak_serves_everything_and_writes_every_turn(tmp_path: Path) -> None:
-    soak = soak_script()
     args = soak.parse_args(["--minutes", "0.35", "--rate", "30", "--sample-s", "2"])
     report = soak.run(args, tmp_path)
     assert report.errors == 0
@@ -38,7 +32,6 @@ def test_short_soak_serves_everything_and_writes_every_turn(tmp_path: Path) -> N
 
 
 def test_stalls_are_read_from_the_lag_histogram() -> None:
-    soak = soak_script()
     inf = float("inf")
     before = {0.001: 5.0, 0.02: 9.0, 0.05: 10.0, 0.1: 10.0, inf: 10.0}
     after = {0.001: 15.0, 0.02: 21.0, 0.05: 24.0, 0.1: 25.0, inf: 25.0}

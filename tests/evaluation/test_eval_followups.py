@@ -1,22 +1,21 @@
 """``sidecar eval --rewrite --deep-search``: variant rows and follow-up statistics in one
-run, and ``scripts/build_followups.py`` (deterministic, LoCoMo-shaped input)."""
+run, and ``scripts.build_followups`` (deterministic, LoCoMo-shaped input)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
+from scripts import build_followups
 from sidecar.cli import main
 from sidecar.config import EmbeddingConfig, SidecarConfig, config_from_mapping
 from sidecar.evaluation.dataset import load_dataset, parse_dataset
 from sidecar.evaluation.report import format_text, to_json
 from sidecar.evaluation.runner import EvalOptions, EvalResult, run_eval
 from sidecar.memory.embedding.protocol import Embedder
-from tests.scripts_support import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 LOCOMO = REPO.parent / "shared" / "data" / "locomo-dev.json"
@@ -156,10 +155,6 @@ def test_cli_flags(dataset_file: Path, tmp_path: Path, embedding_config: Embeddi
 # -- the dataset builder -----------------------------------------------------------------
 
 
-def builder() -> ModuleType:
-    return load_script("build_followups")
-
-
 def locomo_like() -> dict[str, Any]:
     memories = [
         {"id": f"c:D1:{i}", "user_id": "c", "content": f"{name}: line {i}"}
@@ -179,7 +174,7 @@ def locomo_like() -> dict[str, Any]:
 
 
 def test_builder_replaces_names_and_objects_deterministically() -> None:
-    module = builder()
+    module = build_followups
     built = module.build(locomo_like())
     assert built == module.build(locomo_like())
     by_id = {q["id"]: q for q in built["queries"]}
@@ -200,7 +195,7 @@ def test_builder_replaces_names_and_objects_deterministically() -> None:
 
 @pytest.mark.skipif(not LOCOMO.exists(), reason="LoCoMo dev set not present")
 def test_builder_makes_at_least_50_followups_from_locomo(tmp_path: Path) -> None:
-    module = builder()
+    module = build_followups
     out = tmp_path / "followups.json"
     assert module.main(["--out", str(out)]) == 0
     data = json.loads(out.read_text())

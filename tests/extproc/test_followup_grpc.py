@@ -17,7 +17,8 @@ from sidecar.config import SidecarConfig, config_from_mapping
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import Scope
 from sidecar.memory.model.turns import Turn
-from sidecar.runtime.server import Components, Sidecar
+from sidecar.runtime.components import Components
+from sidecar.runtime.server import Sidecar
 from tests.extproc import messages as msg
 from tests.extproc.test_service_grpc import exchange, mutated_body
 

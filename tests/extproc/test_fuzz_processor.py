@@ -24,7 +24,7 @@ from sidecar.extproc.chat import ChatDeps
 from sidecar.extproc.service import ExternalProcessorService, ProfileRouter
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.turns import Turn
-from sidecar.runtime.server import Components
+from sidecar.runtime.components import Components
 from tests.extproc import messages as msg
 
 CASES = 10_000

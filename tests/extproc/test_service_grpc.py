@@ -22,7 +22,8 @@ from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import Scope
 from sidecar.memory.model.turns import Turn
 from sidecar.memory.store.filters import build_filter
-from sidecar.runtime.server import Components, Sidecar
+from sidecar.runtime.components import Components
+from sidecar.runtime.server import Sidecar
 from tests.extproc import messages as msg
 
 

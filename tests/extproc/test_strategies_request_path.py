@@ -22,7 +22,8 @@ from sidecar.memory.model.turns import Turn
 from sidecar.memory.read.retrieval.registry import STRATEGY_NAMES
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.write.bulk import bulk_load
-from sidecar.runtime.server import Components, Sidecar
+from sidecar.runtime.components import Components
+from sidecar.runtime.server import Sidecar
 from tests.extproc import messages as msg
 
 USER = "strategist"

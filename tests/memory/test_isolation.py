@@ -20,7 +20,7 @@ from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import MemoryRecord, Scope, Visibility
 from sidecar.memory.read.retrieval.registry import STRATEGY_NAMES
 from sidecar.memory.write.bulk import bulk_load
-from sidecar.runtime.server import Components
+from sidecar.runtime.components import Components
 
 CRAFTED = [
     'x" || user_id != "y',

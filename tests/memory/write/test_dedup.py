@@ -20,7 +20,7 @@ from sidecar.memory.model.records import Scope, Status, now_ms
 from sidecar.memory.model.turns import Turn
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.write.dedup import Candidate, Decision, entities, rule_judgement
-from sidecar.runtime.server import Components
+from sidecar.runtime.components import Components
 
 PARAPHRASES = {
     "berlin": [

@@ -26,7 +26,7 @@ from sidecar.memory.write.access import AccessTracker
 from sidecar.memory.write.retention import Retention, prune_order, retention_score
 from sidecar.memory.write.writer import KeyedLocks
 from sidecar.metrics import Metrics
-from sidecar.runtime.server import Components
+from sidecar.runtime.components import Components
 
 DIM = 4
 DAY = 86_400_000

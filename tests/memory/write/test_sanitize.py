@@ -22,7 +22,7 @@ from sidecar.memory.model.records import MemoryRecord, content_hash, memory_id
 from sidecar.memory.model.turns import Turn
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.write.sanitize import clean_text, clean_turn, is_meaningful, valid_unicode
-from sidecar.runtime.server import Components
+from sidecar.runtime.components import Components
 
 FAMILY = "\U0001f468\u200d\U0001f469\u200d\U0001f467"  # one emoji: three joined by ZWJ
 

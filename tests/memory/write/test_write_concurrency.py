@@ -25,7 +25,7 @@ from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import Scope, normalize_text
 from sidecar.memory.model.turns import Turn
 from sidecar.memory.store.filters import build_filter
-from sidecar.runtime.server import Components
+from sidecar.runtime.components import Components
 
 #: Distinct facts (pairwise cosine < 0.41 with MiniLM: never dedup candidates of
 #: each other) -> what both the heuristics and the mock LLM store for them.

@@ -1,4 +1,4 @@
-"""The benchmark's verdict against the issue's targets (``scripts/bench_latency.py``):
+"""The benchmark's verdict against the issue's targets (``scripts.bench_latency``):
 each sidecar row is compared with the do-nothing row of the same shape, and a row of
 several workers at concurrency also with the one-process do-nothing row."""
 
@@ -7,11 +7,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from tests.scripts_support import load_script
-
-
-def bench() -> ModuleType:
-    return load_script("bench_latency")
+from scripts import bench_latency
 
 
 def row(module: ModuleType, target: str, conc: int, p50: float, p99: float, rps: float,
@@ -23,7 +19,7 @@ def row(module: ModuleType, target: str, conc: int, p50: float, p99: float, rps:
 
 
 def test_rows_are_checked_against_their_own_baseline() -> None:
-    b = bench()
+    b = bench_latency
     results = [
         row(b, "envoy", 1, 0.8, 1.0, 1200),
         row(b, "envoy+noop", 1, 2.5, 3.5, 400),
@@ -58,12 +54,12 @@ def test_rows_are_checked_against_their_own_baseline() -> None:
 
 
 def test_no_baseline_no_checks() -> None:
-    b = bench()
+    b = bench_latency
     assert b.target_checks([row(b, "envoy+sidecar@10k", 1, 9.0, 12.0, 100)]) == []
 
 
 def test_the_cpu_table_prints_each_group_and_the_rate_its_total_allows(capsys: Any) -> None:
-    b = bench()
+    b = bench_latency
     measured = row(b, "envoy+sidecar@100k", 16, 88.0, 158.0, 190)
     measured.cpu_ms = {"client": 0.5, "envoy": 0.75, "mock": 0.75, "ext_proc": 8.0}
     b.print_cpu_table([row(b, "envoy", 1, 0.8, 1.0, 1200), measured], cores=2)

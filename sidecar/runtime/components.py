@@ -1,0 +1,260 @@
+"""The composition root: every long-lived object of the memory layer is built here,
+from the config, and passed to whoever needs it (no module-level state anywhere).
+The admin API, ``sidecar eval``, the benchmarks and a writer process use these
+components without the gRPC server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from sidecar.config import ExtractionConfig, SidecarConfig
+from sidecar.errors import SidecarError
+from sidecar.llm import LLMClient
+from sidecar.memory.embedding.factory import build_embedder
+from sidecar.memory.embedding.protocol import Embedder
+from sidecar.memory.model.records import Scope
+from sidecar.memory.read.corpus_cache import CorpusCache
+from sidecar.memory.read.query_cache import QueryVectorCache
+from sidecar.memory.read.retrieval.registry import build_retrievers
+from sidecar.memory.read.service import MemoryService
+from sidecar.memory.store.filters import build_filter
+from sidecar.memory.store.milvus import MemoryStore
+from sidecar.memory.write.access import AccessTracker
+from sidecar.memory.write.dedup import DedupJudge
+from sidecar.memory.write.enrich import Enricher
+from sidecar.memory.write.extraction import FactExtractor
+from sidecar.memory.write.hierarchy import Hierarchy
+from sidecar.memory.write.host_locks import HostLocks, host_locks_for
+from sidecar.memory.write.queue import WriteQueue
+from sidecar.memory.write.retention import Retention
+from sidecar.memory.write.writer import KeyedLocks, MemoryWriter
+from sidecar.metrics import Metrics
+from sidecar.runtime.gc_control import GCControl
+from sidecar.runtime.loop_lag import LoopLagMonitor
+from sidecar.runtime.relay import RelayClient, RelayPeers, RelayServer
+
+
+@dataclass(slots=True)
+class Components:
+    """The memory layer, usable without Envoy (admin API, eval, benchmarks)."""
+
+    config: SidecarConfig
+    metrics: Metrics
+    embedder: Embedder
+    store: MemoryStore
+    llm: LLMClient
+    memory: MemoryService
+    writer: MemoryWriter
+    queue: WriteQueue
+    #: False when the embedder was handed in: its owner closes it.
+    owns_embedder: bool = True
+    #: The write path's enricher (with the categorizer wired in, when enabled).
+    enricher: Enricher | None = None
+    #: The category tree builder; None when ``hierarchy.enabled`` is off.
+    hierarchy: Hierarchy | None = None
+    #: The per-user cap (scheduled by :class:`Sidecar`, or ``prune(owner)`` on demand).
+    retention: Retention | None = None
+    #: Retrieval access counts; None when ``retention.track_access`` is off.
+    access: AccessTracker | None = None
+    #: Host-wide lock files held open (``server.workers`` > 1), closed last.
+    host_locks: tuple[HostLocks, ...] = ()
+    #: Where this worker's cache takes the host's other processes' writes (the
+    #: cache relay; a supervised worker, not a writer process).
+    relay_server: RelayServer | None = None
+    #: Who this process's writes are told to (the other workers; a writer process:
+    #: every worker, its own asked for wake-ups).
+    relay_peers: RelayPeers | None = None
+    #: The event loop's lag (``server.loop_lag_interval_s``; None when 0), started
+    #: with the process's serving (:meth:`Sidecar.start`, a writer process).
+    loop_lag: LoopLagMonitor | None = None
+    #: The garbage collector's pauses, and freezing what survives full collections
+    #: (:mod:`sidecar.runtime.gc_control`), from when the loop's lag is observed.
+    gc_control: GCControl | None = None
+
+    @classmethod
+    async def build(
+        cls,
+        config: SidecarConfig,
+        *,
+        metrics: Metrics | None = None,
+        embedder: Embedder | None = None,
+        writer_process: bool = False,
+    ) -> Components:
+        """``writer_process``: the components of a writer of its own
+        (``write_queue.own_process``), which writes the turns its worker accepts."""
+        metrics = metrics or Metrics()
+        owns_embedder = embedder is None
+        if embedder is None:
+            loop = asyncio.get_running_loop()
+            embedder = await loop.run_in_executor(None, build_embedder, config.embedding)
+        store = await MemoryStore.open(config.store, embedder.dim, metrics)
+        llm = LLMClient(config.llm, metrics)
+        cache = CorpusCache(store, config.cache, metrics)
+        memory = MemoryService(
+            store,
+            embedder,
+            cache,
+            build_retrievers(),
+            metrics,
+            llm=llm,
+            query_vectors=QueryVectorCache.from_config(config.embedding),
+            debug_content=config.logging.debug_content,
+        )
+        cache.on_user_invalidated = memory.forget_user  # a forget, here or a peer's
+        for name in config.profile_names():
+            profile = config.profile(name)
+            if profile is not None:
+                memory.retriever(profile.retrieval.strategy)  # unknown -> ConfigError now
+        # One lock per owner for every read-modify-write of their rows: turns being
+        # written, retention pruning, access-count flushes, the category tree's
+        # writes (and, with several workers, across the host's processes).
+        owner_host, tree_host = host_locks_for(config), host_locks_for(config, "tree-locks")
+        locks = KeyedLocks(owner_host)
+        hierarchy = (
+            Hierarchy(
+                store,
+                cache,
+                embedder,
+                config.hierarchy,
+                write_locks=locks,
+                tree_locks=KeyedLocks(tree_host),
+            )
+            if config.hierarchy.enabled
+            else None
+        )
+        enricher = Enricher(cache, config.enrichment, hierarchy)
+        retention = Retention(
+            store,
+            cache,
+            config.retention,
+            metrics,
+            locks=locks,
+            # Every cache has reloaded in full since (see sidecar.memory.store.tombstones).
+            purge_after_ms=int(2 * config.cache.full_reload_s * 1000),
+        )
+        access = (
+            AccessTracker(store, cache, config.retention, metrics)
+            if config.retention.track_access
+            else None
+        )
+
+        def extraction_config(profile: str) -> ExtractionConfig:
+            found = config.profile(profile)
+            return (found or config.defaults).extraction
+
+        writer = MemoryWriter(
+            store,
+            embedder,
+            FactExtractor(llm, metrics),
+            DedupJudge(llm, metrics),
+            enricher,
+            cache,
+            metrics,
+            extraction_config=extraction_config,
+            max_content_chars=config.store.max_content_chars,
+            locks=locks,
+            on_stored=retention.note,
+            other_writers=config.shares_store,
+        )
+        relay_server: RelayServer | None = None
+        own_socket, peers = config.cache.relay_socket, config.cache.relay_peers
+        clients = [RelayClient(path, metrics) for path in peers]
+        if writer_process:
+            queue = WriteQueue(writer, config.write_queue, metrics, role="claimer")
+            if own_socket:  # its worker's: wake-ups come from there
+                clients.insert(0, RelayClient(own_socket, metrics, on_wake=queue.wake))
+        else:
+            relay_server = RelayServer(cache, metrics) if own_socket else None
+            if config.write_queue.own_process:
+                queue = WriteQueue(
+                    writer,
+                    config.write_queue,
+                    metrics,
+                    role="appender",
+                    on_accept=relay_server.wake if relay_server is not None else None,
+                )
+            else:
+                queue = WriteQueue(writer, config.write_queue, metrics)
+        relay_peers = RelayPeers(clients) if clients else None
+        cache.mirror = relay_peers
+        lag_interval = config.server.loop_lag_interval_s
+        loop_lag = LoopLagMonitor(metrics.loop_lag, lag_interval) if lag_interval else None
+        return cls(
+            config,
+            metrics,
+            embedder,
+            store,
+            llm,
+            memory,
+            writer,
+            queue,
+            owns_embedder,
+            enricher,
+            hierarchy,
+            retention,
+            access,
+            tuple(h for h in (owner_host, tree_host) if h is not None),
+            relay_server,
+            relay_peers,
+            loop_lag,
+            GCControl(metrics.gc_pause, metrics.gc_collected, metrics.gc_frozen, config.server),
+        )
+
+    def start_write_upkeep(self) -> None:
+        """The category tree's schedule and retention: run by the process that writes
+        the turns (a worker, or its writer with ``write_queue.own_process``)."""
+        if self.hierarchy is not None:
+            self.hierarchy.start()
+        if self.retention is not None:
+            self.retention.start()
+
+    async def stop_write_upkeep(self) -> None:
+        """Before the last turns are drained: over-cap owners are pruned next time,
+        a half-done evolve is repaired next time."""
+        if self.retention is not None:
+            await self.retention.stop()
+        if self.hierarchy is not None:
+            await self.hierarchy.stop()
+
+    async def readiness(self) -> dict[str, bool]:
+        checks = {"store": True, "embedder": True}
+        try:
+            await self.store.count(build_filter(scope=Scope("__readiness__")))
+        except SidecarError:
+            checks["store"] = False
+        try:
+            await self.embedder.embed(["ready"])
+        except SidecarError:
+            checks["embedder"] = False
+        return checks
+
+    def start_stall_monitors(self) -> None:
+        """The event loop's lag and the garbage collector (when serving)."""
+        if self.loop_lag is not None:
+            self.loop_lag.start()
+        if self.gc_control is not None:
+            self.gc_control.start()
+
+    async def close(self) -> None:
+        if self.loop_lag is not None:
+            await self.loop_lag.stop()
+        if self.gc_control is not None:
+            self.gc_control.stop()
+        await self.stop_write_upkeep()
+        if self.access is not None:
+            await self.access.stop()  # writes the accesses recorded so far
+        await self.queue.close()
+        if self.relay_peers is not None:
+            await self.relay_peers.close()
+        if self.relay_server is not None:
+            await self.relay_server.close()
+        await self.memory.close()
+        await self.memory.cache.close()  # its refresher and loads use the store
+        await self.llm.close()
+        await self.store.close()
+        if self.owns_embedder:
+            await self.embedder.close()
+        for host in self.host_locks:  # nothing of this process holds them any more
+            host.close()
