@@ -18,7 +18,7 @@ from sidecar.errors import InvalidIdentifier, InvalidInput
 from sidecar.memory.model.categories import topic_name
 from sidecar.memory.model.records import MemoryRecord, MemoryType, NodeType, Status, Visibility
 from sidecar.memory.store.filters import validate_identifier
-from sidecar.memory.store.milvus import ID_BYTES, MAX_RELATED
+from sidecar.memory.store.schema import ID_BYTES, MAX_RELATED
 
 MAX_PAGE = 1000
 MAX_QUERY_CHARS = 2000

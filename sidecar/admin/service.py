@@ -22,7 +22,6 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 from pydantic import ValidationError
@@ -40,6 +39,7 @@ from sidecar.admin.models import (
 from sidecar.config import SidecarConfig
 from sidecar.errors import SidecarError
 from sidecar.memory.embedding.protocol import Embedder
+from sidecar.memory.model.batches import chunks
 from sidecar.memory.model.records import (
     Hit,
     MemoryRecord,
@@ -58,14 +58,12 @@ from sidecar.memory.store.filters import build_filter, validate_identifier
 from sidecar.memory.store.migrate import fill_embeddings
 from sidecar.memory.store.milvus import MemoryStore
 from sidecar.memory.store.tombstones import bury, mark_for_reload, mark_forgotten
-from sidecar.memory.write.bulk import bulk_load, chunks
+from sidecar.memory.write.bulk import bulk_load
 from sidecar.memory.write.enrich import Enricher
 from sidecar.memory.write.journal import TurnJournal
-from sidecar.memory.write.writer import KeyedLocks, OwnerLock
+from sidecar.memory.write.locks import KeyedLocks, OwnerLock
 from sidecar.metrics import Metrics
-
-if TYPE_CHECKING:
-    from sidecar.runtime.components import Components
+from sidecar.runtime.components import Components
 
 log = logging.getLogger(__name__)
 

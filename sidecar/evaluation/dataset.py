@@ -31,7 +31,7 @@ from typing import Any
 from sidecar.errors import InvalidInput
 from sidecar.memory.model.records import Scope, Visibility
 from sidecar.memory.store.filters import validate_identifier
-from sidecar.memory.store.milvus import ID_BYTES, MAX_RELATED
+from sidecar.memory.store.schema import ID_BYTES, MAX_RELATED
 
 
 @dataclass(frozen=True, slots=True)

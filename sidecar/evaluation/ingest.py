@@ -29,7 +29,8 @@ from sidecar.evaluation.dataset import Dataset, visible
 from sidecar.evaluation.progress import progress_bar
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import MemoryRecord, Scope, content_hash
-from sidecar.memory.store.milvus import ACCESS_SUFFIX, MemoryStore
+from sidecar.memory.store.milvus import MemoryStore
+from sidecar.memory.store.schema import ACCESS_SUFFIX
 from sidecar.memory.write.bulk import bulk_load
 from sidecar.memory.write.enrich import Enricher
 from sidecar.runtime.components import Components

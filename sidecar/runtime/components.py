@@ -26,10 +26,10 @@ from sidecar.memory.write.dedup import DedupJudge
 from sidecar.memory.write.enrich import Enricher
 from sidecar.memory.write.extraction import FactExtractor
 from sidecar.memory.write.hierarchy import Hierarchy
-from sidecar.memory.write.host_locks import HostLocks, host_locks_for
+from sidecar.memory.write.locks import HostLocks, KeyedLocks, host_locks_for
 from sidecar.memory.write.queue import WriteQueue
 from sidecar.memory.write.retention import Retention
-from sidecar.memory.write.writer import KeyedLocks, MemoryWriter
+from sidecar.memory.write.writer import MemoryWriter
 from sidecar.metrics import Metrics
 from sidecar.runtime.gc_control import GCControl
 from sidecar.runtime.loop_lag import LoopLagMonitor

@@ -45,7 +45,7 @@ import numpy as np
 
 from sidecar.memory.model.records import MemoryRecord
 from sidecar.memory.read.corpus_cache import CorpusCache
-from sidecar.memory.store.milvus import row_to_record
+from sidecar.memory.store.schema import row_to_record
 from sidecar.metrics import Metrics
 from sidecar.tasks import cancel_and_wait
 from sidecar.unix_socket import start_unix_server

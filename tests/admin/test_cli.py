@@ -19,6 +19,7 @@ from sidecar.config import StoreConfig, config_from_mapping
 from sidecar.errors import SchemaMismatch
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import AccessStat, NodeType
+from sidecar.memory.store.collections import create_memory_collection
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.milvus import MemoryStore
 from sidecar.metrics import Metrics
@@ -233,14 +234,15 @@ async def test_schema_check_accounts_for_the_partition_key(
         StoreConfig(uri=uri, collection="plain"), embedder.dim, Metrics()
     )
     try:
-        keyed = MemoryStore(
+        # milvus-lite accepts the flag (it has no partitions).
+        await asyncio.to_thread(
+            create_memory_collection,
             store._client,
-            keyed_config.model_copy(update={"collection": "keyed"}),
-            embedder.dim,
-            Metrics(),
+            keyed_config,
+            memory="keyed",
+            dim=embedder.dim,
+            partition_key=True,
         )
-        keyed._partition_key = True  # milvus-lite accepts the flag (it has no partitions)
-        await keyed._run("create", keyed._create_collection)
     finally:
         await store.close()
     with pytest.raises(SchemaMismatch, match="partition key"):

@@ -12,7 +12,9 @@ import pytest
 
 from sidecar.config import StoreConfig
 from sidecar.memory.model.turns import Turn
-from sidecar.memory.store.milvus import ACCESS_FIELDS, FIELDS, MemoryStore
+from sidecar.memory.store.collections import create_access_collection, create_memory_collection
+from sidecar.memory.store.milvus import MemoryStore
+from sidecar.memory.store.schema import ACCESS_FIELDS, FIELDS
 from sidecar.memory.write.journal import TurnJournal
 from sidecar.metrics import Metrics
 
@@ -33,8 +35,13 @@ class RecordingClient:
 
 def created(store_config: StoreConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     client = RecordingClient()
-    store = MemoryStore(client, store_config, 384, Metrics())
-    store._create_collection()
+    create_memory_collection(
+        client,
+        store_config,
+        memory=store_config.collection,
+        dim=384,
+        partition_key=store_config.partition_key and not store_config.is_local_file,
+    )
     schema = client.created["schema"]
     fields = {field.name: field for field in schema.fields}
     indexes = {index.field_name: index for index in client.created["index_params"]}
@@ -76,7 +83,7 @@ def test_default_server_collection_is_flat_without_partition_key() -> None:
 def test_server_access_collection_is_keyed_like_the_memories(keyed: bool) -> None:
     client = RecordingClient()
     config = StoreConfig(uri=SERVER, partition_key=keyed, collection="mem")
-    MemoryStore(client, config, 384, Metrics())._create_access_collection()
+    create_access_collection(client, config, access="mem__access", partition_key=keyed)
     assert client.created["name"] == "mem__access"
     fields = {field.name: field for field in client.created["schema"].fields}
     assert list(fields) == [f.name for f in ACCESS_FIELDS]

@@ -11,12 +11,12 @@ but never merges two topics or renames one.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from sidecar.memory.model.records import MemoryRecord, NodeType, Visibility, as_vector, content_hash
-from sidecar.memory.write.clustering import Vector, summary_text
+from sidecar.memory.model.vectors import Vector
 
 GENERAL_NAME = "general"
 TOPIC_SOURCE = "topic"
@@ -120,3 +120,13 @@ def differs(old: MemoryRecord, new: MemoryRecord) -> bool:
     if old.embedding is None or new.embedding is None:
         return old.embedding != new.embedding
     return not np.allclose(old.embedding, new.embedding, atol=1e-5)
+
+
+def summary_text(name: str, keywords: Sequence[str], examples: Sequence[str]) -> str:
+    """A category's summary (its content and L1 overview)."""
+    text = f"Category: {name}."
+    if keywords:
+        text += f" Covers: {', '.join(keywords)}."
+    if examples:
+        text += " Examples: " + "; ".join(" ".join(e.split()).rstrip(" .") for e in examples) + "."
+    return text

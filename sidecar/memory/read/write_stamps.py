@@ -7,7 +7,7 @@ worker A writes a row, worker B writes it again, and a third worker reads B's fr
 first. Applying A's frame then would serve the older version until the next refresh.
 
 Every write of a user's rows holds that user's lock for the whole host
-(:class:`~sidecar.memory.write.host_locks.HostLocks`), and a cache is told of a write
+(:class:`~sidecar.memory.write.locks.HostLocks`), and a cache is told of a write
 after the store has it and before the lock is let go. So the time a cache is told,
 on the host's monotonic clock (``CLOCK_MONOTONIC`` is one clock for all the
 processes of a Linux host), orders the writes of a row as the store does. That time

@@ -37,16 +37,22 @@ import contextlib
 import fcntl
 import os
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from sidecar.errors import StoreError
-from sidecar.memory.write.host_locks import owner_bucket
 
 #: First and longest pause between attempts while another holder has a lock.
 _POLL_START_S = 0.0001
 _POLL_MAX_S = 0.002
 _FLAGS = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
+
+
+def owner_bucket(owner: str, buckets: int) -> int:
+    """Which of ``buckets`` lock files ``owner`` hashes into (stable across processes,
+    unlike ``hash()``)."""
+    return zlib.crc32(owner.encode("utf-8")) % buckets
 
 
 class StoreGate:

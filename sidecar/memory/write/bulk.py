@@ -12,21 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 from sidecar.memory.embedding.protocol import Embedder
+from sidecar.memory.model.batches import EMBED_CHUNK, UPSERT_CHUNK, chunks
 from sidecar.memory.model.records import MemoryRecord, as_vector
 from sidecar.memory.read.corpus_cache import CorpusCache
 from sidecar.memory.store.milvus import MemoryStore
 from sidecar.memory.write.enrich import Enricher
 
-T = TypeVar("T")
-
-EMBED_CHUNK = 256
-#: Rows per upsert call (milvus-lite loads 250-500-row calls fastest; see store.py).
-UPSERT_CHUNK = 500
 #: Owners enriched and stored at the same time.
 OWNER_LANES = 2
 
@@ -49,11 +44,6 @@ class BulkStats:
     @property
     def seconds(self) -> float:
         return self.wall_seconds
-
-
-def chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 async def bulk_load(

@@ -25,27 +25,11 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.memory.model.text import STOPWORDS, normalize, stem
-
-Matrix = npt.NDArray[np.float32]
-Vector = npt.NDArray[np.float32]
+from sidecar.memory.model.vectors import Matrix, centroid
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _KMEANS_INITS = 4
 _SEED = 0
-
-
-def unit(vector: npt.NDArray[np.floating]) -> Vector:
-    """``vector`` scaled to length 1 (a zero vector stays zero)."""
-    out = np.asarray(vector, dtype=np.float32)
-    norm = float(np.linalg.norm(out))
-    return (out / norm).astype(np.float32) if norm > 0 else out
-
-
-def centroid(vectors: Matrix) -> Vector:
-    """The normalised mean of ``vectors`` (rows)."""
-    if len(vectors) == 0:
-        return np.zeros(vectors.shape[1] if vectors.ndim == 2 else 0, dtype=np.float32)
-    return unit(np.asarray(vectors, dtype=np.float64).mean(axis=0))
 
 
 def split_clusters(
@@ -169,13 +153,3 @@ def surface_forms(texts: Iterable[str]) -> dict[str, str]:
         term: min(forms.items(), key=lambda item: (-item[1], item[0]))[0]
         for term, forms in seen.items()
     }
-
-
-def summary_text(name: str, keywords: Sequence[str], examples: Sequence[str]) -> str:
-    """A category's summary (its content and L1 overview)."""
-    text = f"Category: {name}."
-    if keywords:
-        text += f" Covers: {', '.join(keywords)}."
-    if examples:
-        text += " Examples: " + "; ".join(" ".join(e.split()).rstrip(" .") for e in examples) + "."
-    return text

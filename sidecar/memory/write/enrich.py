@@ -24,7 +24,7 @@ import numpy as np
 from sidecar.config import EnrichmentConfig
 from sidecar.memory.model.records import MemoryRecord, NodeType, Scope
 from sidecar.memory.read.corpus_cache import CorpusCache
-from sidecar.memory.store.milvus import MAX_RELATED
+from sidecar.memory.store.schema import MAX_RELATED
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 

@@ -47,14 +47,14 @@ from sidecar.memory.model.categories import (
     topic_node,
 )
 from sidecar.memory.model.records import MemoryRecord, NodeType, Scope, Status, as_vector, now_ms
+from sidecar.memory.model.vectors import Matrix, centroid, unit
 from sidecar.memory.read.corpus import Corpus
 from sidecar.memory.read.corpus_cache import CorpusCache
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.milvus import MemoryStore
 from sidecar.memory.store.tombstones import mark_for_reload
-from sidecar.memory.write.clustering import Matrix, centroid, unit
 from sidecar.memory.write.hierarchy_plan import TreePlan, TreePlanner
-from sidecar.memory.write.writer import KeyedLocks, OwnerLock
+from sidecar.memory.write.locks import KeyedLocks, OwnerLock
 from sidecar.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)

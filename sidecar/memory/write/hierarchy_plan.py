@@ -41,18 +41,11 @@ from sidecar.memory.model.categories import (
     differs,
     general_id,
     is_topic,
+    summary_text,
 )
 from sidecar.memory.model.records import MemoryRecord, NodeType, Status, as_vector, content_hash
-from sidecar.memory.write.clustering import (
-    Matrix,
-    Vector,
-    centroid,
-    distinctive_terms,
-    split_clusters,
-    summary_text,
-    surface_forms,
-    words,
-)
+from sidecar.memory.model.vectors import Matrix, Vector, centroid
+from sidecar.memory.write.clustering import distinctive_terms, split_clusters, surface_forms, words
 from sidecar.memory.write.enrich import abstract_of
 
 MAX_PASSES = 8

@@ -61,7 +61,7 @@ from sidecar.memory.read.corpus_cache import CorpusCache
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.milvus import MemoryStore
 from sidecar.memory.store.tombstones import bury, purge
-from sidecar.memory.write.writer import KeyedLocks
+from sidecar.memory.write.locks import KeyedLocks
 from sidecar.metrics import Metrics
 from sidecar.tasks import cancel_and_wait
 

@@ -4,11 +4,8 @@ current (write-through)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -34,7 +31,7 @@ from sidecar.memory.store.tombstones import forgotten_since
 from sidecar.memory.write.dedup import Candidate, Decision, DedupJudge, Judgement
 from sidecar.memory.write.enrich import Enricher
 from sidecar.memory.write.extraction import FactExtractor
-from sidecar.memory.write.host_locks import HostLocks
+from sidecar.memory.write.locks import KeyedLocks, OwnerLock
 from sidecar.memory.write.sanitize import clean_text, clean_turn, is_meaningful
 from sidecar.metrics import Metrics
 
@@ -58,36 +55,6 @@ class WriteResult:
             Decision.SUPERSEDE: "superseded",
         }[decision]
         return replace(self, **{field: getattr(self, field) + 1})
-
-
-#: What :meth:`KeyedLocks.get` hands out: ``async with`` it.
-OwnerLock = contextlib.AbstractAsyncContextManager[None]
-
-
-class KeyedLocks:
-    """One asyncio lock per key, kept only while someone holds or waits for it; with
-    ``host`` (``server.workers`` > 1) each also holds the key's lock across the
-    host's processes, so every read-modify-write of an owner's rows (turns being
-    written, retention, access flushes, admin edits) excludes the other workers'."""
-
-    def __init__(self, host: HostLocks | None = None) -> None:
-        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
-        self._host = host
-
-    def get(self, key: str) -> OwnerLock:
-        lock = self._locks.get(key)
-        if lock is None:
-            lock = asyncio.Lock()
-            self._locks[key] = lock
-        if self._host is None:
-            return lock
-        return self._with_host(lock, self._host, key)
-
-    @staticmethod
-    @contextlib.asynccontextmanager
-    async def _with_host(lock: asyncio.Lock, host: HostLocks, key: str) -> AsyncIterator[None]:
-        async with lock, host.hold(key):
-            yield
 
 
 #: Called with the owner after the writer stored rows for them (e.g. retention).

@@ -14,8 +14,15 @@ import pytest
 from sidecar.config import StoreConfig
 from sidecar.errors import SchemaMismatch, StoreError
 from sidecar.memory.model.records import AccessStat, MemoryRecord, Scope, Status
+from sidecar.memory.store.connection import connect
 from sidecar.memory.store.filters import Filter, build_filter
-from sidecar.memory.store.milvus import MemoryStore, _connect, decode_related, encode_related
+from sidecar.memory.store.milvus import MemoryStore
+from sidecar.memory.store.schema import (
+    LEGACY_RELATED_FIELD,
+    LEGACY_SCHEMA_TAG,
+    decode_related,
+    encode_related,
+)
 from sidecar.metrics import Metrics
 
 
@@ -99,7 +106,7 @@ def test_connecting_waits_for_a_server_that_is_still_starting(
 
     late = _LateServer(failures=3)
     monkeypatch.setattr(pymilvus, "MilvusClient", late)
-    assert _connect(StoreConfig(uri="unix:/tmp/starting.sock", timeout_s=5)) == "client"
+    assert connect(StoreConfig(uri="unix:/tmp/starting.sock", timeout_s=5)) == "client"
     assert late.attempts == 4
 
 
@@ -110,7 +117,7 @@ def test_connecting_gives_up_after_the_timeout(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(pymilvus, "MilvusClient", never)
     started = time.monotonic()
     with pytest.raises(StoreError, match="cannot connect to the store"):
-        _connect(StoreConfig(uri="unix:/tmp/never.sock", timeout_s=0.5))
+        connect(StoreConfig(uri="unix:/tmp/never.sock", timeout_s=0.5))
     assert time.monotonic() - started < 2.0
     assert 2 <= never.attempts <= 5
 
@@ -307,7 +314,7 @@ async def test_links_are_one_varchar_and_a_version_1_collection_still_opens(
 ) -> None:
     """Version 2 keeps ``related_ids`` as a JSON array in a VARCHAR (milvus-lite returns
     ARRAY fields slowly); a version-1 collection is opened and written as it is."""
-    from sidecar.memory.store import milvus as store_module
+    from sidecar.memory.store import collections as store_module
 
     linked = record(1).with_changes(related_ids=("m2", "m 3", 'q"uote'))
     fresh = await MemoryStore.open(StoreConfig(uri=str(tmp_path / "v2.db")), 8, Metrics())
@@ -326,12 +333,11 @@ async def test_links_are_one_varchar_and_a_version_1_collection_still_opens(
 
     config = StoreConfig(uri=str(tmp_path / "v1.db"), collection="mem")
     legacy_fields = tuple(
-        store_module.LEGACY_RELATED_FIELD if f.name == "related_ids" else f
-        for f in store_module.FIELDS
+        LEGACY_RELATED_FIELD if f.name == "related_ids" else f for f in store_module.FIELDS
     )
     with monkeypatch.context() as patch:  # a store written by the version before
         patch.setattr(store_module, "FIELDS", legacy_fields)
-        patch.setattr(store_module, "SCHEMA_TAG", store_module.LEGACY_SCHEMA_TAG)
+        patch.setattr(store_module, "SCHEMA_TAG", LEGACY_SCHEMA_TAG)
         old = await MemoryStore.open(config, 8, Metrics())
         old.links_as_array = True
         await old.upsert([linked])

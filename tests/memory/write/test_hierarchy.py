@@ -16,10 +16,11 @@ from sidecar.config import HierarchyBuildConfig
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.categories import category_id, general_id
 from sidecar.memory.model.records import MemoryRecord, NodeType, Status, Visibility
-from sidecar.memory.write.clustering import centroid, split_clusters
+from sidecar.memory.model.vectors import centroid
+from sidecar.memory.write.clustering import split_clusters
 from sidecar.memory.write.hierarchy import Hierarchy
 from sidecar.memory.write.hierarchy_plan import TreePlan, TreePlanner
-from sidecar.memory.write.writer import KeyedLocks
+from sidecar.memory.write.locks import KeyedLocks
 from tests.memory.hierarchy_support import (
     BOB_FACTS,
     TOPICS,

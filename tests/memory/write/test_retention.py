@@ -23,8 +23,8 @@ from sidecar.memory.read.corpus_cache import CorpusCache
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.milvus import MemoryStore
 from sidecar.memory.write.access import AccessTracker
+from sidecar.memory.write.locks import KeyedLocks
 from sidecar.memory.write.retention import Retention, prune_order, retention_score
-from sidecar.memory.write.writer import KeyedLocks
 from sidecar.metrics import Metrics
 from sidecar.runtime.components import Components
 

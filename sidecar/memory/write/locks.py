@@ -1,8 +1,10 @@
-"""Per-owner write locks shared by the sidecar processes of one host.
+"""Per-owner write locks: every read-modify-write of an owner's rows (turns being
+written, retention, access flushes, the category tree, admin edits) holds the
+owner's :class:`KeyedLocks` lock.
 
 With ``server.workers`` > 1 two workers may write turns of the same user at the same
-time; each serialises its own writes per owner (:class:`~sidecar.memory.write.writer.KeyedLocks`),
-and these locks serialise them across the workers: an exclusive ``flock`` on one of
+time; each serialises its own writes per owner, and :class:`HostLocks` serialise
+them across the workers: an exclusive ``flock`` on one of
 ``buckets`` files (owners hashed into them), taken without blocking in a polling
 loop, so a cancelled waiter never leaves a lock behind, and with one holder per
 bucket inside a process (``flock`` does not exclude two holders of one descriptor).
@@ -15,21 +17,16 @@ import asyncio
 import contextlib
 import fcntl
 import os
-import zlib
+import weakref
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 from sidecar.config import SidecarConfig
+from sidecar.memory.store.gate import owner_bucket
 
 #: First and longest pause between attempts on a bucket another process holds.
 _POLL_START_S = 0.002
 _POLL_MAX_S = 0.05
-
-
-def owner_bucket(owner: str, buckets: int) -> int:
-    """Which of ``buckets`` lock files ``owner`` hashes into (stable across processes,
-    unlike ``hash()``)."""
-    return zlib.crc32(owner.encode("utf-8")) % buckets
 
 
 class HostLocks:
@@ -87,3 +84,33 @@ def host_locks_for(config: SidecarConfig, name: str = "owner-locks") -> HostLock
     if not config.supervised:
         return None
     return HostLocks(Path(config.write_queue.journal_path).expanduser().parent / name)
+
+
+#: What :meth:`KeyedLocks.get` hands out: ``async with`` it.
+OwnerLock = contextlib.AbstractAsyncContextManager[None]
+
+
+class KeyedLocks:
+    """One asyncio lock per key, kept only while someone holds or waits for it; with
+    ``host`` (``server.workers`` > 1) each also holds the key's lock across the
+    host's processes, so every read-modify-write of an owner's rows (turns being
+    written, retention, access flushes, admin edits) excludes the other workers'."""
+
+    def __init__(self, host: HostLocks | None = None) -> None:
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._host = host
+
+    def get(self, key: str) -> OwnerLock:
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = asyncio.Lock()
+            self._locks[key] = lock
+        if self._host is None:
+            return lock
+        return self._with_host(lock, self._host, key)
+
+    @staticmethod
+    @contextlib.asynccontextmanager
+    async def _with_host(lock: asyncio.Lock, host: HostLocks, key: str) -> AsyncIterator[None]:
+        async with lock, host.hold(key):
+            yield

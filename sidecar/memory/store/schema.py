@@ -1,0 +1,252 @@
+"""The collections' schema and how a :class:`MemoryRecord` becomes a row and back.
+
+One collection holds memories and category nodes; its description records the
+schema version (:data:`SCHEMA_TAG`). Access counts live in a second, slim
+collection, ``<collection>__access`` (:data:`ACCESS_FIELDS`). Changing a field list
+here is a schema version bump; ``sidecar store migrate`` copies old collections.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sidecar.errors import StoreError
+from sidecar.memory.model.records import (
+    Hit,
+    MemoryRecord,
+    MemoryType,
+    NodeType,
+    Status,
+    Visibility,
+    as_vector,
+)
+
+SCHEMA_VERSION = 2
+SCHEMA_TAG = f"memory-sidecar schema v{SCHEMA_VERSION}"
+#: Version 1 kept ``related_ids`` as an ARRAY of VARCHAR; version 2 keeps the same ids
+#: as one VARCHAR holding a JSON array. milvus-lite returns ARRAY fields slowly from a
+#: query, more so the bigger the collection: on a 100,000-row store, 650 ms of a
+#: 1,200-row load of one user, against ~25 ms for a VARCHAR. A version-1 collection
+#: is still opened and written as it is (:attr:`MemoryStore.links_as_array`);
+#: ``sidecar store migrate`` copies it into a version-2 one.
+LEGACY_SCHEMA_TAG = "memory-sidecar schema v1"
+
+ID_BYTES = 64
+IDENT_BYTES = 256
+CONTENT_BYTES = 16_384
+ABSTRACT_BYTES = 1_024
+OVERVIEW_BYTES = 4_096
+MAX_RELATED = 32
+#: The JSON array of up to MAX_RELATED ids (each at most ID_BYTES, escaped).
+RELATED_BYTES = 8_192
+#: Milvus returns at most this many rows per query (offset + limit).
+QUERY_WINDOW = 16_384
+#: The field a Milvus server partitions by with ``store.partition_key``.
+PARTITION_KEY_FIELD = "user_id"
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSpec:
+    name: str
+    type_name: str  # pymilvus DataType member name
+    max_length: int | None = None
+    dim: bool = False  # the embedding dimension applies
+    element: str | None = None  # ARRAY element type
+    max_capacity: int | None = None
+    primary: bool = False
+    analyzer: bool = False
+    function_output: bool = False
+
+
+#: The collection's fields, in order. Changing this is a schema version bump.
+FIELDS: tuple[FieldSpec, ...] = (
+    FieldSpec("id", "VARCHAR", max_length=ID_BYTES, primary=True),
+    FieldSpec("user_id", "VARCHAR", max_length=IDENT_BYTES),
+    FieldSpec("group_id", "VARCHAR", max_length=IDENT_BYTES),
+    FieldSpec("visibility", "VARCHAR", max_length=16),
+    FieldSpec("node_type", "VARCHAR", max_length=16),
+    FieldSpec("memory_type", "VARCHAR", max_length=16),
+    FieldSpec("status", "VARCHAR", max_length=16),
+    FieldSpec("category_id", "VARCHAR", max_length=ID_BYTES),
+    FieldSpec("parent_id", "VARCHAR", max_length=ID_BYTES),
+    FieldSpec("content", "VARCHAR", max_length=CONTENT_BYTES, analyzer=True),
+    FieldSpec("abstract", "VARCHAR", max_length=ABSTRACT_BYTES),
+    FieldSpec("overview", "VARCHAR", max_length=OVERVIEW_BYTES),
+    FieldSpec("related_ids", "VARCHAR", max_length=RELATED_BYTES),
+    FieldSpec("source", "VARCHAR", max_length=32),
+    FieldSpec("session_id", "VARCHAR", max_length=IDENT_BYTES),
+    FieldSpec("content_hash", "VARCHAR", max_length=ID_BYTES),
+    FieldSpec("superseded_by", "VARCHAR", max_length=ID_BYTES),
+    FieldSpec("importance", "FLOAT"),
+    FieldSpec("confidence", "FLOAT"),
+    FieldSpec("access_count", "INT64"),
+    FieldSpec("created_at", "INT64"),
+    FieldSpec("updated_at", "INT64"),
+    FieldSpec("accessed_at", "INT64"),
+    FieldSpec("embedding", "FLOAT_VECTOR", dim=True),
+    FieldSpec("sparse", "SPARSE_FLOAT_VECTOR", function_output=True),
+)
+
+#: ``related_ids`` in a version-1 collection (:data:`LEGACY_SCHEMA_TAG`).
+LEGACY_RELATED_FIELD = FieldSpec(
+    "related_ids", "ARRAY", element="VARCHAR", max_length=ID_BYTES, max_capacity=MAX_RELATED
+)
+
+
+def collection_fields(*, legacy: bool) -> list[FieldSpec]:
+    """The memory collection's fields; ``legacy``: as a version-1 collection has them."""
+    return [LEGACY_RELATED_FIELD if legacy and f.name == "related_ids" else f for f in FIELDS]
+
+
+#: Scalar fields returned by reads (vectors are fetched only when asked for).
+SCALAR_FIELDS: tuple[str, ...] = tuple(
+    f.name for f in FIELDS if f.type_name not in {"FLOAT_VECTOR", "SPARSE_FLOAT_VECTOR"}
+)
+
+#: The access collection's name is the memory collection's with this suffix.
+ACCESS_SUFFIX = "__access"
+ACCESS_SCHEMA_TAG = "memory-sidecar access v1"
+#: The access collection's fields. ``slot`` is a placeholder (Milvus requires a
+#: vector field in every collection), always ``ACCESS_SLOT``.
+ACCESS_FIELDS: tuple[FieldSpec, ...] = (
+    FieldSpec("id", "VARCHAR", max_length=ID_BYTES, primary=True),
+    FieldSpec("user_id", "VARCHAR", max_length=IDENT_BYTES),
+    FieldSpec("access_count", "INT64"),
+    FieldSpec("accessed_at", "INT64"),
+    FieldSpec("slot", "FLOAT_VECTOR", dim=True),
+)
+ACCESS_SLOT = (1.0, 0.0)
+ACCESS_READ = ["id", "user_id", "access_count", "accessed_at"]
+#: Ids per access-collection query or delete.
+ACCESS_ID_BATCH = 1000
+
+
+def fit_utf8(text: str, max_bytes: int) -> str:
+    """``text`` cut to at most ``max_bytes`` UTF-8 bytes on a character boundary."""
+    encoded = text.encode("utf-8", errors="replace")  # lone surrogates become "?"
+    return encoded[:max_bytes].decode("utf-8", errors="ignore")
+
+
+def encode_related(ids: Sequence[str]) -> str:
+    """``related_ids`` as a version-2 row keeps them: one JSON array."""
+    return json.dumps(list(ids), ensure_ascii=False, separators=(",", ":")) if ids else ""
+
+
+def decode_related(value: Any) -> tuple[str, ...]:
+    """A row's ``related_ids``: a JSON array (version 2), a list (version 1, or a relay
+    frame), or empty. Anything else reads as no links rather than failing the read."""
+    if not value:
+        return ()
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return ()
+        if not isinstance(value, list):
+            return ()
+    return tuple(str(x) for x in value)
+
+
+def record_to_row(record: MemoryRecord, *, links_as_array: bool = False) -> dict[str, Any]:
+    """``links_as_array``: ``related_ids`` as a version-1 collection keeps them."""
+    if record.embedding is None:
+        raise StoreError(f"memory {record.id} has no embedding")
+    related = list(record.related_ids[:MAX_RELATED])
+    return {
+        "id": record.id,
+        "user_id": record.user_id,
+        "group_id": record.group_id,
+        "visibility": str(record.visibility),
+        "node_type": str(record.node_type),
+        "memory_type": str(record.memory_type),
+        "status": str(record.status),
+        "category_id": record.category_id,
+        "parent_id": record.parent_id,
+        "content": fit_utf8(record.content, CONTENT_BYTES),
+        "abstract": fit_utf8(record.abstract, ABSTRACT_BYTES),
+        "overview": fit_utf8(record.overview, OVERVIEW_BYTES),
+        "related_ids": (related if links_as_array else encode_related(related)),
+        "source": fit_utf8(record.source, 32),
+        "session_id": fit_utf8(record.session_id, IDENT_BYTES),
+        "content_hash": record.content_hash,
+        "superseded_by": record.superseded_by,
+        "importance": float(record.importance),
+        "confidence": float(record.confidence),
+        "access_count": int(record.access_count),
+        "created_at": int(record.created_at),
+        "updated_at": int(record.updated_at),
+        "accessed_at": int(record.accessed_at),
+        # A record's vector is a tuple of Python floats (:func:`as_vector`).
+        "embedding": list(record.embedding),
+    }
+
+
+def _vector(values: Any) -> tuple[float, ...] | None:
+    """A row's vector as a record holds it. pymilvus returns a FLOAT_VECTOR as a list
+    of Python floats (from the protobuf's repeated float), taken as is: converting
+    each of 384 components was most of the cost of reading a row."""
+    if values is None:
+        return None
+    if type(values) is list and values and type(values[0]) is float:
+        return tuple(values)
+    return as_vector(values)
+
+
+def row_to_record(row: dict[str, Any]) -> MemoryRecord:
+    return MemoryRecord(
+        id=str(row["id"]),
+        user_id=str(row.get("user_id", "")),
+        content=str(row.get("content", "")),
+        embedding=_vector(row.get("embedding")),
+        group_id=str(row.get("group_id", "")),
+        visibility=Visibility(row.get("visibility") or Visibility.USER),
+        node_type=NodeType(row.get("node_type") or NodeType.MEMORY),
+        memory_type=MemoryType(row.get("memory_type") or MemoryType.SEMANTIC),
+        status=_status(row.get("status")),
+        category_id=str(row.get("category_id", "")),
+        parent_id=str(row.get("parent_id", "")),
+        abstract=str(row.get("abstract", "")),
+        overview=str(row.get("overview", "")),
+        related_ids=decode_related(row.get("related_ids")),
+        source=str(row.get("source", "")),
+        session_id=str(row.get("session_id", "")),
+        importance=float(row.get("importance", 0.5)),
+        confidence=float(row.get("confidence", 1.0)),
+        access_count=int(row.get("access_count", 0)),
+        created_at=int(row.get("created_at", 0)),
+        updated_at=int(row.get("updated_at", 0)),
+        accessed_at=int(row.get("accessed_at", 0)),
+        superseded_by=str(row.get("superseded_by", "")),
+        content_hash=str(row.get("content_hash", "")),
+    )
+
+
+def _status(value: object) -> Status:
+    """A row's status; one this version does not know (written by a newer one) reads
+    as deleted: never served, never judged against, never written back."""
+    try:
+        return Status(str(value or Status.ACTIVE))
+    except ValueError:
+        return Status.DELETED
+
+
+def records(rows: Iterable[dict[str, Any]]) -> list[MemoryRecord]:
+    """Rows as records, oldest first (ties by id). Run on the store's threads, beside
+    the call: a thousand rows take milliseconds that the event loop does not wait."""
+    records = [row_to_record(row) for row in rows]
+    records.sort(key=lambda r: (r.created_at, r.id))
+    return records
+
+
+def hits(result: Any) -> list[Hit]:
+    hits: list[Hit] = []
+    for item in result[0] if result else []:
+        entity = dict(item.get("entity") or {})
+        entity.setdefault("id", item.get("id"))
+        hits.append(Hit(row_to_record(entity), float(item.get("distance", 0.0))))
+    # Deterministic: equal scores fall back to id order.
+    hits.sort(key=lambda h: (-h.score, h.record.id))
+    return hits
