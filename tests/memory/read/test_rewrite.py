@@ -13,18 +13,16 @@ from sidecar.config import RewriteConfig
 from sidecar.errors import LLMBadOutput, LLMUnavailable
 from sidecar.llm import ChatMessage, LLMClient
 from sidecar.memory.model.records import Hit, MemoryRecord
+from sidecar.memory.read.ambiguity import detect
+from sidecar.memory.read.resolver import context_entities, resolve_heuristic, rewrite_confidence
 from sidecar.memory.read.rewrite import (
     QueryRewriter,
     RewriteCache,
     _Cached,
     build_messages,
     clip_history,
-    context_entities,
-    detect,
     fuse_rewrite_hits,
     parse_rewrite,
-    resolve_heuristic,
-    rewrite_confidence,
 )
 from sidecar.metrics import Metrics
 
