@@ -59,9 +59,10 @@ from scripts.benchlib import REPO, write_report
 from sidecar.config import SidecarConfig, config_from_mapping
 from sidecar.memory.embedding.factory import build_embedder
 from sidecar.memory.embedding.protocol import Embedder
+from sidecar.memory.model.batches import chunks
 from sidecar.memory.model.records import MemoryRecord, content_hash, memory_id
 from sidecar.memory.model.turns import Turn
-from sidecar.memory.write.bulk import BulkStats, bulk_load, chunks
+from sidecar.memory.write.bulk import BulkStats, bulk_load
 from sidecar.metrics import Metrics
 from sidecar.runtime.components import Components
 

@@ -20,7 +20,8 @@ from typing import Any
 
 from sidecar.config import WriteQueueConfig
 from sidecar.memory.model.turns import Turn
-from sidecar.memory.write.journal import ClaimedTurn, TurnJournal
+from sidecar.memory.write.journal import TurnJournal
+from sidecar.memory.write.journal_file import ClaimedTurn
 from sidecar.memory.write.queue import WriteQueue
 from sidecar.metrics import Metrics
 

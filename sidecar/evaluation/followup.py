@@ -26,7 +26,7 @@ from sidecar.config import DeepSearchConfig, RetrievalConfig, RewriteConfig, Sid
 from sidecar.evaluation.dataset import EvalQuery
 from sidecar.evaluation.metrics import percentile
 from sidecar.memory.model.records import Hit
-from sidecar.memory.read.deep_search import expand_candidates, primary_confidence
+from sidecar.memory.read.deep_ranking import expand_candidates, primary_confidence
 from sidecar.memory.read.retrieval.base import Query
 from sidecar.memory.read.service import MemoryService
 

@@ -11,7 +11,7 @@ from e2e.mock_search import handle_rank, handle_rewrite, rank, rewrite
 from sidecar.config import DeepSearchConfig
 from sidecar.memory.model.records import MemoryRecord
 from sidecar.memory.read.corpus import Corpus
-from sidecar.memory.read.deep_search import Candidate, build_rank_prompt, parse_ranked
+from sidecar.memory.read.deep_ranking import Candidate, build_rank_prompt, parse_ranked
 from sidecar.memory.read.rewrite import build_messages, parse_rewrite
 
 

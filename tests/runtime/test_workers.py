@@ -13,7 +13,8 @@ from sidecar.config import SidecarConfig, config_from_mapping
 from sidecar.envoy_config import render_yaml
 from sidecar.errors import ConfigError
 from sidecar.memory.model.turns import Turn
-from sidecar.memory.write.journal import TurnJournal, adopt_journal
+from sidecar.memory.write.journal import TurnJournal
+from sidecar.memory.write.journal_file import adopt_journal
 from sidecar.memory.write.locks import host_locks_for
 from sidecar.runtime.workers import (
     adopt_stray_journals,

@@ -16,7 +16,8 @@ from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import Hit, Scope
 from sidecar.memory.read.corpus import Corpus
 from sidecar.memory.read.corpus_cache import CorpusCache
-from sidecar.memory.read.deep_search import DeepReport, DeepResult, DeepSearcher, PrimaryConfidence
+from sidecar.memory.read.deep_ranking import PrimaryConfidence
+from sidecar.memory.read.deep_search import DeepReport, DeepResult, DeepSearcher
 from sidecar.memory.read.query_cache import QueryVectorCache, RecentRankings, Vector
 from sidecar.memory.read.retrieval.base import Query, Retriever, SearchContext
 from sidecar.memory.read.retrieval.store_side import STORE_SIDE_STRATEGIES

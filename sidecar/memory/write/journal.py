@@ -16,10 +16,8 @@ is in the operating system's page cache, so it survives the death of the *proces
 writes it out. It does **not** survive a power loss or kernel crash before the next
 checkpoint: the last commits can be lost then (the file itself stays consistent).
 ``journal_sync: full`` fsyncs the WAL at every commit and survives power loss too,
-at the cost of one fsync per accepted turn on the response path. Measured on the
-development VM (2,000 appends of a ~1 KB turn, virtio disk): NORMAL p50 0.06 ms /
-p99 0.2-0.3 ms, FULL p50 0.13 ms / p99 0.3 ms — that disk acknowledges flushes
-from a cache; on network block storage an fsync typically costs 1-10 ms, paid by
+at the cost of one fsync per accepted turn on the response path: cheap on a disk
+that acknowledges flushes from a cache, 1-10 ms on network block storage, paid by
 every response. Losing the last turns of a power cut (whose answers the machine's
 inference server loses too) is the accepted trade, so NORMAL is the default.
 
@@ -45,19 +43,11 @@ the methods are coroutines. One exception, the response path's append: with
 ``synchronous=NORMAL`` (no fsync per commit) it is first tried on the caller's
 thread, on a second connection that never waits for a lock (a busy timeout of 0)
 and never checkpoints; when the file is busy — the journal thread or another
-process in a transaction — the append goes to the journal thread as before. The
-hop to that thread and back cost more than the insert itself (0.2 against 0.1 ms
-at p50 here). One process owns a journal file at a time (an
-exclusive ``flock`` on ``<path>.lock``, released by the kernel when the process
-dies); a second sidecar on the same file refuses to start.
-
-Two processes, two roles (``write_queue.own_process``). The process that accepts
-turns opens the file as the ``appender`` (it locks ``<path>.append.lock``) and the
-process that writes them as the ``claimer`` (``<path>.lock``); an ``owner`` does both
-and takes both locks. Every change runs in a ``BEGIN IMMEDIATE`` transaction, so the
-two processes' changes are serialised by SQLite and a user's head stays right.
-Each process's running count of unwritten turns sees only its own changes between
-:meth:`TurnJournal.counts` calls, which re-synchronise it from the file.
+process in a transaction — the append goes to the journal thread as before (the
+hop to that thread and back costs more than the insert itself). One process owns
+a journal file at a time (an exclusive ``flock`` on ``<path>.lock``, released by
+the kernel when the process dies); a second sidecar on the same file refuses to
+start.
 
 No turn content ever reaches a log line or ``last_error`` (an exception *type*).
 """
@@ -66,246 +56,43 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-import fcntl
-import json
 import logging
 import os
-import re
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from sidecar.errors import JournalError, JournalFull
 from sidecar.memory.model.turns import Turn
+from sidecar.memory.write.journal_file import (
+    CLAIM,
+    CORRUPT,
+    INTERRUPTED,
+    LOCKS,
+    MEMORY_PATH,
+    OPEN_STATES,
+    PROMOTE,
+    ClaimedTurn,
+    JournalCounts,
+    JournalRole,
+    SyncMode,
+    TurnState,
+    busy,
+    decode_turn,
+    encode_turn,
+    ensure_schema,
+    error_type,
+    lock_file,
+    transaction,
+)
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-SyncMode = Literal["normal", "full"]
-
-#: SQLite's in-memory database: no durability, refused unless ``allow_memory``.
-MEMORY_PATH = ":memory:"
-SCHEMA_VERSION = 1
-PAYLOAD_VERSION = 1
-#: ``last_error`` of a turn that was in progress when the process died
-#: ``max_attempts`` times in a row (a turn that crashes the process).
-INTERRUPTED = "Interrupted"
-#: ``last_error`` of a row whose payload cannot be decoded.
-CORRUPT = "CorruptTurn"
-
-_ERROR_TYPE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,99}$")
-_OPEN_STATES = "('pending', 'in_progress')"
-
-_SCHEMA = (
-    """
-    CREATE TABLE IF NOT EXISTS turns (
-        id              INTEGER PRIMARY KEY AUTOINCREMENT,
-        user_id         TEXT    NOT NULL,
-        payload         TEXT,
-        state           TEXT    NOT NULL
-                        CHECK (state IN ('pending', 'in_progress', 'done', 'dead')),
-        -- 1 on each user's oldest unwritten (pending or in-progress) turn, else 0
-        is_head         INTEGER NOT NULL DEFAULT 0,
-        attempts        INTEGER NOT NULL DEFAULT 0,
-        next_attempt_at INTEGER NOT NULL,
-        last_error      TEXT,
-        created_at      INTEGER NOT NULL,
-        updated_at      INTEGER NOT NULL
-    )
-    """,
-    # Counts per state, the oldest row of a state, pruning of done rows.
-    "CREATE INDEX IF NOT EXISTS turns_state ON turns (state, id)",
-    # A user's unwritten turns in acceptance order: head on append and promotion.
-    f"CREATE INDEX IF NOT EXISTS turns_open ON turns (user_id, id) WHERE state IN {_OPEN_STATES}",
-    # The claimable heads, oldest first: a claim reads only these, however deep
-    # any one user's backlog is.
-    "CREATE INDEX IF NOT EXISTS turns_heads ON turns (id) WHERE is_head = 1 AND state = 'pending'",
-)
-
-_CLAIM = """
-    SELECT id, user_id, payload, attempts FROM turns INDEXED BY turns_heads
-    WHERE is_head = 1 AND state = 'pending' AND next_attempt_at <= ?
-    ORDER BY id
-"""
-# After a user's head is settled (done / dead), their next unwritten turn leads.
-_PROMOTE = f"""
-    UPDATE turns SET is_head = 1
-    WHERE id = (SELECT MIN(id) FROM turns WHERE user_id = ? AND state IN {_OPEN_STATES})
-"""
-
-
-JournalRole = Literal["owner", "appender", "claimer"]
-_LOCKS: dict[str, tuple[str, ...]] = {
-    "owner": (".lock", ".append.lock"),
-    "appender": (".append.lock",),
-    "claimer": (".lock",),
-}
-
-
-class TurnState(StrEnum):
-    PENDING = "pending"
-    IN_PROGRESS = "in_progress"
-    DONE = "done"
-    DEAD = "dead"
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimedTurn:
-    """A turn handed to a worker: now ``in_progress`` until settled."""
-
-    id: int
-    turn: Turn
-    #: This attempt's number: 1 for the first try.
-    attempt: int
-
-
-@dataclass(frozen=True, slots=True)
-class JournalCounts:
-    pending: int = 0
-    in_progress: int = 0
-    done: int = 0
-    dead: int = 0
-    #: ``created_at`` (epoch ms) of the oldest unwritten turn; None when none.
-    oldest_open_ms: int | None = None
-
-    @property
-    def open(self) -> int:
-        """Turns not yet written: pending + in progress."""
-        return self.pending + self.in_progress
-
-
-def encode_turn(turn: Turn) -> str:
-    """Every :class:`Turn` field as JSON (tuples as lists), with a format version."""
-    data: dict[str, Any] = {"v": PAYLOAD_VERSION}
-    for spec in dataclasses.fields(Turn):
-        value = getattr(turn, spec.name)
-        data[spec.name] = list(value) if isinstance(value, tuple) else value
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-
-
-def decode_turn(payload: str) -> Turn:
-    """The inverse of :func:`encode_turn`; ValueError for anything else. Fields
-    missing from an older payload take their defaults; unknown ones are ignored."""
-    data = json.loads(payload)
-    if not isinstance(data, dict):
-        raise ValueError("turn payload is not an object")
-    kwargs: dict[str, Any] = {}
-    for spec in dataclasses.fields(Turn):
-        if spec.name in data:
-            value = data[spec.name]
-            kwargs[spec.name] = tuple(value) if isinstance(value, list) else value
-    try:
-        turn = Turn(**kwargs)
-    except TypeError as exc:
-        raise ValueError("turn payload lacks a required field") from exc
-    texts = (turn.user_id, turn.user_text, turn.assistant_text, turn.profile, turn.session_id)
-    if (
-        not all(isinstance(t, str) for t in texts)
-        or not isinstance(turn.request_id, str)
-        or not isinstance(turn.created_at, int)
-        or not all(isinstance(g, str) for g in turn.group_ids)
-    ):
-        raise ValueError("turn payload has a field of the wrong type")
-    return turn
-
-
-def error_type(name: str) -> str:
-    """``name`` if it looks like an exception type name, else ``"Error"``: the one
-    thing ``last_error`` may hold (never a message, which could quote content)."""
-    return name if _ERROR_TYPE.match(name) else "Error"
-
-
-@contextlib.contextmanager
-def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:  # left open, every later transaction would fail
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-        raise
-
-
-def _busy(exc: sqlite3.OperationalError) -> bool:
-    """Whether SQLite refused because another connection holds the lock."""
-    return getattr(exc, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-
-
-def _lock_file(path: Path, suffix: str = ".lock") -> int:
-    """An exclusive, non-blocking ``flock`` on ``<path><suffix>``; its descriptor."""
-    lock_path = path.with_name(path.name + suffix)
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError as exc:
-        os.close(fd)
-        raise JournalError(f"journal {path} is in use by another process") from exc
-    return fd
-
-
-def _ensure_schema(conn: sqlite3.Connection, path: str) -> None:
-    """Create the tables (inside the caller's transaction); refuse a newer schema."""
-    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-    if version > SCHEMA_VERSION:
-        raise JournalError(
-            f"journal {path} has schema version {version}; "
-            f"this sidecar knows up to {SCHEMA_VERSION}"
-        )
-    for statement in _SCHEMA:
-        conn.execute(statement)
-    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-
-
-def adopt_journal(target: Path, source: Path) -> int:
-    """Copy every turn of ``source`` not yet done (unwritten ones as pending, dead
-    letters as they are) into ``target``, in their order, after ``target``'s own;
-    the number of unwritten turns copied. Both files must be free (their locks are
-    taken). The copy commits before the caller removes ``source``: a crash between
-    the two copies the turns again next time, which the idempotent writer absorbs.
-    """
-    target.parent.mkdir(parents=True, exist_ok=True)
-    locks = [_lock_file(f, suffix) for f in (target, source) for suffix in _LOCKS["owner"]]
-    try:
-        os.close(os.open(target, os.O_RDWR | os.O_CREAT, 0o600))
-        conn = sqlite3.connect(str(target), isolation_level=None, timeout=5.0)
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("ATTACH DATABASE ? AS stray", (str(source),))
-            has_turns = conn.execute(
-                "SELECT 1 FROM stray.sqlite_master WHERE type = 'table' AND name = 'turns'"
-            ).fetchone()
-            if has_turns is None:
-                return 0
-            with _transaction(conn):
-                _ensure_schema(conn, str(target))
-                cursor = conn.execute(
-                    "INSERT INTO main.turns (user_id, payload, state, is_head, attempts,"
-                    " next_attempt_at, last_error, created_at, updated_at)"
-                    " SELECT user_id, payload,"
-                    " CASE state WHEN 'dead' THEN 'dead' ELSE 'pending' END, 0, attempts,"
-                    " next_attempt_at, last_error, created_at, updated_at"
-                    " FROM stray.turns WHERE state <> 'done' ORDER BY id"
-                )
-                copied = cursor.rowcount
-                dead = conn.execute(
-                    "SELECT COUNT(*) FROM stray.turns WHERE state = 'dead'"
-                ).fetchone()[0]
-            return int(copied) - int(dead)
-        finally:
-            conn.close()
-    finally:
-        for fd in locks:
-            os.close(fd)
 
 
 class TurnJournal:
@@ -414,8 +201,8 @@ class TurnJournal:
             path = Path(self._path).expanduser()
             target = str(path)
             path.parent.mkdir(parents=True, exist_ok=True)
-            for suffix in _LOCKS[self._role]:
-                self._lock_fds.append(_lock_file(path, suffix))
+            for suffix in LOCKS[self._role]:
+                self._lock_fds.append(lock_file(path, suffix))
             # The journal holds conversation text: owner-only, like the -wal/-shm
             # files SQLite creates with the database file's mode.
             os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
@@ -425,13 +212,13 @@ class TurnJournal:
             if self._path != MEMORY_PATH and mode != "wal":
                 raise JournalError(f"SQLite did not switch {self._path} to WAL mode ({mode})")
             conn.execute(f"PRAGMA synchronous={'FULL' if self._sync == 'full' else 'NORMAL'}")
-            with _transaction(conn):
-                _ensure_schema(conn, self._path)
+            with transaction(conn):
+                ensure_schema(conn, self._path)
                 # Heads are derived data: rebuild them, whatever state the file is in.
                 conn.execute("UPDATE turns SET is_head = 0 WHERE is_head <> 0")
                 conn.execute(
                     "UPDATE turns SET is_head = 1 WHERE id IN (SELECT MIN(id) FROM turns"
-                    f" WHERE state IN {_OPEN_STATES} GROUP BY user_id)"
+                    f" WHERE state IN {OPEN_STATES} GROUP BY user_id)"
                 )
             self._open = self._count_open(conn)
             if self._sync == "normal" and self._path != MEMORY_PATH:
@@ -491,7 +278,7 @@ class TurnJournal:
 
     @staticmethod
     def _count_open(conn: sqlite3.Connection) -> int:
-        row = conn.execute(f"SELECT COUNT(*) FROM turns WHERE state IN {_OPEN_STATES}").fetchone()
+        row = conn.execute(f"SELECT COUNT(*) FROM turns WHERE state IN {OPEN_STATES}").fetchone()
         return int(row[0])
 
     # -- operations -----------------------------------------------------------------
@@ -517,10 +304,10 @@ class TurnJournal:
             return None
         try:
             try:
-                with _transaction(conn):
+                with transaction(conn):
                     row_id = self._insert(conn, turn)
             except sqlite3.OperationalError as exc:
-                if _busy(exc):  # at BEGIN: nothing was written
+                if busy(exc):  # at BEGIN: nothing was written
                     return None
                 raise
             self._open += 1
@@ -533,7 +320,7 @@ class TurnJournal:
         # IMMEDIATE: the head test reads the file as of the write lock, even while
         # another process settles this user's turns.
         with self._count_lock:
-            with _transaction(conn):
+            with transaction(conn):
                 row_id = self._insert(conn, turn)
             self._open += 1
         return row_id
@@ -546,7 +333,7 @@ class TurnJournal:
         cursor = conn.execute(
             "INSERT INTO turns (user_id, payload, state, is_head, attempts, next_attempt_at,"
             " created_at, updated_at) VALUES (?1, ?2, 'pending', NOT EXISTS (SELECT 1 FROM"
-            f" turns WHERE user_id = ?1 AND state IN {_OPEN_STATES}), 0, ?3, ?3, ?3)",
+            f" turns WHERE user_id = ?1 AND state IN {OPEN_STATES}), 0, ?3, ?3, ?3)",
             (turn.user_id, encode_turn(turn), now),
         )
         row_id = cursor.lastrowid
@@ -612,7 +399,7 @@ class TurnJournal:
     ) -> list[tuple[int, str, str | None, int]]:
         """Up to ``limit`` due pending heads of users not in ``exclude``, oldest first."""
         heads: list[tuple[int, str, str | None, int]] = []
-        cursor = conn.execute(_CLAIM, (now,))
+        cursor = conn.execute(CLAIM, (now,))
         try:
             for row in cursor:
                 if row[1] in exclude:
@@ -661,7 +448,7 @@ class TurnJournal:
 
     def _fail_sync(self, turn_id: int, error: str, retry_at_ms: int) -> bool:
         conn = self._connection()
-        with _transaction(conn):
+        with transaction(conn):
             cursor = conn.execute(
                 "UPDATE turns SET state = 'pending', next_attempt_at = ?, last_error = ?,"
                 " updated_at = ? WHERE id = ? AND state = 'in_progress'",
@@ -705,7 +492,7 @@ class TurnJournal:
             " payload = CASE WHEN ? = 'done' THEN NULL ELSE payload END WHERE id = ?",
             (state.value, error, now, state.value, turn_id),
         )
-        conn.execute(_PROMOTE, (user_id,))
+        conn.execute(PROMOTE, (user_id,))
         if self._retired is None:
             raise RuntimeError("_retire outside _retiring")
         self._retired += 1
@@ -717,7 +504,7 @@ class TurnJournal:
         file has it (the caller retries the whole transaction)."""
         self._retired = 0
         try:
-            with _transaction(conn):
+            with transaction(conn):
                 yield
             self._count(-self._retired)
         finally:
@@ -738,7 +525,7 @@ class TurnJournal:
             "UPDATE turns SET state = 'pending', attempts = MAX(attempts - 1, 0),"
             " next_attempt_at = ?, updated_at = ? WHERE state = 'in_progress'"
         )
-        with _transaction(conn):
+        with transaction(conn):
             if turn_ids is None:
                 return int(conn.execute(release, (now, now)).rowcount)
             released = 0
@@ -778,7 +565,7 @@ class TurnJournal:
 
     def _discard_user_sync(self, user_id: str) -> tuple[int, int]:
         conn = self._connection()
-        with _transaction(conn):
+        with transaction(conn):
             pending = conn.execute(
                 "SELECT COUNT(*) FROM turns WHERE user_id = ? AND state = 'pending'", (user_id,)
             ).fetchone()[0]
@@ -830,7 +617,7 @@ class TurnJournal:
 
     def _prune_sync(self, keep_done: int, older_than_s: float | None) -> int:
         conn = self._connection()
-        with _transaction(conn):
+        with transaction(conn):
             deleted = conn.execute(
                 "DELETE FROM turns WHERE state = 'done' AND id <= COALESCE("
                 "(SELECT id FROM turns WHERE state = 'done' ORDER BY id DESC LIMIT 1 OFFSET ?),"

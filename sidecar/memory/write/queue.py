@@ -45,7 +45,8 @@ from sidecar.config import WriteQueueConfig
 from sidecar.errors import EmbeddingError, JournalError, JournalFull, SidecarError, StoreError
 from sidecar.logs import REQUEST_ID
 from sidecar.memory.model.turns import Turn
-from sidecar.memory.write.journal import ClaimedTurn, JournalRole, TurnJournal
+from sidecar.memory.write.journal import TurnJournal
+from sidecar.memory.write.journal_file import ClaimedTurn, JournalRole
 from sidecar.memory.write.writer import WriteResult
 from sidecar.metrics import Metrics
 

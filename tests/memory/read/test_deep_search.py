@@ -18,11 +18,7 @@ from sidecar.errors import LLMUnavailable
 from sidecar.llm import ChatMessage, LLMClient
 from sidecar.memory.model.records import Hit, MemoryRecord, MemoryType, Scope, Visibility
 from sidecar.memory.read.corpus import Corpus
-from sidecar.memory.read.deep_search import (
-    DeepReport,
-    DeepSearcher,
-    FeedbackLog,
-    RateLimiter,
+from sidecar.memory.read.deep_ranking import (
     blend,
     build_rank_prompt,
     estimate_tokens,
@@ -31,6 +27,12 @@ from sidecar.memory.read.deep_search import (
     in_scope,
     parse_ranked,
     primary_confidence,
+)
+from sidecar.memory.read.deep_search import (
+    DeepReport,
+    DeepSearcher,
+    FeedbackLog,
+    RateLimiter,
     query_hash,
 )
 from sidecar.memory.read.retrieval.base import Query

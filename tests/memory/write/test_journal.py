@@ -20,11 +20,11 @@ import pytest
 
 from sidecar.errors import JournalError, JournalFull
 from sidecar.memory.model.turns import Turn
-from sidecar.memory.write.journal import (
+from sidecar.memory.write.journal import TurnJournal
+from sidecar.memory.write.journal_file import (
     CORRUPT,
     INTERRUPTED,
     ClaimedTurn,
-    TurnJournal,
     decode_turn,
     encode_turn,
     error_type,
