@@ -327,8 +327,7 @@ async def load(
             records,
             embedder=embedder,
             enricher=components.enricher if enrich else None,
-            store=components.store,
-            cache=components.memory.cache,
+            writes=components.writes,
         )
         await components.store.flush()
         elapsed = time.perf_counter() - started

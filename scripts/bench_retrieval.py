@@ -65,7 +65,7 @@ async def measure(
         embedded = []
         for question in QUESTIONS:
             started = time.perf_counter()
-            embedded.append(await memory.embed_query(question, base))
+            embedded.extend(await memory.embed([question], base))
             embed_ms.append((time.perf_counter() - started) * 1000)
         results["embed_p50_ms"] = round(statistics.median(embed_ms), 3)
         configs = {s: base.model_copy(update={"strategy": s}) for s in strategies}

@@ -20,7 +20,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -57,11 +57,12 @@ from sidecar.memory.read.service import MemoryService
 from sidecar.memory.store.filters import build_filter, validate_identifier
 from sidecar.memory.store.migrate import fill_embeddings
 from sidecar.memory.store.milvus import MemoryStore
-from sidecar.memory.store.tombstones import bury, mark_for_reload, mark_forgotten
+from sidecar.memory.store.tombstones import mark_for_reload, mark_forgotten
 from sidecar.memory.write.bulk import bulk_load
 from sidecar.memory.write.enrich import Enricher
+from sidecar.memory.write.gateway import WriteGateway
 from sidecar.memory.write.journal import TurnJournal
-from sidecar.memory.write.locks import KeyedLocks, OwnerLock
+from sidecar.memory.write.locks import OwnerLock
 from sidecar.metrics import Metrics
 from sidecar.runtime.components import Components
 
@@ -159,12 +160,11 @@ class MemoryAdmin:
         store: MemoryStore,
         embedder: Embedder,
         memory: MemoryService,
+        writes: WriteGateway,
         enricher: Enricher,
         metrics: Metrics,
         journal: TurnJournal | None = None,
-        lock: Callable[[str], OwnerLock] | None = None,
         tree_lock: Callable[[str], OwnerLock] | None = None,
-        on_stored: Callable[[str], None] | None = None,
     ) -> None:
         self._config = config
         self._store = store
@@ -178,13 +178,11 @@ class MemoryAdmin:
         self._linker = Enricher(memory.cache, config.enrichment)
         self._metrics = metrics
         self._journal = journal
-        #: The per-owner lock every writer of a user's rows takes (the write path's,
-        #: when wired to it), so admin writes never interleave with a turn's.
-        self._lock = lock or KeyedLocks().get
+        #: Every write goes through the write path's gateway: its hygiene, the
+        #: owner's lock (so admin writes never interleave with a turn's), the caches.
+        self._writes = writes
         #: The category tree's per-owner lock (``evolve``), taken by ``forget``.
         self._tree_lock = tree_lock
-        #: Told about owners that got new rows (retention's cap check).
-        self._on_stored = on_stored
 
     @classmethod
     def from_components(
@@ -194,18 +192,16 @@ class MemoryAdmin:
         enricher = components.enricher or Enricher(
             components.memory.cache, components.config.enrichment
         )
-        retention = components.retention
         return cls(
             config=components.config,
             store=components.store,
             embedder=components.embedder,
             memory=components.memory,
+            writes=components.writes,
             enricher=enricher,
             metrics=components.metrics,
             journal=journal,
-            lock=components.writer.lock,
             tree_lock=components.hierarchy.lock if components.hierarchy is not None else None,
-            on_stored=retention.note if retention is not None else None,
         )
 
     @property
@@ -259,10 +255,8 @@ class MemoryAdmin:
         retrieval = self._config.defaults.retrieval
         if query.strategy is not None:
             retrieval = retrieval.model_copy(update={"strategy": query.strategy})
-        embedded = await self._memory.embed_query(query.q, retrieval)
-        hits = await self._memory.search(
-            embedded, Scope(owner), retrieval, top_k=query.top_k + 20, wait=True
-        )
+        (embedded,) = await self._memory.embed([query.q], retrieval)
+        hits = await self._memory.search(embedded, Scope(owner), retrieval, top_k=query.top_k + 20)
         return [h for h in hits if h.record.user_id == owner][: query.top_k]
 
     async def history(self, user: str, memory: str) -> History:
@@ -304,9 +298,9 @@ class MemoryAdmin:
         """Store a new memory through the write path's enrichment. Returns it and
         whether it was created (False: the user already has this exact memory)."""
         owner = owner_id(user)
-        text = data.content[: self._config.store.max_content_chars]
+        text = self._clean(data.content, "body.content")
         rid = memory_id(owner, text)
-        async with self._lock(owner):
+        async with self._writes.lock(owner):
             existing = await self._find(owner, rid)
             if existing is not None and existing.status == Status.ACTIVE:
                 return existing, False
@@ -329,22 +323,21 @@ class MemoryAdmin:
                 content_hash=content_hash(text),
             )
             topics = {rid: data.topic} if data.topic else None
-            stored = await self._write(owner, [record], self._enricher, topics)
+            stored = await self._writes.store(owner, [record], self._enricher, topics)
         self._metrics.admin_rows.labels(operation="add").inc()
-        self._stored(owner)
         return _pick(stored, rid), True
 
     async def update(self, user: str, memory: str, patch: MemoryPatch) -> MemoryRecord:
         """Change a memory in place (its id stays); new text is embedded again."""
         owner = owner_id(user)
-        async with self._lock(owner):
+        async with self._writes.lock(owner):
             current = await self._find(owner, memory, with_vector=True)
             if current is None:
                 raise NotFound(f"no memory {memory!r} for this user")
             changes = patch.changes()
             text = changes.pop("content", None)
             if text is not None:
-                text = text[: self._config.store.max_content_chars]
+                text = self._clean(text, "body.content")
             if text is not None and text != current.content:
                 vector = (await self._embedder.embed([text]))[0]
                 changes.update(
@@ -362,7 +355,7 @@ class MemoryAdmin:
                 updated = updated.with_changes(embedding=as_vector(vector))
             # A changed visibility or group moves the row between cache units.
             self._cache.invalidate(current)
-            stored = await self._write(owner, [updated], self._enricher)
+            stored = await self._writes.store(owner, [updated], self._enricher)
         self._metrics.admin_rows.labels(operation="update").inc()
         return _pick(stored, current.id)
 
@@ -371,9 +364,9 @@ class MemoryAdmin:
         other workers' caches, see :mod:`sidecar.memory.store.tombstones`); returns what
         was deleted."""
         owner = owner_id(user)
-        async with self._lock(owner):
+        async with self._writes.lock(owner):
             current = await self.get(owner, memory)
-            await bury(self._store, self._cache, [current])
+            await self._writes.delete([current])
         self._metrics.admin_rows.labels(operation="delete").inc()
         return current
 
@@ -386,14 +379,14 @@ class MemoryAdmin:
         async with contextlib.AsyncExitStack() as held:
             if self._tree_lock is not None:  # no evolve writes categories back meanwhile
                 await held.enter_async_context(self._tree_lock(owner))
-            await held.enter_async_context(self._lock(owner))
+            await held.enter_async_context(self._writes.lock(owner))
             rows = await self._store.scan(build_filter(owner=owner, node_type=None, status=None))
-            await bury(self._store, self._cache, rows)
+            await self._writes.delete(rows)
             # Any writer with a turn of theirs accepted before now drops it.
             await mark_forgotten(self._store, owner)
         # Their unit reloads, and what the request path keeps of their questions
         # (vectors, rewrites) goes, here and, over the cache relay, in every worker.
-        self._cache.invalidate_user(owner)
+        self._writes.forget_cached(owner)
         memories: dict[str, int] = {}
         categories = 0
         for record in rows:
@@ -421,21 +414,13 @@ class MemoryAdmin:
             discarded += more
         return discarded, in_progress
 
-    def _stored(self, owner: str) -> None:
-        if self._on_stored is not None:
-            self._on_stored(owner)
-
-    async def _write(
-        self,
-        owner: str,
-        records: Sequence[MemoryRecord],
-        enricher: Enricher,
-        topics: Mapping[str, str] | None = None,
-    ) -> list[MemoryRecord]:
-        rows = await enricher.enrich(owner, records, topics)
-        await self._store.upsert(rows)
-        self._cache.apply(rows)
-        return rows
+    def _clean(self, text: str, where: str) -> str:
+        """``text`` after the write path's hygiene; a validation error when nothing
+        meaningful is left."""
+        cleaned = self._writes.clean(text)
+        if not cleaned:
+            raise ValidationFailed([(where, "has no letter or digit once cleaned")])
+        return cleaned
 
     # -- export / import ---------------------------------------------------------------
 
@@ -463,7 +448,7 @@ class MemoryAdmin:
         started = time.perf_counter()
         parsed = self._parse_lines(owner, lines, reembed=reembed)
         count = len(parsed.records)
-        async with self._lock(owner):
+        async with self._writes.lock(owner):
             await self._check_ids(owner, parsed)
             if parsed.errors:
                 if parsed.dropped:
@@ -484,8 +469,7 @@ class MemoryAdmin:
                         batch,
                         embedder=self._embedder,
                         enricher=enricher,
-                        store=self._store,
-                        cache=self._cache,
+                        writes=self._writes,
                     )
                     written += stats.rows
             if unfiled:  # filed by the write path's categorizer, like new memories
@@ -493,14 +477,13 @@ class MemoryAdmin:
                     unfiled,
                     embedder=self._embedder,
                     enricher=self._enricher,
-                    store=self._store,
-                    cache=self._cache,
+                    writes=self._writes,
                 )
                 written += stats.rows
             if written:  # rows keep their own times: other caches reload the user's
                 await mark_for_reload(self._store, owner)
         self._metrics.admin_rows.labels(operation="import").inc(count)
-        self._stored(owner)
+        self._writes.notify_stored(owner)
         log.info("imported rows=%d embedded=%d written=%d", count, embedded, written)
         return ImportReport(
             owner,
@@ -542,7 +525,10 @@ class MemoryAdmin:
             if line.user_id is not None and line.user_id != owner:
                 parsed.error(f"{where}.user_id", "belongs to another user than the import's")
                 continue
-            record = _record(owner, line, self._config.store.max_content_chars, now)
+            record = _record(owner, line, self._writes.clean, now)
+            if not record.content and record.node_type != NodeType.CATEGORY:
+                parsed.error(f"{where}.content", "has no letter or digit once cleaned")
+                continue
             if record.id in ids:
                 parsed.error(f"{where}.id", f"repeats line {ids[record.id]}")
                 continue
@@ -588,8 +574,9 @@ def _unit(vector: tuple[float, ...]) -> tuple[float, ...]:
     return as_vector(array / norm)
 
 
-def _record(owner: str, line: MemoryLine, max_chars: int, now: int) -> MemoryRecord:
-    text = line.content if line.node_type == NodeType.CATEGORY else line.content[:max_chars]
+def _record(owner: str, line: MemoryLine, clean: Callable[[str], str], now: int) -> MemoryRecord:
+    """The row ``line`` restores; a memory's text after the write path's hygiene."""
+    text = line.content if line.node_type == NodeType.CATEGORY else clean(line.content)
     created = now if line.created_at is None else line.created_at
     return MemoryRecord(
         id=line.id or memory_id(owner, text),

@@ -25,9 +25,11 @@ from dataclasses import dataclass, field
 from sidecar.config import DeepSearchConfig, RetrievalConfig, RewriteConfig, SidecarConfig
 from sidecar.evaluation.dataset import EvalQuery
 from sidecar.evaluation.metrics import percentile
-from sidecar.memory.model.records import Hit
+from sidecar.memory.model.records import Hit, Scope
 from sidecar.memory.read.deep_ranking import expand_candidates, primary_confidence
+from sidecar.memory.read.pipeline import RequestPipeline
 from sidecar.memory.read.retrieval.base import Query
+from sidecar.memory.read.rewrite import fuse_rewrite_hits
 from sidecar.memory.read.service import MemoryService
 
 #: Deep search's blend and "recovered" count look at this many results.
@@ -98,8 +100,25 @@ def _has_relevant(ids: Sequence[str], relevant: Sequence[str]) -> bool:
     return any(i in wanted for i in ids[:RECOVERY_K])
 
 
-async def run_variants(
+async def _search_texts(
     memory: MemoryService,
+    texts: Sequence[str],
+    scope: Scope,
+    retrieval: RetrievalConfig,
+    top_k: int,
+) -> tuple[Query, list[Hit]]:
+    """The first text's query and hits, fused with the second's when given (as the
+    request path does with ``rewrite.search: both``), waiting for the corpus."""
+    queries = await memory.embed(texts, retrieval)
+    hits = await memory.search(queries[0], scope, retrieval, top_k=top_k)
+    if len(queries) > 1:
+        more = await memory.search(queries[1], scope, retrieval, top_k=top_k)
+        hits = fuse_rewrite_hits(hits, more, top_k)
+    return queries[0], hits
+
+
+async def run_variants(
+    pipeline: RequestPipeline,
     config: SidecarConfig,
     retrieval: RetrievalConfig,
     queries: Sequence[EvalQuery],
@@ -110,7 +129,9 @@ async def run_variants(
     llm_description: str,
     advance: Callable[[int], object],
 ) -> tuple[list[VariantRow], FollowupStats]:
-    """The variant rows of ``retrieval.strategy`` and the follow-up statistics."""
+    """The variant rows of ``retrieval.strategy`` and the follow-up statistics: the
+    request path's rewriter and deep search over the plain search."""
+    memory = pipeline.memory
     base = retrieval.strategy
     rewrite_config: RewriteConfig = config.defaults.rewrite.model_copy(update={"enabled": True})
     deep_config: DeepSearchConfig = config.defaults.deep_search.model_copy(
@@ -124,24 +145,22 @@ async def run_variants(
     rewrite_ms: list[float] = []
     for query in queries:
         started = time.perf_counter()
-        vector, hits = await memory.retrieve_texts(
-            query.query, query.scope, retrieval, top_k=top_k, wait=True
-        )
+        vector, hits = await _search_texts(memory, [query.query], query.scope, retrieval, top_k)
         primaries[base].append(_Ranked(vector, hits, (time.perf_counter() - started) * 1000))
         if rewrite:
             started = time.perf_counter()
             history = [(turn.role, turn.content) for turn in query.context]
-            result = await memory.rewriter.rewrite(
+            result = await pipeline.rewriter.rewrite(
                 query.query, history, query.user_id, rewrite_config
             )
             rewrite_ms.append(result.seconds * 1000)
             reasons[result.reason] += 1
             if result.changed:
                 changed += 1
-                also = query.query if rewrite_config.search == "both" else None
-                vector, hits = await memory.retrieve_texts(
-                    result.query, query.scope, retrieval, also=also, top_k=top_k, wait=True
-                )
+                texts = [result.query]
+                if rewrite_config.search == "both":
+                    texts.append(query.query)
+                vector, hits = await _search_texts(memory, texts, query.scope, retrieval, top_k)
             elapsed = (time.perf_counter() - started) * 1000
             primaries[f"{base}+rewrite"].append(_Ranked(vector, hits, elapsed))
         advance(1)
@@ -166,7 +185,7 @@ async def run_variants(
                 corpus = await memory.cache.corpus(query.scope)
                 confidence = primary_confidence(primary.hits, retrieval.top_k)
                 gate = confidence.value < deep_config.threshold
-                found = await memory.deep.run(
+                found = await pipeline.deep.run(
                     primary.query,
                     primary.hits,
                     corpus,

@@ -208,8 +208,7 @@ async def ingest(
             records,
             embedder=components.embedder,
             enricher=env.enricher,
-            store=components.store,
-            cache=cache,
+            writes=components.writes,
             progress=advance,
             topics={m.id: m.cluster for m in dataset.memories if m.cluster} if topics else None,
         )

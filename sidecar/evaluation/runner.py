@@ -327,7 +327,7 @@ async def _run_variants(
     bar = progress_bar(passes * len(data.queries), "follow-ups", enabled=options.progress, unit="q")
     try:
         return await run_variants(
-            components.memory,
+            components.pipeline,
             config,
             retrieval,
             data.queries,
@@ -372,7 +372,7 @@ async def _embed_queries(
     elapsed: list[float] = []
     for query in queries:
         started = time.perf_counter()
-        vectors.append(await memory.embed_query(query.query, retrieval))
+        vectors.extend(await memory.embed([query.query], retrieval))
         elapsed.append((time.perf_counter() - started) * 1000)
     return vectors, elapsed
 

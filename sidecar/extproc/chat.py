@@ -35,11 +35,9 @@ from sidecar.extproc.responses import (
 )
 from sidecar.memory.model.records import now_ms
 from sidecar.memory.model.turns import Turn
-from sidecar.memory.read.context import CHARS_PER_TOKEN, assemble_context
 from sidecar.memory.read.deep_search import DeepReport
+from sidecar.memory.read.pipeline import MemoryRequest, RequestPipeline
 from sidecar.memory.read.rewrite import RewriteResult
-from sidecar.memory.read.service import MemoryService
-from sidecar.memory.write.access import AccessTracker
 from sidecar.memory.write.queue import WriteQueue
 from sidecar.memory.write.sanitize import clean_turn
 from sidecar.metrics import Metrics
@@ -59,12 +57,12 @@ def _json_content_type(value: str) -> bool:
 class ChatDeps:
     """What every chat processor shares; built once at start-up."""
 
-    memory: MemoryService
+    #: The request path's front door: the memories to inject for a request.
+    memory: RequestPipeline
+    #: The write path's front door: finished turns go into its durable journal.
     queue: WriteQueue
     metrics: Metrics
     debug_content: bool = False
-    #: Counts the injected memories' accesses (in memory; flushed in the background).
-    access: AccessTracker | None = None
 
 
 class ChatMemoryProcessor(Processor):
@@ -163,15 +161,16 @@ class ChatMemoryProcessor(Processor):
         self, request: ChatRequest, query: str, identity: Identity
     ) -> pb.ProcessingResponse:
         rewriting = self._profile.rewrite
+        request_memory = MemoryRequest(
+            text=query,
+            history=request.history(rewriting.history_messages) if rewriting.enabled else [],
+            scope=identity.scope,
+            profile=self._profile,
+            profile_name=self._profile_name,
+            session_key=identity.session_id or identity.user_id,
+        )
         try:
-            found = await self._deps.memory.retrieve_for_request(
-                query,
-                request.history(rewriting.history_messages) if rewriting.enabled else [],
-                identity.scope,
-                self._profile,
-                session_key=identity.session_id or identity.user_id,
-                profile_name=self._profile_name,
-            )
+            found = await self._deps.memory.run(request_memory)
         except TimeoutError:
             self._metrics.passthrough.labels(reason="retrieval_timeout").inc()
             return self._memory_unavailable("retrieval_timeout")
@@ -179,18 +178,9 @@ class ChatMemoryProcessor(Processor):
             self._metrics.passthrough.labels(reason="retrieval_error").inc()
             log.warning("retrieval failed: %s request_id=%s", type(exc).__name__, self._request_id)
             return self._memory_unavailable("retrieval_error")
-        hits, self._rewrite, self._deep = found.hits, found.rewrite, found.deep
+        context, self._rewrite, self._deep = found.context, found.rewrite, found.deep
         if self._deps.debug_content and self._rewrite is not None and self._rewrite.changed:
             log.debug("rewrote request_id=%s query=%r", self._request_id, self._rewrite.query)
-        injection = self._profile.injection
-        names = (
-            self._deps.memory.category_names(identity.scope, hits)
-            if injection.category_labels
-            else None
-        )
-        context = assemble_context(
-            hits, max_chars=injection.max_tokens * CHARS_PER_TOKEN, categories=names
-        )
         self._injected = context.count
         self._metrics.injected.observe(context.count)
         self._metrics.requests.labels(profile=self._profile_name, outcome="retrieved").inc()
@@ -199,10 +189,7 @@ class ChatMemoryProcessor(Processor):
         if not context.count:
             return passthrough("request_body")
         request.inject_system(context.text, self._profile.injection.mode)
-        reply = replace_body("request_body", request.encode())
-        if self._deps.access is not None:
-            self._deps.access.record(context.hits)
-        return reply
+        return replace_body("request_body", request.encode())
 
     def _memory_unavailable(self, reason: str) -> pb.ProcessingResponse:
         self._injected = 0

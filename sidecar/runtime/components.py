@@ -16,8 +16,11 @@ from sidecar.memory.embedding.factory import build_embedder
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import Scope
 from sidecar.memory.read.corpus_cache import CorpusCache
+from sidecar.memory.read.deep_search import DeepSearcher
+from sidecar.memory.read.pipeline import QueryCaches, RequestPipeline
 from sidecar.memory.read.query_cache import QueryVectorCache
 from sidecar.memory.read.retrieval.registry import build_retrievers
+from sidecar.memory.read.rewrite import QueryRewriter
 from sidecar.memory.read.service import MemoryService
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.milvus import MemoryStore
@@ -25,10 +28,11 @@ from sidecar.memory.write.access import AccessTracker
 from sidecar.memory.write.dedup import DedupJudge
 from sidecar.memory.write.enrich import Enricher
 from sidecar.memory.write.extraction import FactExtractor
+from sidecar.memory.write.gateway import WriteGateway
 from sidecar.memory.write.hierarchy import Hierarchy
 from sidecar.memory.write.locks import HostLocks, KeyedLocks, host_locks_for
-from sidecar.memory.write.queue import WriteQueue
-from sidecar.memory.write.retention import Retention
+from sidecar.memory.write.queue import Doorbell, WriteQueue
+from sidecar.memory.write.retention import NotedOwners, Retention
 from sidecar.memory.write.writer import MemoryWriter
 from sidecar.metrics import Metrics
 from sidecar.runtime.gc_control import GCControl
@@ -45,7 +49,12 @@ class Components:
     embedder: Embedder
     store: MemoryStore
     llm: LLMClient
+    #: The plain search (admin, eval, benchmarks).
     memory: MemoryService
+    #: The request path's front door.
+    pipeline: RequestPipeline
+    #: The write path's front door for rows: every writer stores through it.
+    writes: WriteGateway
     writer: MemoryWriter
     queue: WriteQueue
     #: False when the embedder was handed in: its owner closes it.
@@ -91,34 +100,63 @@ class Components:
             embedder = await loop.run_in_executor(None, build_embedder, config.embedding)
         store = await MemoryStore.open(config.store, embedder.dim, metrics)
         llm = LLMClient(config.llm, metrics)
-        cache = CorpusCache(store, config.cache, metrics)
-        memory = MemoryService(
-            store,
-            embedder,
-            cache,
-            build_retrievers(),
-            metrics,
-            llm=llm,
-            query_vectors=QueryVectorCache.from_config(config.embedding),
-            debug_content=config.logging.debug_content,
+        # The cache relay's clients (the host's other processes), before the cache
+        # that tells them of this process's writes. A writer process is woken over
+        # its worker's relay connection when the worker accepts a turn.
+        bell = Doorbell(keep=config.write_queue.workers)
+        own_socket, peer_sockets = config.cache.relay_socket, config.cache.relay_peers
+        clients = [RelayClient(path, metrics) for path in peer_sockets]
+        if writer_process and own_socket:
+            clients.insert(0, RelayClient(own_socket, metrics, on_wake=bell.ring))
+        relay_peers = RelayPeers(clients) if clients else None
+        # What the request path keeps of users' questions goes when a user is
+        # forgotten, here or (over the relay) by a peer.
+        caches = QueryCaches(
+            QueryRewriter(llm, metrics), QueryVectorCache.from_config(config.embedding)
         )
-        cache.on_user_invalidated = memory.forget_user  # a forget, here or a peer's
+        cache = CorpusCache(
+            store,
+            config.cache,
+            metrics,
+            mirror=relay_peers,
+            on_user_invalidated=caches.forget_user,
+        )
+        memory = MemoryService(store, embedder, cache, build_retrievers(), metrics)
         for name in config.profile_names():
             profile = config.profile(name)
             if profile is not None:
                 memory.retriever(profile.retrieval.strategy)  # unknown -> ConfigError now
+        access = (
+            AccessTracker(store, cache, config.retention, metrics)
+            if config.retention.track_access
+            else None
+        )
+        pipeline = RequestPipeline(
+            memory,
+            caches,
+            DeepSearcher(llm, metrics, debug_content=config.logging.debug_content),
+            metrics,
+            access=access,
+        )
         # One lock per owner for every read-modify-write of their rows: turns being
-        # written, retention pruning, access-count flushes, the category tree's
-        # writes (and, with several workers, across the host's processes).
+        # written, retention pruning, the category tree's writes, admin edits (and,
+        # with several workers, across the host's processes).
         owner_host, tree_host = host_locks_for(config), host_locks_for(config, "tree-locks")
-        locks = KeyedLocks(owner_host)
+        noted = NotedOwners(config.retention)
+        writes = WriteGateway(
+            store,
+            cache,
+            max_content_chars=config.store.max_content_chars,
+            locks=KeyedLocks(owner_host),
+            on_stored=(noted.note,),
+        )
         hierarchy = (
             Hierarchy(
                 store,
+                writes,
                 cache,
                 embedder,
                 config.hierarchy,
-                write_locks=locks,
                 tree_locks=KeyedLocks(tree_host),
             )
             if config.hierarchy.enabled
@@ -127,17 +165,12 @@ class Components:
         enricher = Enricher(cache, config.enrichment, hierarchy)
         retention = Retention(
             store,
-            cache,
+            writes,
             config.retention,
             metrics,
-            locks=locks,
+            noted=noted,
             # Every cache has reloaded in full since (see sidecar.memory.store.tombstones).
             purge_after_ms=int(2 * config.cache.full_reload_s * 1000),
-        )
-        access = (
-            AccessTracker(store, cache, config.retention, metrics)
-            if config.retention.track_access
-            else None
         )
 
         def extraction_config(profile: str) -> ExtractionConfig:
@@ -145,6 +178,7 @@ class Components:
             return (found or config.defaults).extraction
 
         writer = MemoryWriter(
+            writes,
             store,
             embedder,
             FactExtractor(llm, metrics),
@@ -153,18 +187,11 @@ class Components:
             cache,
             metrics,
             extraction_config=extraction_config,
-            max_content_chars=config.store.max_content_chars,
-            locks=locks,
-            on_stored=retention.note,
             other_writers=config.shares_store,
         )
         relay_server: RelayServer | None = None
-        own_socket, peers = config.cache.relay_socket, config.cache.relay_peers
-        clients = [RelayClient(path, metrics) for path in peers]
         if writer_process:
-            queue = WriteQueue(writer, config.write_queue, metrics, role="claimer")
-            if own_socket:  # its worker's: wake-ups come from there
-                clients.insert(0, RelayClient(own_socket, metrics, on_wake=queue.wake))
+            queue = WriteQueue(writer, config.write_queue, metrics, role="claimer", bell=bell)
         else:
             relay_server = RelayServer(cache, metrics) if own_socket else None
             if config.write_queue.own_process:
@@ -177,8 +204,6 @@ class Components:
                 )
             else:
                 queue = WriteQueue(writer, config.write_queue, metrics)
-        relay_peers = RelayPeers(clients) if clients else None
-        cache.mirror = relay_peers
         lag_interval = config.server.loop_lag_interval_s
         loop_lag = LoopLagMonitor(metrics.loop_lag, lag_interval) if lag_interval else None
         return cls(
@@ -188,6 +213,8 @@ class Components:
             store,
             llm,
             memory,
+            pipeline,
+            writes,
             writer,
             queue,
             owns_embedder,
@@ -250,7 +277,7 @@ class Components:
             await self.relay_peers.close()
         if self.relay_server is not None:
             await self.relay_server.close()
-        await self.memory.close()
+        await self.pipeline.close()
         await self.memory.cache.close()  # its refresher and loads use the store
         await self.llm.close()
         await self.store.close()

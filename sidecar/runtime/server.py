@@ -38,11 +38,10 @@ class Sidecar:
         self._config = config
         self._health = health.aio.HealthServicer()
         deps = ChatDeps(
-            memory=components.memory,
+            memory=components.pipeline,
             queue=components.queue,
             metrics=components.metrics,
             debug_content=config.logging.debug_content,
-            access=components.access,
         )
         self._service = ExternalProcessorService(
             ProfileRouter(config, deps),

@@ -24,6 +24,7 @@ from sidecar.logs import JsonFormatter
 from sidecar.memory.model.categories import topic_id
 from sidecar.memory.model.records import Scope
 from sidecar.memory.model.turns import Turn
+from sidecar.memory.read.pipeline import MemoryRequest
 from sidecar.metrics import Metrics
 from sidecar.runtime.server import Sidecar
 from tests.admin.conftest import ADMIN, SCOPED
@@ -355,12 +356,14 @@ async def test_forget_then_import_restores_the_same_memories(
     assert all(len(r["embedding"]) == 384 for r in before)
     assert {r["user_id"] for r in before} == {user}
 
-    memory, retrieval = sidecar.components.memory, sidecar.components.config.defaults.retrieval
-    await memory.retrieve_texts("Where do I live?", Scope(user), retrieval, cached=True)
-    assert memory.query_vectors is not None
-    assert memory.query_vectors.get(user, "Where do I live?") is not None
+    pipeline, profile = sidecar.components.pipeline, sidecar.components.config.defaults
+    asked = MemoryRequest(text="Where do I live?", history=(), scope=Scope(user), profile=profile)
+    await pipeline.run(asked)
+    vectors = pipeline.caches.vectors
+    assert vectors is not None
+    assert vectors.get(user, "Where do I live?") is not None
     status, report = await call(http, "DELETE", base(user))
-    assert memory.query_vectors.get(user, "Where do I live?") is None
+    assert vectors.get(user, "Where do I live?") is None
     assert status == 200
     assert report["deleted"]["rows"] == len(before)
     assert report["deleted"]["memories"] == {"active": 3, "superseded": 1}
@@ -377,7 +380,7 @@ async def test_forget_then_import_restores_the_same_memories(
     status, page = await call(http, "GET", f"{base(other)}/memories")
     assert page["total"] == 1  # nobody else's rows
     # Nothing the request path cached of their queries is left.
-    assert sidecar.components.memory.forget_user(user) == 0
+    assert pipeline.forget_user(user) == 0
 
     status, imported = await call(http, "POST", f"{base(user)}/import", data=exported)
     assert status == 200, imported

@@ -206,7 +206,7 @@ async def test_deep_search_on_ranks_with_the_llm_and_records_feedback(
     prompt = mock.task_requests("rank")[-1]["body"]["messages"]
     assert prompt[0]["content"].startswith("[memory-sidecar:rank v1]")
     assert "[c1] " in prompt[1]["content"]
-    await sidecar.components.memory.deep.drain()
+    await sidecar.components.pipeline.deep.drain()
     records = [json.loads(line) for line in (workdir / "deep.jsonl").read_text().splitlines()]
     entry = records[-1]
     assert entry["profile"] == "deep"
@@ -228,7 +228,7 @@ async def test_shadow_mode_changes_nothing_injected_but_records_feedback(
     shadow, headers = await ask(channel, user, question, "shadow")
     assert shadow == plain
     assert headers["x-memory-deep-search"].startswith("shadow;confidence=")
-    await sidecar.components.memory.deep.drain()
+    await sidecar.components.pipeline.deep.drain()
     assert tasks(mock, "rank") == ranks + 1
     entry = json.loads((workdir / "shadow.jsonl").read_text().splitlines()[-1])
     assert entry["mode"] == "shadow"
@@ -245,7 +245,7 @@ async def test_deep_search_never_reads_another_users_memories(
     assert headers["x-memory-deep-search"].startswith("escalate;")
     assert "Lisbon" not in block
     assert "bakery" not in block
-    await sidecar.components.memory.deep.drain()
+    await sidecar.components.pipeline.deep.drain()
     entry = json.loads((workdir / "deep.jsonl").read_text().splitlines()[-1])
     corpus = await sidecar.components.memory.cache.corpus(Scope(owner))
     assert corpus.size >= 3

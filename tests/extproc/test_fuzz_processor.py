@@ -176,7 +176,7 @@ async def service(
     await components.writer.write_turn(
         Turn(user_id="alice", user_text="I live in Berlin.", assistant_text="ok", created_at=1)
     )
-    deps = ChatDeps(memory=components.memory, queue=components.queue, metrics=components.metrics)
+    deps = ChatDeps(memory=components.pipeline, queue=components.queue, metrics=components.metrics)
     yield ExternalProcessorService(ProfileRouter(config, deps), components.metrics), components
     await components.close()
 

@@ -299,7 +299,7 @@ async def test_internal_error_passes_through_and_counts(
     async def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("bug")
 
-    monkeypatch.setattr(sidecar.components.memory, "retrieve_texts", broken)
+    monkeypatch.setattr(sidecar.components.pipeline, "search", broken)
     metrics = sidecar.components.metrics
     before = metrics.value("memory_sidecar_processor_errors_total", {"phase": "request_body"})
     replies = await exchange(
@@ -327,7 +327,7 @@ async def test_slow_retrieval_fails_open(
     async def slow(*args: Any, **kwargs: Any) -> Any:
         await asyncio.sleep(5)
 
-    monkeypatch.setattr(sidecar.components.memory, "retrieve_texts", slow)
+    monkeypatch.setattr(sidecar.components.pipeline, "search", slow)
     metrics = sidecar.components.metrics
     before = metrics.value("memory_sidecar_passthrough_total", {"reason": "retrieval_timeout"})
     replies = await exchange(channel, [msg.request_headers(), msg.request_body(msg.chat_body())])

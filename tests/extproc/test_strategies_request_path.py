@@ -106,8 +106,7 @@ async def written(workdir: Path, embedder: Embedder) -> dict[str, Any]:
             garden,
             embedder=embedder,
             enricher=write_path_enricher(components),
-            store=components.store,
-            cache=components.memory.cache,
+            writes=components.writes,
             topics={r.id: "Garden" for r in garden if r.content in GARDEN},
         )
     finally:
@@ -188,7 +187,7 @@ async def test_links_persisted_by_one_process_are_followed_by_another(
         scope = Scope(USER)
         found_link = False
         for text in TURNS:
-            query = await components.memory.embed_query(text.split(".")[0], config)
+            (query,) = await components.memory.embed([text.split(".")[0]], config)
             hits = await components.memory.search(query, scope, config)
             direct = {h.record.id: h.record for h in hits if h.via == "direct"}
             for hit in hits:

@@ -21,6 +21,7 @@ from sidecar.memory.write.clustering import words
 from sidecar.memory.write.enrich import Enricher
 from sidecar.memory.write.hierarchy import Hierarchy
 from sidecar.metrics import Metrics
+from tests.support.writes import gateway
 
 TOPICS: dict[str, tuple[str, ...]] = {
     "cooking": (
@@ -123,7 +124,10 @@ class Harness:
         metrics = Metrics()
         store = await MemoryStore.open(StoreConfig(uri=str(path)), embedder.dim, metrics)
         cache = CorpusCache(store, CacheConfig(), metrics)
-        hierarchy = Hierarchy(store, cache, embedder, config or HierarchyBuildConfig(schedule_s=0))
+        writes = gateway(store, cache)
+        hierarchy = Hierarchy(
+            store, writes, cache, embedder, config or HierarchyBuildConfig(schedule_s=0)
+        )
         return cls(
             store, cache, hierarchy, Enricher(cache, EnrichmentConfig(), hierarchy), embedder
         )

@@ -87,8 +87,7 @@ async def components(
         records,
         embedder=built.embedder,
         enricher=built.enricher,
-        store=built.store,
-        cache=built.memory.cache,
+        writes=built.writes,
     )
     yield built
     await built.close()
@@ -105,9 +104,7 @@ async def test_no_scope_ever_sees_what_it_may_not(components: Components) -> Non
     configs["associative"] = assoc.model_copy(
         update={"associative": assoc.associative.model_copy(update={"min_cosine": 0.3})}
     )
-    queries = [
-        await memory.embed_query(f"what about {topic} and the details?", base) for topic in TOPICS
-    ]
+    queries = await memory.embed([f"what about {topic} and the details?" for topic in TOPICS], base)
     checked = Counter[str]()
     returned = 0
     for n in range(QUERIES):

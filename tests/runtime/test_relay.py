@@ -65,12 +65,24 @@ class Pair:
     def __init__(self, store: MemoryStore, path: str) -> None:
         self.path = path
         self.worker_metrics, self.writer_metrics = Metrics(), Metrics()
-        self.worker_cache = CorpusCache(store, CacheConfig(), self.worker_metrics)
-        self.writer_cache = CorpusCache(store, CacheConfig(), self.writer_metrics)
-        self.server = RelayServer(self.worker_cache, self.worker_metrics)
+        #: Users each cache told its user observer of (a forget's query caches).
+        self.told: dict[str, list[str]] = {"writer": [], "worker": []}
+        self.worker_cache = CorpusCache(
+            store,
+            CacheConfig(),
+            self.worker_metrics,
+            on_user_invalidated=self.told["worker"].append,
+        )
         self.wakes = 0
         self.client = RelayClient(path, self.writer_metrics, on_wake=self._woken)
-        self.writer_cache.mirror = RelayPeers([self.client])
+        self.writer_cache = CorpusCache(
+            store,
+            CacheConfig(),
+            self.writer_metrics,
+            mirror=RelayPeers([self.client]),
+            on_user_invalidated=self.told["writer"].append,
+        )
+        self.server = RelayServer(self.worker_cache, self.worker_metrics)
 
     def _woken(self) -> None:
         self.wakes += 1
@@ -177,14 +189,11 @@ async def test_invalidations_cross_and_refreshed_rows_do_not(
     assert "quiet-1" in (await pair.worker_cache.corpus(scope)).index_of  # reloaded
 
     await store.upsert([rec("quiet-2", "alice")])
-    told: dict[str, list[str]] = {"writer": [], "worker": []}
-    pair.writer_cache.on_user_invalidated = told["writer"].append
-    pair.worker_cache.on_user_invalidated = told["worker"].append
     pair.writer_cache.invalidate_user("alice")
     await eventually(lambda: pair.frames(pair.worker_metrics, "invalidate_user", "received") == 1)
     assert "quiet-2" in (await pair.worker_cache.corpus(scope)).index_of
     # Both processes drop what else they keep of the user (a forget's query caches).
-    assert told == {"writer": ["alice"], "worker": ["alice"]}
+    assert pair.told == {"writer": ["alice"], "worker": ["alice"]}
 
     # Rows the writer's cache reads from the store were not its writes: not sent.
     await pair.writer_cache.corpus(scope)
@@ -286,11 +295,10 @@ async def test_two_workers_tell_each_other_their_writes_without_echo(
     of them stores is served by the other at once, and not sent back."""
     paths = [socket_path, socket_path.replace("relay.sock", "relay-b.sock")]
     metrics = [Metrics(), Metrics()]
-    caches = [CorpusCache(store, CacheConfig(), m) for m in metrics]
-    servers = [RelayServer(c, m) for c, m in zip(caches, metrics, strict=True)]
     peers = [RelayPeers([RelayClient(paths[1 - i], metrics[i])]) for i in range(2)]
+    caches = [CorpusCache(store, CacheConfig(), metrics[i], mirror=peers[i]) for i in range(2)]
+    servers = [RelayServer(c, m) for c, m in zip(caches, metrics, strict=True)]
     for i in range(2):
-        caches[i].mirror = peers[i]
         await servers[i].start(paths[i])
         peers[i].start()
     try:

@@ -149,7 +149,21 @@ def unit_filter(key: str, *, updated_since: int | None = None) -> Filter:
 
 
 class CorpusCache:
-    def __init__(self, store: MemoryStore, config: CacheConfig, metrics: Metrics) -> None:
+    """See the module docstring. ``mirror`` is told of this process's writes
+    (``apply``, ``invalidate*``), not of the rows refreshes read: the cache relay
+    passes them to the host's other processes. ``on_user_invalidated`` is told of
+    every user invalidated here or by a peer: what else this process keeps of that
+    user (the request path's caches of their questions) goes too."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        config: CacheConfig,
+        metrics: Metrics,
+        *,
+        mirror: CacheMirror | None = None,
+        on_user_invalidated: Callable[[str], object] | None = None,
+    ) -> None:
         self._store = store
         self._config = config
         self._metrics = metrics
@@ -164,13 +178,8 @@ class CorpusCache:
         #: cost does not grow with the number of cached users.
         self._refresher: asyncio.Task[None] | None = None
         self._watermark: int | None = None
-        #: Told of this process's writes (``apply``, ``invalidate*``), not of the
-        #: rows refreshes read.
-        self.mirror: CacheMirror | None = None
-        #: Told of every user invalidated here or by a peer (the relay): what else
-        #: this process keeps of that user (the request path's caches of their
-        #: questions) goes too.
-        self.on_user_invalidated: Callable[[str], object] | None = None
+        self._mirror = mirror
+        self._on_user_invalidated = on_user_invalidated
         #: The newest write applied per row, so a peer's older frame is not applied
         #: over it; kept for two refresh intervals.
         self.stamps = WriteStamps(2 * config.ttl_s)
@@ -285,8 +294,8 @@ class CorpusCache:
                 self._metrics.relay_stale_rows.inc(len(records) - len(fresh))
             records = fresh
         self._apply(records)
-        if mirror and self.mirror is not None:
-            self.mirror.applied(records, stamp)
+        if mirror and self._mirror is not None:
+            self._mirror.applied(records, stamp)
 
     def apply_access(self, flushed: Mapping[str, Sequence[AccessStat]]) -> None:
         """This process flushed these access counts and times, by the cache unit that
@@ -476,24 +485,24 @@ class CorpusCache:
         self.stamps.note([record], stamp)
         for key in units_of(record):
             self._bump(key)
-        if mirror and self.mirror is not None:
-            self.mirror.invalidated([record], stamp)
+        if mirror and self._mirror is not None:
+            self._mirror.invalidated([record], stamp)
 
     def invalidate_user(
         self, user_id: str, *, mirror: bool = True, stamp: int | None = None
     ) -> None:
         """Mark the user's own unit stale; peers' writes of their rows stamped
-        before this are not applied after it. Tells :attr:`on_user_invalidated`."""
+        before this are not applied after it. Tells ``on_user_invalidated``."""
         if stamp is None:
             stamp = self.stamps.now()
         else:
             mirror = False
         self.stamps.note_user(user_id, stamp)
         self._bump(f"user:{user_id}")
-        if mirror and self.mirror is not None:
-            self.mirror.invalidated_user(user_id, stamp)
-        if self.on_user_invalidated is not None:
-            self.on_user_invalidated(user_id)
+        if mirror and self._mirror is not None:
+            self._mirror.invalidated_user(user_id, stamp)
+        if self._on_user_invalidated is not None:
+            self._on_user_invalidated(user_id)
 
     def clear(self) -> None:
         for key in list(self._units):

@@ -173,7 +173,9 @@ def query_hash(text: str) -> str:
 
 
 class DeepSearcher:
-    """Owned by the :class:`~sidecar.memory.read.service.MemoryService`."""
+    """The request path's deep search (owned by the
+    :class:`~sidecar.memory.read.pipeline.RequestPipeline`): its rate limiter,
+    feedback files and shadow tasks."""
 
     def __init__(
         self,

@@ -8,7 +8,8 @@ injected by the other workers. A delete (admin delete, forget, retention's
 ``action: delete``) therefore overwrites each row with a **tombstone**: the same id,
 owner, group and visibility (so it lands in the same cache units), status
 ``deleted``, no text, summaries, links, session or category, a fixed unit vector,
-``updated_at`` = now. This process drops the rows at once (write-through); every
+``updated_at`` = now (:meth:`~sidecar.memory.write.gateway.WriteGateway.delete`).
+This process drops the rows at once (write-through); every
 other cache at its next delta refresh (``cache.ttl_s``), as it drops a superseded
 row. Reads never see tombstones: :func:`~sidecar.memory.store.filters.build_filter`
 leaves status ``deleted`` out unless asked. A later write of the same fact (ids
@@ -34,16 +35,11 @@ it.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
 from dataclasses import replace
 
 from sidecar.memory.model.records import RELOAD_MARKER, MemoryRecord, Status, now_ms
-from sidecar.memory.read.corpus_cache import CorpusCache
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.milvus import MemoryStore
-
-#: Tombstones per upsert call.
-BATCH = 1000
 
 
 def tombstone(record: MemoryRecord, dim: int, now: int) -> MemoryRecord:
@@ -63,19 +59,6 @@ def tombstone(record: MemoryRecord, dim: int, now: int) -> MemoryRecord:
         created_at=record.created_at,
         updated_at=max(now, record.updated_at),
     )
-
-
-async def bury(
-    store: MemoryStore, cache: CorpusCache, records: Sequence[MemoryRecord]
-) -> list[MemoryRecord]:
-    """Delete ``records`` (read with or without vectors): each is overwritten by its
-    tombstone, and this process's cache drops it at once. Returns the tombstones."""
-    now = now_ms()
-    graves = [tombstone(r, store.dim, now) for r in records if r.status != Status.DELETED]
-    for start in range(0, len(graves), BATCH):
-        await store.upsert(graves[start : start + BATCH])
-    cache.apply(graves)
-    return graves
 
 
 def forget_marker_id(owner: str) -> str:

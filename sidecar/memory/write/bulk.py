@@ -3,9 +3,11 @@
 Used by ``sidecar eval`` (dataset ingestion), the benchmark seeders and imports.
 Records without an embedding are embedded in batches; each owner's records then go
 through :meth:`Enricher.enrich` (abstracts, persisted links, categories) exactly as
-single writes do, and are upserted in chunks; two owners are in flight at a time, so
-one owner's enrichment overlaps the other's upserts. The corpus cache is updated
-(write-through) so the loaded memories are visible to this process at once.
+single writes do, and are written through the write gateway (upserted in chunks,
+then the corpus cache, so the loaded memories are visible to this process at once);
+two owners are in flight at a time, so one owner's enrichment overlaps the other's
+upserts. Rows keep their own times (no stamping: an import restores them as they
+were).
 """
 
 from __future__ import annotations
@@ -16,11 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.batches import EMBED_CHUNK, UPSERT_CHUNK, chunks
+from sidecar.memory.model.batches import EMBED_CHUNK, chunks
 from sidecar.memory.model.records import MemoryRecord, as_vector
-from sidecar.memory.read.corpus_cache import CorpusCache
-from sidecar.memory.store.milvus import MemoryStore
 from sidecar.memory.write.enrich import Enricher
+from sidecar.memory.write.gateway import WriteGateway
 
 #: Owners enriched and stored at the same time.
 OWNER_LANES = 2
@@ -51,8 +52,7 @@ async def bulk_load(
     *,
     embedder: Embedder,
     enricher: Enricher | None,
-    store: MemoryStore,
-    cache: CorpusCache,
+    writes: WriteGateway,
     progress: Progress | None = None,
     topics: Mapping[str, str] | None = None,
 ) -> BulkStats:
@@ -79,9 +79,7 @@ async def bulk_load(
         enriched = await enricher.enrich(owner, mine, topics) if enricher else list(mine)
         totals["enrich"] += time.perf_counter() - step
         step = time.perf_counter()
-        for chunk in chunks(enriched, UPSERT_CHUNK):
-            await store.upsert(chunk)
-        cache.apply(enriched)
+        await writes.put(enriched)
         totals["store"] += time.perf_counter() - step
         totals["rows"] += len(enriched)
         if progress is not None:

@@ -52,7 +52,7 @@ from sidecar.memory.read.corpus import Corpus
 from sidecar.memory.read.corpus_cache import CorpusCache
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.milvus import MemoryStore
-from sidecar.memory.store.tombstones import mark_for_reload
+from sidecar.memory.write.gateway import WriteGateway
 from sidecar.memory.write.hierarchy_plan import TreePlan, TreePlanner
 from sidecar.memory.write.locks import KeyedLocks, OwnerLock
 from sidecar.tasks import cancel_and_wait
@@ -87,24 +87,24 @@ class Hierarchy:
     def __init__(
         self,
         store: MemoryStore,
+        writes: WriteGateway,
         cache: CorpusCache,
         embedder: Embedder,
         config: HierarchyBuildConfig,
         *,
-        write_locks: KeyedLocks | None = None,
         tree_locks: KeyedLocks | None = None,
     ) -> None:
         self._store = store
+        #: Every other writer of an owner's rows goes through it too: ``evolve``
+        #: writes its plan under the owner's lock, so a turn, an admin edit or
+        #: retention never interleaves with the moved rows being read and written back.
+        self._writes = writes
         self._cache = cache
         self._embedder = embedder
         self._config = config
         #: ``evolve``'s lock per owner (across the host's workers when given so): one
         #: plan of an owner's tree at a time.
         self._locks = tree_locks or KeyedLocks()
-        #: The lock every other writer of an owner's rows takes (the write path's):
-        #: ``evolve`` writes its plan under it, so a turn, an admin edit or retention
-        #: never interleaves with the moved rows being read and written back.
-        self._write_locks = write_locks or KeyedLocks()
         #: owner -> memories filed since its last evolve (only with a schedule).
         self._pending: dict[str, int] = {}
         self._task: asyncio.Task[None] | None = None
@@ -268,17 +268,10 @@ class Hierarchy:
 
     async def _apply(self, owner: str, plan: TreePlan) -> int:
         categories = await self._embedded(plan)
-        async with self._write_locks.get(owner):
-            # Categories first: a memory never points at a category that is not there.
-            await self._store.upsert(categories)
+        async with self._writes.lock(owner):
             moved = await self._moved_rows(owner, plan.moves)
-            await self._store.upsert(moved)
-            await self._store.upsert(list(plan.superseded))
-            if categories or moved or plan.superseded:
-                # Moves keep the rows' updated_at: other caches reload the owner's.
-                await mark_for_reload(self._store, owner)
-        for row in (*categories, *moved, *plan.superseded):
-            self._cache.invalidate(row)
+            # Categories first: a memory never points at a category that is not there.
+            await self._writes.refile(owner, categories, moved, list(plan.superseded))
         return len(moved)
 
     async def _moved_rows(self, owner: str, moves: dict[str, str]) -> list[MemoryRecord]:

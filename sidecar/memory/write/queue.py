@@ -154,6 +154,7 @@ class WriteQueue:
         rng: random.Random | None = None,
         role: JournalRole = "owner",
         on_accept: Callable[[], None] | None = None,
+        bell: Doorbell | None = None,
     ) -> None:
         self._writer = writer
         self._config = config
@@ -169,9 +170,10 @@ class WriteQueue:
         self._workers: list[asyncio.Task[None]] = []
         self._maintenance: asyncio.Task[None] | None = None
         self._accepting = False
-        # Rung by submit (and by another process's submit, over the relay): one idle
-        # worker looks for work. A worker that settles a turn looks again itself.
-        self._bell = Doorbell(keep=config.workers)
+        # Rung by submit (and by another process's submit, over the relay, when the
+        # bell is shared with a relay client): one idle worker looks for work. A
+        # worker that settles a turn looks again itself.
+        self._bell = bell or Doorbell(keep=config.workers)
         # Set whenever a turn is settled: wait_idle re-checks the depth.
         self._progress = asyncio.Event()
         # Journal id -> user id of the turns this process is writing now.

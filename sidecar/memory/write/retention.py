@@ -57,11 +57,10 @@ from collections.abc import Callable, Sequence
 from sidecar.config import RetentionConfig
 from sidecar.errors import SidecarError
 from sidecar.memory.model.records import MemoryRecord, MemoryType, Status, now_ms
-from sidecar.memory.read.corpus_cache import CorpusCache
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.milvus import MemoryStore
-from sidecar.memory.store.tombstones import bury, purge
-from sidecar.memory.write.locks import KeyedLocks
+from sidecar.memory.store.tombstones import purge
+from sidecar.memory.write.gateway import WriteGateway
 from sidecar.metrics import Metrics
 from sidecar.tasks import cancel_and_wait
 
@@ -70,7 +69,6 @@ log = logging.getLogger(__name__)
 MS_PER_DAY = 86_400_000
 #: Ids per store query or delete expression.
 ID_BATCH = 500
-UPSERT_BATCH = 1000
 
 
 def retention_score(record: MemoryRecord, config: RetentionConfig, now: int) -> float:
@@ -108,30 +106,46 @@ def prune_order(
     )
 
 
+class NotedOwners:
+    """The owners that got new content since their last cap check, with how many
+    writes (only when checks are scheduled): the write gateway tells it
+    (:meth:`note`), retention's next tick checks the most written first."""
+
+    def __init__(self, config: RetentionConfig) -> None:
+        self._scheduled = config.prune_interval_s > 0
+        #: owner -> writes since their last check.
+        self.counts: dict[str, int] = {}
+
+    def note(self, owner: str) -> None:
+        """Rows were stored for ``owner``: check it at the next tick."""
+        if self._scheduled:
+            self.counts[owner] = self.counts.get(owner, 0) + 1
+
+
 class Retention:
-    """Enforces the per-user cap (one per process)."""
+    """Enforces the per-user cap (one per process). Archives and deletes go through
+    the write gateway (under the owner's lock, written through the caches)."""
 
     def __init__(
         self,
         store: MemoryStore,
-        cache: CorpusCache,
+        writes: WriteGateway,
         config: RetentionConfig,
         metrics: Metrics,
         *,
-        locks: KeyedLocks | None = None,
+        noted: NotedOwners | None = None,
         clock: Callable[[], int] = now_ms,
         purge_after_ms: int | None = None,
     ) -> None:
         self._store = store
         #: Tombstones older than this are deleted by each tick (None: never).
         self._purge_after_ms = purge_after_ms
-        self._cache = cache
+        self._writes = writes
         self._config = config
         self._metrics = metrics
-        self._locks = locks or KeyedLocks()
         self._clock = clock
-        #: owner -> turns stored for them since their last check (only with a schedule).
-        self._pending: dict[str, int] = {}
+        self._noted = noted or NotedOwners(config)
+        self._pending = self._noted.counts
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -144,15 +158,14 @@ class Retention:
         return dict(self._pending)
 
     def note(self, owner: str) -> None:
-        """The writer stored rows for ``owner``: check it at the next tick."""
-        if self._config.prune_interval_s > 0:
-            self._pending[owner] = self._pending.get(owner, 0) + 1
+        """Rows were stored for ``owner``: check it at the next tick."""
+        self._noted.note(owner)
 
     async def prune(self, owner: str) -> int:
         """Bring ``owner`` back to the cap; the number of memories given up."""
         started = time.perf_counter()
         try:
-            async with self._locks.get(owner):
+            async with self._writes.lock(owner):
                 return await self._prune(owner)
         finally:
             self._metrics.prune_seconds.observe(time.perf_counter() - started)
@@ -169,7 +182,7 @@ class Retention:
         victims = prune_order(rows, self._config, now)[:excess]
         ids = sorted(r.id for r in victims)
         if self._config.action == "delete":
-            pruned = len(await bury(self._store, self._cache, victims))
+            pruned = len(await self._writes.delete(victims))
         else:
             pruned = await self._archive(owner, ids, now)
         self._metrics.pruned.labels(action=self._config.action).inc(pruned)
@@ -195,9 +208,7 @@ class Retention:
                 r.with_changes(status=Status.ARCHIVED, updated_at=max(now, r.updated_at))
                 for r in current
             )
-        for start in range(0, len(archived), UPSERT_BATCH):
-            await self._store.upsert(archived[start : start + UPSERT_BATCH])
-        self._cache.apply(archived)  # write-through: they leave the corpora at once
+        await self._writes.put(archived)  # written through: they leave the corpora at once
         return len(archived)
 
     # -- the schedule ----------------------------------------------------------------

@@ -20,7 +20,6 @@ from sidecar.memory.model.records import (
     as_vector,
     content_hash,
     memory_id,
-    now_ms,
 )
 from sidecar.memory.model.turns import Fact, Turn
 from sidecar.memory.read.corpus import Corpus
@@ -31,8 +30,8 @@ from sidecar.memory.store.tombstones import forgotten_since
 from sidecar.memory.write.dedup import Candidate, Decision, DedupJudge, Judgement
 from sidecar.memory.write.enrich import Enricher
 from sidecar.memory.write.extraction import FactExtractor
-from sidecar.memory.write.locks import KeyedLocks, OwnerLock
-from sidecar.memory.write.sanitize import clean_text, clean_turn, is_meaningful
+from sidecar.memory.write.gateway import WriteGateway
+from sidecar.memory.write.sanitize import clean_turn
 from sidecar.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -57,25 +56,20 @@ class WriteResult:
         return replace(self, **{field: getattr(self, field) + 1})
 
 
-#: Called with the owner after the writer stored rows for them (e.g. retention).
-StoredHook = Callable[[str], None]
-
-
 class MemoryWriter:
-    """Turns a completed turn into stored memories. Writes for one user are
-    serialised (so concurrent turns cannot both miss each other's duplicate);
-    different users proceed in parallel. ``locks`` may be shared with other
-    read-modify-write jobs on a user's rows (retention, access flushes) so that
-    they serialise with the writer too.
+    """Turns a completed turn into stored memories, through the write gateway.
+    Writes for one user are serialised by the owner's lock (so concurrent turns
+    cannot both miss each other's duplicate); different users proceed in parallel.
 
     Hygiene: the turn is cleaned and capped (``max_turn_chars``) before extraction,
-    every fact before it is hashed, embedded or stored (:mod:`sidecar.memory.write.sanitize`);
+    every fact before it is hashed, embedded or stored (:meth:`WriteGateway.clean`);
     a fact left with no letter or digit is dropped and counted
     (``memory_sidecar_facts_total{decision="dropped_invalid"}``).
     """
 
     def __init__(
         self,
+        writes: WriteGateway,
         store: MemoryStore,
         embedder: Embedder,
         extractor: FactExtractor,
@@ -85,11 +79,9 @@ class MemoryWriter:
         metrics: Metrics,
         *,
         extraction_config: Callable[[str], ExtractionConfig],
-        max_content_chars: int,
-        locks: KeyedLocks | None = None,
-        on_stored: StoredHook | None = None,
         other_writers: bool = False,
     ) -> None:
+        self._writes = writes
         self._store = store
         self._embedder = embedder
         self._extractor = extractor
@@ -98,16 +90,9 @@ class MemoryWriter:
         self._cache = cache
         self._metrics = metrics
         self._extraction_config = extraction_config
-        self._max_chars = max_content_chars
-        self._locks = locks or KeyedLocks()
-        self._on_stored = on_stored
         #: Other writers may exist (workers, replicas on a Milvus server): read the
         #: owner's rows written since the cached snapshot before judging against it.
         self._other_writers = other_writers
-
-    def lock(self, owner: str) -> OwnerLock:
-        """The lock that serialises every write of ``owner``'s rows."""
-        return self._locks.get(owner)
 
     async def write_turn(self, turn: Turn) -> WriteResult:
         config = self._extraction_config(turn.profile)
@@ -115,18 +100,15 @@ class MemoryWriter:
         facts = self._clean_facts(await self._extractor.extract(turn, config))
         if not facts:
             return WriteResult()
-        async with self._locks.get(turn.user_id):
-            result = await self._store_facts(turn, facts, config)
-        if self._on_stored is not None and (result.stored or result.updated or result.superseded):
-            self._on_stored(turn.user_id)
-        return result
+        async with self._writes.lock(turn.user_id):
+            return await self._store_facts(turn, facts, config)
 
     def _clean_facts(self, facts: list[Fact]) -> list[Fact]:
         """Facts with clean text, invalid ones dropped (and counted)."""
         kept: list[Fact] = []
         for fact in facts:
-            text = clean_text(fact.text, self._max_chars)
-            if not is_meaningful(text):
+            text = self._writes.clean(fact.text)
+            if not text:
                 self._metrics.facts.labels(decision="dropped_invalid").inc()
                 continue
             kept.append(fact if text == fact.text else replace(fact, text=text))
@@ -136,9 +118,10 @@ class MemoryWriter:
         self, turn: Turn, facts: list[Fact], config: ExtractionConfig
     ) -> WriteResult:
         """Judge every fact against the owner's memories *and* the rows this turn has
-        decided so far, then enrich and upsert the turn's rows in one batch and write
-        them through the cache. One store round trip and one corpus build per turn;
-        a failure stores nothing (the retry starts from the same state)."""
+        decided so far, then store the turn's rows through the gateway in one batch
+        (enriched, upserted and written through the cache). One store round trip and
+        one corpus build per turn; a failure stores nothing (the retry starts from
+        the same state)."""
         forgotten = await forgotten_since(self._store, turn.user_id)
         if forgotten is not None and forgotten >= turn.created_at:
             # The user was forgotten after this turn was accepted (another worker's
@@ -165,12 +148,7 @@ class MemoryWriter:
                 topics[written[0].id] = fact.topic  # a new row (an update keeps its home)
             pending.put(written)
             result = result.counted(judgement.decision)
-        rows = pending.rows()
-        if rows:
-            enriched = await self._enricher.enrich(turn.user_id, rows, topics)
-            enriched = _stamped(enriched, {r.id for r in rows}, turn.created_at)
-            await self._store.upsert(enriched)
-            self._cache.apply(enriched)
+        await self._writes.store(turn.user_id, pending.rows(), self._enricher, topics)
         return result
 
     async def _apply(
@@ -187,8 +165,7 @@ class MemoryWriter:
         if judgement.decision == Decision.NOOP:
             return []
         if judgement.decision == Decision.UPDATE and target is not None:
-            merged = clean_text(judgement.text or text, self._max_chars)
-            merged = merged if is_meaningful(merged) else text
+            merged = self._writes.clean(judgement.text or text) or text
             embedding = vector if merged == text else (await self._embedder.embed([merged]))[0]
             return [
                 target.with_changes(
@@ -223,18 +200,6 @@ class MemoryWriter:
             )
             return [record.with_changes(related_ids=(target.id,)), old]
         return [record]
-
-
-def _stamped(rows: list[MemoryRecord], changed: set[str], turn_ms: int) -> list[MemoryRecord]:
-    """``rows`` with the ones this turn added, updated or superseded (``changed``)
-    stamped ``updated_at`` = now, just before they are written: the time the store
-    changed, which the corpus caches of other workers and replicas key their delta
-    refreshes on. The turn's own time (``created_at`` of a new row) would hide a turn
-    written late — after a backlog or LLM retries — from them until a full reload.
-    Rows that only gained a back-link keep theirs (a link is not a content change,
-    and ``updated_at`` feeds recency)."""
-    stamp = max(now_ms(), turn_ms)
-    return [r.with_changes(updated_at=stamp) if r.id in changed else r for r in rows]
 
 
 class _TurnRows:

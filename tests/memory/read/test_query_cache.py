@@ -8,12 +8,15 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from sidecar.config import EmbeddingConfig, RetrievalConfig
+from sidecar.config import EmbeddingConfig, Profile, RetrievalConfig
 from sidecar.memory.embedding.protocol import Vectors
-from sidecar.memory.model.records import Hit, MemoryRecord
+from sidecar.memory.model.records import Hit, MemoryRecord, Scope
+from sidecar.memory.read.deep_search import DeepSearcher
+from sidecar.memory.read.pipeline import COLD_FALLBACK, MemoryRequest, QueryCaches, RequestPipeline
 from sidecar.memory.read.query_cache import QueryVectorCache, RecentRankings
 from sidecar.memory.read.retrieval.store_side import STORE_SIDE_STRATEGIES
-from sidecar.memory.read.service import COLD_FALLBACK, MemoryService
+from sidecar.memory.read.rewrite import QueryRewriter
+from sidecar.memory.read.service import MemoryService
 from sidecar.memory.read.ttl_cache import TtlCache, digest_key
 from sidecar.metrics import Metrics
 
@@ -95,61 +98,65 @@ class CountingEmbedder:
         return None
 
 
-def service(embedder: CountingEmbedder, cache: QueryVectorCache | None) -> MemoryService:
+def pipeline(embedder: CountingEmbedder, cache: QueryVectorCache | None) -> RequestPipeline:
     # Embedding only: no store, corpus cache or retrievers are touched.
-    return MemoryService(
+    metrics = Metrics()
+    memory = MemoryService(
         None,  # type: ignore[arg-type]
         embedder,
         None,  # type: ignore[arg-type]
         {},
-        Metrics(),
-        query_vectors=cache,
+        metrics,
     )
+    caches = QueryCaches(QueryRewriter(None, metrics), cache)
+    return RequestPipeline(memory, caches, DeepSearcher(None, metrics), metrics)
 
 
-def lookups(memory: MemoryService) -> dict[str, float]:
+def asked(user: str, config: RetrievalConfig) -> MemoryRequest:
+    return MemoryRequest(text="", history=(), scope=Scope(user), profile=Profile(retrieval=config))
+
+
+def lookups(pipe: RequestPipeline) -> dict[str, float]:
     name = "memory_sidecar_query_vector_cache_lookups_total"
-    return {o: memory._metrics.value(name, {"outcome": o}) for o in ("hit", "miss")}
+    return {o: pipe._metrics.value(name, {"outcome": o}) for o in ("hit", "miss")}
 
 
 async def test_a_repeated_request_query_skips_the_model() -> None:
     embedder = CountingEmbedder()
-    memory = service(embedder, QueryVectorCache(max_entries=16, ttl_s=60))
+    pipe = pipeline(embedder, QueryVectorCache(max_entries=16, ttl_s=60))
     config = RetrievalConfig(max_query_chars=16)
-    first = await memory.embed_query("where do I live these days?", config, user="alice")
-    again = await memory.embed_query("where do I live these days?", config, user="alice")
+    (first,) = await pipe.embed(["where do I live these days?"], asked("alice", config))
+    (again,) = await pipe.embed(["where do I live these days?"], asked("alice", config))
     assert embedder.calls == [["where do I live "]]  # clipped before it is keyed
     assert again.text == first.text
     assert again.vector.tolist() == first.vector.tolist()
-    assert lookups(memory) == {"hit": 1, "miss": 1}
-    # Another user, or a caller without a user (eval, admin search), runs the model.
-    await memory.embed_query("where do I live these days?", config, user="bob")
-    await memory.embed_query("where do I live these days?", config)
+    assert lookups(pipe) == {"hit": 1, "miss": 1}
+    # Another user, or the plain search (eval, admin search), runs the model.
+    await pipe.embed(["where do I live these days?"], asked("bob", config))
+    await pipe.memory.embed(["where do I live these days?"], config)
     assert len(embedder.calls) == 3
-    assert lookups(memory) == {"hit": 1, "miss": 2}
+    assert lookups(pipe) == {"hit": 1, "miss": 2}
 
 
 async def test_a_pair_embeds_only_the_text_it_lacks_and_keeps_order() -> None:
     embedder = CountingEmbedder()
-    memory = service(embedder, QueryVectorCache(max_entries=16, ttl_s=60))
+    pipe = pipeline(embedder, QueryVectorCache(max_entries=16, ttl_s=60))
     config = RetrievalConfig()
-    await memory.embed_query("what about it?", config, user="alice")
-    pair = await memory.embed_queries(
-        ["where is Ana's flat?", "what about it?"], config, user="alice"
-    )
+    await pipe.embed(["what about it?"], asked("alice", config))
+    pair = await pipe.embed(["where is Ana's flat?", "what about it?"], asked("alice", config))
     assert embedder.calls[-1] == ["where is Ana's flat?"]
     assert [q.text for q in pair] == ["where is Ana's flat?", "what about it?"]
     assert [q.vector[0] for q in pair] == [20.0, 14.0]
-    assert lookups(memory) == {"hit": 1, "miss": 2}
+    assert lookups(pipe) == {"hit": 1, "miss": 2}
 
 
 async def test_without_a_cache_every_query_is_embedded() -> None:
     embedder = CountingEmbedder()
-    memory = service(embedder, None)
+    pipe = pipeline(embedder, None)
     for _ in range(2):
-        await memory.embed_query("where do I live?", RetrievalConfig(), user="alice")
+        await pipe.embed(["where do I live?"], asked("alice", RetrievalConfig()))
     assert len(embedder.calls) == 2
-    assert lookups(memory) == {"hit": 0, "miss": 0}
+    assert lookups(pipe) == {"hit": 0, "miss": 0}
 
 
 def test_rankings_are_kept_per_strategy_k_text_and_settings_object() -> None:

@@ -139,7 +139,7 @@ async def test_scope_is_respected(built: Harness) -> None:
     for strategy in ("hierarchical", "tiered"):
         settings = RetrievalConfig(strategy=strategy, top_k=20, threshold=-1, lexical_threshold=0)
         for text in QUERIES.values():
-            q = await service.embed_query(text, settings)
+            (q,) = await service.embed([text], settings)
             bob_hits = await service.search(q, Scope("bob"), settings)
             assert bob_hits
             assert all(h.record.user_id == "bob" for h in bob_hits)

@@ -18,6 +18,7 @@ from sidecar.memory.store.connection import connect
 from sidecar.memory.store.filters import Filter, build_filter
 from sidecar.memory.store.milvus import MemoryStore
 from sidecar.memory.store.schema import (
+    FIELDS,
     LEGACY_RELATED_FIELD,
     LEGACY_SCHEMA_TAG,
     decode_related,
@@ -332,9 +333,7 @@ async def test_links_are_one_varchar_and_a_version_1_collection_still_opens(
         await fresh.close()
 
     config = StoreConfig(uri=str(tmp_path / "v1.db"), collection="mem")
-    legacy_fields = tuple(
-        LEGACY_RELATED_FIELD if f.name == "related_ids" else f for f in store_module.FIELDS
-    )
+    legacy_fields = tuple(LEGACY_RELATED_FIELD if f.name == "related_ids" else f for f in FIELDS)
     with monkeypatch.context() as patch:  # a store written by the version before
         patch.setattr(store_module, "FIELDS", legacy_fields)
         patch.setattr(store_module, "SCHEMA_TAG", LEGACY_SCHEMA_TAG)
@@ -359,7 +358,7 @@ async def test_links_are_one_varchar_and_a_version_1_collection_still_opens(
 
     # What `sidecar store migrate` reads from it goes into a version-2 collection.
     schema, rows = await MemoryStore.read_collection(config, "mem", Metrics())
-    assert schema == store_module.LEGACY_SCHEMA_TAG
+    assert schema == LEGACY_SCHEMA_TAG
     target = await MemoryStore.open(config.model_copy(update={"collection": "mem2"}), 8, Metrics())
     try:
         assert not target.links_as_array

@@ -17,6 +17,7 @@ from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.milvus import MemoryStore
 from sidecar.memory.write.bulk import bulk_load
 from sidecar.metrics import Metrics
+from tests.support.writes import gateway
 
 
 def records(owners: int, each: int) -> list[MemoryRecord]:
@@ -46,8 +47,7 @@ async def test_lanes_load_every_owner_once_and_stop_on_failure(
             rows,
             embedder=embedder,
             enricher=None,
-            store=store,
-            cache=cache,
+            writes=gateway(store, cache),
             progress=lambda step, n: seen.append(step),
         )
         assert (stats.memories, stats.rows, stats.owners) == (150, 150, 5)
@@ -68,7 +68,7 @@ async def test_lanes_load_every_owner_once_and_stop_on_failure(
         monkeypatch.setattr(store, "upsert", failing)
         with pytest.raises(StoreError):
             await bulk_load(
-                records(6, 2), embedder=embedder, enricher=None, store=store, cache=cache
+                records(6, 2), embedder=embedder, enricher=None, writes=gateway(store, cache)
             )
         assert len(calls) <= 2  # each lane tried once, then the load stopped
     finally:

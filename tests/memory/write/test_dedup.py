@@ -141,9 +141,8 @@ async def test_contradiction_supersedes_and_keeps_history(
         assert old.id in active[0].related_ids
 
         retrieval = components.config.defaults.retrieval
-        hits = await components.memory.retrieve("Where do I live?", Scope("mover"), retrieval)
-        await components.memory.cache.corpus(Scope("mover"))
-        hits = await components.memory.retrieve("Where do I live?", Scope("mover"), retrieval)
+        (query,) = await components.memory.embed(["Where do I live?"], retrieval)
+        hits = await components.memory.search(query, Scope("mover"), retrieval)
         assert [h.record.content for h in hits] == ["User moved to Lisbon last month."]
     finally:
         await components.close()

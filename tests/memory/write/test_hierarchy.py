@@ -29,6 +29,7 @@ from tests.memory.hierarchy_support import (
     topic_of,
     vocabulary,
 )
+from tests.support.writes import gateway
 
 MORE_COOKING = (
     "I bake croissants and cinnamon rolls on holidays.",
@@ -247,10 +248,10 @@ async def test_evolve_writes_its_plan_under_the_owners_write_lock(
     locks = KeyedLocks()
     hierarchy = Hierarchy(
         harness.store,
+        gateway(harness.store, harness.cache, locks=locks),
         harness.cache,
         harness.embedder,
         HierarchyBuildConfig(schedule_s=0),
-        write_locks=locks,
     )
     planned = asyncio.Event()
     embedded = hierarchy._embedded

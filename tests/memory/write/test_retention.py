@@ -27,6 +27,7 @@ from sidecar.memory.write.locks import KeyedLocks
 from sidecar.memory.write.retention import Retention, prune_order, retention_score
 from sidecar.metrics import Metrics
 from sidecar.runtime.components import Components
+from tests.support.writes import gateway
 
 DIM = 4
 DAY = 86_400_000
@@ -72,10 +73,9 @@ class Harness:
     def retention(self, **config: Any) -> Retention:
         return Retention(
             self.store,
-            self.cache,
+            gateway(self.store, self.cache, locks=self.locks),
             RetentionConfig(**config),
             self.metrics,
-            locks=self.locks,
             clock=lambda: NOW,
         )
 

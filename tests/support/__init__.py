@@ -1,0 +1,1 @@
+"""Helpers, fakes and fixtures' building blocks shared by the test packages."""
