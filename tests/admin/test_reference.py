@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from sidecar.admin.openapi import build_openapi, render_openapi
 from sidecar.config import ENV_OVERRIDES, SidecarConfig
-from sidecar.config_reference import render_reference, sections
+from sidecar.config.reference import render_reference, sections
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
@@ -19,7 +19,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 def test_configuration_reference_is_up_to_date() -> None:
     committed = (DOCS / "configuration.md").read_text(encoding="utf-8")
     assert render_reference() == committed, (
-        "docs/configuration.md is out of date with sidecar/config.py: run "
+        "docs/configuration.md is out of date with sidecar/config/: run "
         ".venv/bin/sidecar config reference > docs/configuration.md"
     )
 
