@@ -13,6 +13,7 @@ from pydantic import SecretStr
 
 from sidecar.config import (
     ENV_OVERRIDES,
+    SUPERVISOR_SETTINGS,
     Profile,
     SidecarConfig,
     config_from_mapping,
@@ -584,3 +585,57 @@ def test_profile_model_defaults_match_the_documentation() -> None:
 )
 def test_unquoted_yaml_on_and_off_switches_mean_what_they_say(document: str, read: Any) -> None:
     assert read(config_from_mapping(yaml.safe_load(document), env={}))  # YAML 1.1: on is true
+
+
+# -- settings of the supervisor ---------------------------------------------------------
+
+SUPERVISOR_VALUES = {
+    "store.gate_dir": "/run/gates",
+    "embedding.service_socket": "/run/encoder.sock",
+    "cache.relay_socket": "/run/relay-0.sock",
+    "cache.relay_peers": ["/run/relay-1.sock"],
+}
+
+
+def test_supervisor_settings_are_all_known() -> None:
+    assert set(SUPERVISOR_SETTINGS) == set(SUPERVISOR_VALUES)
+
+
+@pytest.mark.parametrize(("dotted", "value"), sorted(SUPERVISOR_VALUES.items()))
+def test_a_file_setting_a_supervisor_setting_is_an_error(
+    tmp_path: Path, dotted: str, value: Any
+) -> None:
+    section, key = dotted.split(".")
+    path = write(tmp_path, yaml.safe_dump({section: {key: value}}))
+    with pytest.raises(ConfigError) as info:
+        load_config(path, env={})
+    assert str(info.value) == f"{dotted}: is set by the supervisor, not read from the config file"
+
+
+def test_supervisor_settings_are_reported_with_the_other_errors() -> None:
+    message = config_error({"cache": {"relay_socket": "/run/r.sock", "ttl_s": 0}})
+    assert message.splitlines() == [
+        "cache.relay_socket: is set by the supervisor, not read from the config file",
+        "cache.ttl_s: Input should be greater than 0",
+    ]
+
+
+def test_supervisor_settings_at_their_defaults_are_accepted() -> None:
+    """What ``model_dump`` writes for them (empty) is no setting: a dumped config loads."""
+    dumped = SidecarConfig().model_dump(by_alias=True)
+    assert dumped["cache"]["relay_peers"] == []
+    assert config_from_mapping(dumped, env={}) == SidecarConfig()
+
+
+def test_the_supervisor_still_sets_them_on_its_workers(tmp_path: Path) -> None:
+    from sidecar.runtime.workers import worker_config
+
+    base = config_from_mapping(
+        {"server": {"workers": 2}, "store": {"uri": str(tmp_path / "m.db")}}, env={}
+    )
+    worker = worker_config(base, 1, "unix:/run/store.sock", str(tmp_path))
+    assert worker.store.gate_dir == str(base.store.gate_path)
+    assert worker.cache.relay_socket == str(tmp_path / "relay-1.sock")
+    assert worker.cache.relay_peers == [str(tmp_path / "relay-0.sock")]
+    encoder = worker.embedding.model_copy(update={"service_socket": "/run/encoder.sock"})
+    assert encoder.service_socket == "/run/encoder.sock"

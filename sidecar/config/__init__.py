@@ -25,6 +25,7 @@ from sidecar.config.envoy import EnvoyConfig, RouteConfig
 from sidecar.config.llm import LLMConfig
 from sidecar.config.loading import (
     ENV_OVERRIDES,
+    SUPERVISOR_SETTINGS,
     config_from_mapping,
     format_validation_error,
     load_config,
@@ -68,6 +69,7 @@ from sidecar.config.write import (
 __all__ = [
     "ENV_OVERRIDES",
     "MIN_ADMIN_TOKEN_CHARS",
+    "SUPERVISOR_SETTINGS",
     "AdminConfig",
     "AdminToken",
     "AssociativeConfig",

@@ -76,8 +76,9 @@ class EmbeddingConfig(_Model):
     #: of GPU memory per worker, and one batch instead of kernels of N processes
     #: taking turns on the GPU); ``on``: on CPU too; ``off``: a model per worker.
     shared: Literal["auto", "on", "off"] = "auto"
-    #: The Unix socket of the shared encoder this process embeds with instead of a
-    #: model of its own. Set by the ``server.workers`` supervisor for its workers.
+    #: Set by the supervisor, not read from the user's file (``SUPERVISOR_SETTINGS``):
+    #: the Unix socket of the shared encoder this process embeds with instead of a
+    #: model of its own.
     service_socket: str = ""
 
     _shared_switch = field_validator("shared", mode="before")(_on_off)

@@ -26,6 +26,33 @@ ENV_OVERRIDES: dict[str, str] = {
     "SIDECAR_ADMIN_TOKEN": "admin.token",
 }
 
+#: Settings the ``serve`` supervisor gives the processes it starts
+#: (:func:`sidecar.runtime.workers.worker_config`, the shared encoder's socket), with
+#: ``model_copy``, which does not validate. They are set by the supervisor, not read
+#: from the user's file: a file that gives one a value is an error, and neither the
+#: reference nor ``sidecar config check`` shows them.
+SUPERVISOR_SETTINGS: tuple[str, ...] = (
+    "store.gate_dir",
+    "embedding.service_socket",
+    "cache.relay_socket",
+    "cache.relay_peers",
+)
+
+
+def _supervisor_settings_in(doc: Mapping[str, Any]) -> list[str]:
+    """An error line for each of :data:`SUPERVISOR_SETTINGS` that ``doc`` sets to
+    anything but its default (which is what ``model_dump`` writes for it)."""
+    errors = []
+    for dotted in SUPERVISOR_SETTINGS:
+        section, key = dotted.split(".")
+        given = doc.get(section)
+        if not isinstance(given, Mapping) or key not in given:
+            continue
+        default = getattr(SidecarConfig.model_fields[section].default, key)
+        if given[key] != default:
+            errors.append(f"{dotted}: is set by the supervisor, not read from the config file")
+    return errors
+
 
 def _set_dotted(data: dict[str, Any], dotted: str, value: str) -> None:
     node = data
@@ -57,10 +84,14 @@ def config_from_mapping(
         value = (env or {}).get(var)
         if value:
             _set_dotted(doc, dotted, value)
+    supervised = _supervisor_settings_in(doc)
     try:
-        return SidecarConfig.model_validate(doc)
+        config = SidecarConfig.model_validate(doc)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc)) from exc
+        raise ConfigError("\n".join([*supervised, format_validation_error(exc)])) from exc
+    if supervised:
+        raise ConfigError("\n".join(supervised))
+    return config
 
 
 def load_config(path: str | Path | None, env: Mapping[str, str] | None = None) -> SidecarConfig:

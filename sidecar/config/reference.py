@@ -28,7 +28,7 @@ from pydantic import BaseModel, SecretStr, TypeAdapter
 from pydantic.fields import FieldInfo
 
 import sidecar.config
-from sidecar.config import ENV_OVERRIDES, SidecarConfig
+from sidecar.config import ENV_OVERRIDES, SUPERVISOR_SETTINGS, SidecarConfig
 
 HEADER = """\
 # Configuration reference
@@ -221,6 +221,8 @@ def sections(
         for name, info in current.model_fields.items():
             key = info.alias or name
             dotted = f"{path}.{key}" if path else key
+            if dotted in SUPERVISOR_SETTINGS:
+                continue  # set by the supervisor, not read from the user's file
             child, suffix = _model_of(info.annotation)
             description = own.get(name, "") or (info.description or "")
             if child is not None and name == "profiles":
@@ -300,8 +302,13 @@ def _redact_url(value: str) -> str:
 
 def redacted(config: SidecarConfig) -> dict[str, Any]:
     """The effective configuration as JSON data with every secret hidden: secret
-    strings as ``**********`` and passwords inside URLs masked."""
+    strings as ``**********`` and passwords inside URLs masked. The supervisor's
+    settings (:data:`~sidecar.config.SUPERVISOR_SETTINGS`) are left out: a file
+    cannot set them."""
     data: dict[str, Any] = config.model_dump(mode="json", by_alias=True)
+    for dotted in SUPERVISOR_SETTINGS:  # set by the supervisor, not read from the user's file
+        section, key = dotted.split(".")
+        del data[section][key]
     store, llm = data["store"], data["llm"]
     store["uri"] = _redact_url(store["uri"])
     if llm.get("base_url"):

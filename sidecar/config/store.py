@@ -51,11 +51,12 @@ class StoreConfig(_Model):
     hnsw_ef_construction: int = Field(default=200, ge=1)
     #: HNSW search ``ef`` (at least the candidates a query asks for).
     hnsw_ef: int = Field(default=64, ge=1)
-    #: Directory of the lock files through which reads and upserts exclude each other
-    #: on milvus-lite, whose upserts a concurrent read can see half done
-    #: (:mod:`sidecar.memory.store.gate`): '' = ``<file>.gates`` beside a milvus-lite
-    #: file, none for a server URI; the supervisor of ``server.workers`` sets it for
-    #: the processes it hands the embedded server's socket to.
+    #: Set by the supervisor, not read from the user's file (``SUPERVISOR_SETTINGS``):
+    #: the directory of the lock files through which reads and upserts exclude each
+    #: other on milvus-lite, whose upserts a concurrent read can see half done
+    #: (:mod:`sidecar.memory.store.gate`). '' = ``<file>.gates`` beside a milvus-lite
+    #: file, none for a server URI; the supervisor of ``server.workers`` sets the
+    #: file's for the processes it hands the embedded server's socket to.
     gate_dir: str = ""
 
     @property
@@ -97,13 +98,14 @@ class CacheConfig(_Model):
     #: A full reload (which also notices rows deleted by other replicas) at most
     #: this often per unit.
     full_reload_s: float = Field(default=600.0, gt=0)
-    #: The Unix socket on which this worker's cache takes what the host's other
-    #: processes write (the cache relay, :mod:`sidecar.runtime.relay`): a user's
-    #: next request sees a write at once whichever worker serves it. Set by the
-    #: ``serve`` supervisor (``server.workers`` > 1, ``write_queue.own_process``).
+    #: Set by the supervisor, not read from the user's file (``SUPERVISOR_SETTINGS``):
+    #: the Unix socket on which this worker's cache takes what the host's other
+    #: processes write (the cache relay, :mod:`sidecar.runtime.relay`), so that a
+    #: user's next request sees a write at once whichever worker serves it
+    #: (``server.workers`` > 1, ``write_queue.own_process``).
     relay_socket: str = ""
-    #: The other workers' relay sockets, told of this process's writes. Set by the
-    #: supervisor.
+    #: Set by the supervisor, not read from the user's file (``SUPERVISOR_SETTINGS``):
+    #: the other workers' relay sockets, told of this process's writes.
     relay_peers: list[str] = Field(default_factory=list)
     #: Most memory rows held across all cached units (least recently used evicted).
     max_rows: int = Field(default=200_000, ge=1_000)
