@@ -639,3 +639,60 @@ def test_the_supervisor_still_sets_them_on_its_workers(tmp_path: Path) -> None:
     assert worker.cache.relay_peers == [str(tmp_path / "relay-0.sock")]
     encoder = worker.embedding.model_copy(update={"service_socket": "/run/encoder.sock"})
     assert encoder.service_socket == "/run/encoder.sock"
+
+
+# -- experimental settings -------------------------------------------------------------
+
+
+def test_experimental_settings_keep_their_keys(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+        server: {gc_freeze_interval_s: 1, gc_thaw_interval_s: 0}
+        embedding: {batch_wait_ms: 2}
+        hierarchy: {embedding: summary}
+        llm: {transport: httpx}
+        defaults:
+          retrieval:
+            hybrid: {fusion: rrf, rrf_k: 10, ngram_weight: 0.1, ngram_pool: 8}
+            associative: {enabled: true, hop_limit: 2}
+            hierarchy: {max_rounds: 9}
+            tiered: {min_avg_score: 0.4}
+          rewrite: {search: both}
+        """,
+    )
+    config = load_config(path, env={})
+    assert (config.server.gc_freeze_interval_s, config.server.gc_thaw_interval_s) == (1, 0)
+    assert config.embedding.batch_wait_ms == 2
+    assert config.hierarchy.embedding == "summary"
+    assert config.llm.transport == "httpx"
+    retrieval = config.defaults.retrieval
+    assert (retrieval.hybrid.fusion, retrieval.hybrid.rrf_k) == ("rrf", 10)
+    assert (retrieval.hybrid.ngram_weight, retrieval.hybrid.ngram_pool) == (0.1, 8)
+    assert retrieval.associative.enabled
+    assert retrieval.associative.hop_limit == 2
+    assert retrieval.hierarchy.max_rounds == 9
+    assert retrieval.tiered.min_avg_score == 0.4
+    assert config.defaults.rewrite.search == "both"
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"server": {"gc_freeze_intervals": 1}}, "server.gc_freeze_intervals: Extra inputs"),
+        (
+            {"defaults": {"retrieval": {"associative": {"bogus": 1}}}},
+            "defaults.retrieval.associative.bogus: Extra inputs",
+        ),
+        (
+            {"defaults": {"retrieval": {"hybrid": {"fusion": "max"}}}},
+            "defaults.retrieval.hybrid.fusion: Input should be 'weighted' or 'rrf'",
+        ),
+        (
+            {"defaults": {"retrieval": {"hybrid": {"dense_weight": 0, "bm25_weight": 0}}}},
+            "at least one hybrid weight must be positive",
+        ),
+    ],
+)
+def test_experimental_settings_are_validated_as_before(data: Any, message: str) -> None:
+    assert message in config_error(data)

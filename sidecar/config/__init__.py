@@ -15,13 +15,15 @@ environment wins over the file so that a manifest can keep secrets out of it.
 
 The models live in modules by concern (``server``, ``store``, ``embedding``,
 ``llm``, ``write``, ``retrieval``, ``request``, ``envoy``; the whole file in
-``root``), reading a file in ``loading``, and the generated reference page in
-``reference``. Import from this package: every public name is re-exported here.
+``root``), the knobs that exist only to measure alternatives in ``experimental``,
+reading a file in ``loading``, and the generated reference page in ``reference``.
+Import from this package: every public name is re-exported here.
 """
 
 from sidecar.config.base import Fraction, Port
 from sidecar.config.embedding import EmbeddingConfig
 from sidecar.config.envoy import EnvoyConfig, RouteConfig
+from sidecar.config.experimental import AssociativeConfig, HierarchyConfig, TieredConfig
 from sidecar.config.llm import LLMConfig
 from sidecar.config.loading import (
     ENV_OVERRIDES,
@@ -38,15 +40,12 @@ from sidecar.config.request import (
     request_budget_ms,
 )
 from sidecar.config.retrieval import (
-    AssociativeConfig,
-    HierarchyConfig,
     HybridConfig,
     InjectionConfig,
     LinkConfig,
     RerankConfig,
     RetrievalConfig,
     StrategyName,
-    TieredConfig,
     TopicConfig,
 )
 from sidecar.config.root import SidecarConfig

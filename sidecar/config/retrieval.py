@@ -9,6 +9,12 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from sidecar.config.base import _header_name, _Model
+from sidecar.config.experimental import (
+    AssociativeConfig,
+    HierarchyConfig,
+    HybridExperiments,
+    TieredConfig,
+)
 
 #: Retrieval strategies by name (see sidecar/memory/read/retrieval/registry.py).
 StrategyName = Literal[
@@ -27,12 +33,9 @@ StrategyName = Literal[
 ]
 
 
-class HybridConfig(_Model):
+class HybridConfig(HybridExperiments):
     """Fusion of vector cosine, BM25 and character n-gram similarity."""
 
-    #: ``weighted``: a weighted sum of normalised signals; ``rrf``: reciprocal
-    #: rank fusion.
-    fusion: Literal["weighted", "rrf"] = "weighted"
     #: ``weighted``: each signal is min-max normalised over the scope's corpus, then
     #: summed with these weights (they need not sum to 1; they are renormalised).
     #: Defaults measured with ``sidecar eval`` (README): BM25 earns more weight than
@@ -40,12 +43,6 @@ class HybridConfig(_Model):
     dense_weight: float = Field(default=0.5, ge=0)
     #: Weight of the BM25 signal (``weighted`` fusion).
     bm25_weight: float = Field(default=0.5, ge=0)
-    #: Weight of the character-trigram signal (``weighted`` fusion).
-    ngram_weight: float = Field(default=0.0, ge=0)
-    #: ``rrf``: score = sum over signals of 1 / (rrf_k + rank).
-    rrf_k: int = Field(default=60, ge=1)
-    #: n-gram Jaccard is computed for this many best candidates only (it is O(text)).
-    ngram_pool: int = Field(default=64, ge=1, le=10_000)
 
     @model_validator(mode="after")
     def _some_weight(self) -> HybridConfig:
@@ -99,59 +96,6 @@ class TopicConfig(_Model):
     max_members: int = Field(default=20, ge=1, le=10_000)
 
 
-class AssociativeConfig(_Model):
-    """Multi-hop expansion through embedding neighbours (off by default)."""
-
-    #: Run the multi-hop beam search after direct retrieval.
-    enabled: bool = False
-    #: Most hops from a seed.
-    hop_limit: int = Field(default=3, ge=1, le=6)
-    #: Neighbours followed per memory and hop.
-    beam_width: int = Field(default=2, ge=1, le=16)
-    #: Least cosine between a memory and a neighbour it leads to.
-    min_cosine: float = Field(default=0.72, ge=-1, le=1)
-    #: Score factor per hop (``hop_decay ** hop``).
-    hop_decay: float = Field(default=0.8, gt=0, le=1)
-    #: Seeds taken from the direct results.
-    seeds: int = Field(default=5, ge=1, le=100)
-    #: Hard bound on memories visited per query.
-    max_visits: int = Field(default=64, ge=1, le=10_000)
-    #: Prefer neighbours in the seed's own scope (its owner) over shared ones.
-    same_scope_bonus: float = Field(default=0.02, ge=0, le=1)
-
-
-class HierarchyConfig(_Model):
-    """Two-phase retrieval: categories and leaves, then best-first drill-down."""
-
-    #: Score propagation: ``alpha * child + (1 - alpha) * parent``.
-    alpha: float = Field(default=0.8, ge=0, le=1)
-    #: Phase 1 keeps categories at least this similar (relaxed threshold).
-    broad_threshold: float = Field(default=0.1, ge=-1, le=1)
-    #: Categories opened in phase 1.
-    broad_categories: int = Field(default=6, ge=1, le=100)
-    #: A category's relevance is at least the best gated score among the memories of
-    #: its subtree (evidence flowing up), not only its centroid's similarity.
-    member_evidence: bool = True
-    #: Stop when the top-k set has not changed for this many popped memories (pops
-    #: of categories, and of memories already in the top-k, are not counted).
-    convergence_rounds: int = Field(default=3, ge=1, le=100)
-    #: Most queue pops (categories and memories) per query.
-    max_rounds: int = Field(default=50, ge=1, le=10_000)
-
-
-class TieredConfig(_Model):
-    """Progressive search abstract -> overview -> content, stopping early."""
-
-    #: A tier answers when its best ``min_results`` results (after the evidence gate)
-    #: have a mean absolute score of at least ``min_avg_score``: the hybrid-weighted
-    #: mean of cosine and the lexical share (0..1; fused scores are corpus-relative).
-    #: Measured (LoCoMo dev): 0.6 stops early on ~2% of queries at -0.4 recall@10
-    #: points; 0.45 on ~30% at -3.4 points.
-    min_results: int = Field(default=3, ge=1, le=100)
-    #: The mean absolute score a tier's best results need (see ``min_results``).
-    min_avg_score: float = Field(default=0.6, ge=0, le=1)
-
-
 class RerankConfig(_Model):
     """Composite final score: similarity, salience and confidence."""
 
@@ -179,7 +123,12 @@ class RerankConfig(_Model):
 class RetrievalConfig(_Model):
     #: Retrieve and inject memories on this route.
     enabled: bool = True
-    #: The retrieval strategy (README, Retrieval).
+    #: The retrieval strategy. For production: ``default`` (hybrid fusion, named
+    #: topics, links and the composite re-rank) and its cheaper subsets ``hybrid``
+    #: and ``linked``. Evaluation baselines and alternatives, kept for ``sidecar
+    #: eval``: ``dense``, ``bm25`` and ``ngram`` (one signal each), ``dense-milvus``
+    #: and ``bm25-milvus`` (the store's own search), ``hybrid-rrf``, ``associative``,
+    #: ``hierarchical`` and ``tiered`` (their settings are experimental).
     strategy: StrategyName = "default"
     #: Most memories injected per request.
     top_k: int = Field(default=5, ge=1, le=100)

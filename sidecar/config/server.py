@@ -9,9 +9,10 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator
 
 from sidecar.config.base import Port, _header_name, _Model
+from sidecar.config.experimental import ServerExperiments
 
 
-class ServerConfig(_Model):
+class ServerConfig(ServerExperiments):
     """The gRPC ext_proc listener."""
 
     #: Address the gRPC listener binds (``0.0.0.0``: every interface).
@@ -39,17 +40,6 @@ class ServerConfig(_Model):
     #: (``memory_sidecar_event_loop_lag_seconds``: how late a timer ran, i.e. how
     #: long something held the loop every request shares); 0: not measured.
     loop_lag_interval_s: float = Field(default=0.1, ge=0, le=60)
-    #: After a full garbage collection, freeze what survived it (the cached
-    #: corpora, mostly) out of later collections, at most this often; 0: never. A
-    #: full collection otherwise walks every cached memory: ~200 ms at 100,000 on 2
-    #: cores, every 13–45 s under load (:mod:`sidecar.runtime.gc_control`). Each freeze may
-    #: hold back the reference cycles of the requests then in flight (~7 objects
-    #: each) until the next thaw. At 60 s, corpora loaded just after a freeze were
-    #: walked whole by the next collections (180–300 ms at 100k).
-    gc_freeze_interval_s: float = Field(default=5.0, ge=0)
-    #: Unfreeze everything this often (0: never), so the next full collection frees
-    #: reference cycles frozen while they were alive: one long pause per interval.
-    gc_thaw_interval_s: float = Field(default=3600.0, ge=0)
 
     _check_key = field_validator("profile_metadata_key")(_header_name)
 

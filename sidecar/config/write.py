@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from sidecar.config.base import Fraction, _Model
+from sidecar.config.experimental import HierarchyBuildExperiments
 
 
 class WriteQueueConfig(_Model):
@@ -105,7 +106,7 @@ class EnrichmentConfig(_Model):
     overview_chars: int = Field(default=600, ge=50, le=4000)
 
 
-class HierarchyBuildConfig(_Model):
+class HierarchyBuildConfig(HierarchyBuildExperiments):
     """The per-user category tree the write path builds (``sidecar.memory.write.hierarchy``).
 
     New memories are filed under the owner's nearest leaf category (or a "general"
@@ -130,12 +131,6 @@ class HierarchyBuildConfig(_Model):
     #: Sibling leaf categories (and clusters of one split) whose centroids are at
     #: least this similar are merged.
     merge_threshold: float = Field(default=0.9, ge=0, le=1)
-    #: A category's vector: ``centroid`` (normalised mean of its memories'
-    #: embeddings) or ``summary`` (the embedding of its summary text). Measured with
-    #: ``sidecar eval`` (hierarchical, three dev sets): no consistent difference
-    #: (within 1.7 recall points either way); the centroid needs no model call and
-    #: always matches the members.
-    embedding: Literal["centroid", "summary"] = "centroid"
     #: Seconds between scheduled ``evolve`` passes over owners with new memories
     #: (0 = no schedule; ``evolve`` then runs only on demand).
     schedule_s: float = Field(default=300.0, ge=0)

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import get_args
 
 from pydantic import BaseModel
 
 from sidecar.admin.openapi import build_openapi, render_openapi
-from sidecar.config import ENV_OVERRIDES, SUPERVISOR_SETTINGS, SidecarConfig
-from sidecar.config.reference import render_reference, sections
+from sidecar.config import ENV_OVERRIDES, SUPERVISOR_SETTINGS, SidecarConfig, StrategyName
+from sidecar.config.reference import EXPERIMENTAL_TITLE, render_reference, sections
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
@@ -55,6 +56,77 @@ def test_reference_documents_every_setting_with_type_and_default() -> None:
     assert documented["store.index"].default == '`"FLAT"`'
     assert documented["server.port"].default == "`50051`"
     assert documented["admin.token"].default == "unset"
+
+
+#: What the experimental section holds (sidecar/config/experimental.py).
+EXPERIMENTAL = {
+    "server.gc_freeze_interval_s",
+    "server.gc_thaw_interval_s",
+    "embedding.batch_wait_ms",
+    "hierarchy.embedding",
+    "llm.transport",
+    "defaults.retrieval.hybrid.fusion",
+    "defaults.retrieval.hybrid.ngram_weight",
+    "defaults.retrieval.hybrid.rrf_k",
+    "defaults.retrieval.hybrid.ngram_pool",
+    *(
+        f"defaults.retrieval.associative.{key}"
+        for key in (
+            "enabled",
+            "hop_limit",
+            "beam_width",
+            "min_cosine",
+            "hop_decay",
+            "seeds",
+            "max_visits",
+            "same_scope_bonus",
+        )
+    ),
+    *(
+        f"defaults.retrieval.hierarchy.{key}"
+        for key in (
+            "alpha",
+            "broad_threshold",
+            "broad_categories",
+            "member_evidence",
+            "convergence_rounds",
+            "max_rounds",
+        )
+    ),
+    "defaults.retrieval.tiered.min_results",
+    "defaults.retrieval.tiered.min_avg_score",
+    "defaults.rewrite.search",
+}
+
+
+def test_experimental_settings_are_in_one_section_of_their_own() -> None:
+    found = sections()
+    (experimental,) = [s for s in found if s.title == EXPERIMENTAL_TITLE]
+    assert found[-1] is experimental
+    assert {s.path for s in experimental.settings} == EXPERIMENTAL
+    for setting in experimental.settings:
+        assert setting.description.startswith("Experimental: "), setting
+    elsewhere = {
+        s.path for section in found if section is not experimental for s in section.settings
+    }
+    assert not elsewhere & EXPERIMENTAL
+    # No section is left for the wholly experimental models; the page names them.
+    assert not {"defaults.retrieval.associative", "defaults.retrieval.tiered"} & {
+        s.path for s in found
+    }
+    page = render_reference()
+    assert page.count(f"## {EXPERIMENTAL_TITLE}") == 1
+    assert "- `defaults.retrieval.associative`: " in page
+
+
+def test_strategy_description_says_which_strategies_are_for_production() -> None:
+    documented = {s.path: s for section in sections() for s in section.settings}
+    text = documented["defaults.retrieval.strategy"].description
+    production, baselines = text.split("Evaluation baselines")
+    assert "`default`" in production
+    assert "`dense`" in baselines
+    for name in get_args(StrategyName):
+        assert f"`{name}`" in text, name
 
 
 def test_reference_documents_the_environment_overrides() -> None:
