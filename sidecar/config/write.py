@@ -79,8 +79,8 @@ class ExtractionConfig(_Model):
     #: A fact at least this similar (cosine) to one the user has is a duplicate.
     duplicate_threshold: float = Field(default=0.92, ge=0.5, le=1.0)
     #: Gray zone, without an LLM judge: at least this similar and no new names or
-    #: numbers is a paraphrase (measured: paraphrases of one fact >= 0.82 to each
-    #: other with MiniLM; contradicting values of one slot 0.54-0.77).
+    #: numbers is a paraphrase (with all-MiniLM-L6-v2, paraphrases of one fact score
+    #: above it, contradicting values of one slot below).
     paraphrase_threshold: float = Field(default=0.8, ge=0.3, le=1.0)
     #: Below this similarity a stored memory is never a dedup candidate; above it,
     #: the same slot with another name/number is a contradiction (supersede).
@@ -95,8 +95,8 @@ class EnrichmentConfig(_Model):
     """What the write path (and ``sidecar eval``'s ingestion) adds to every memory."""
 
     #: Persist a link to existing memories of the same owner at least this similar
-    #: (cosine), in both directions. Measured: lower thresholds link near-topic
-    #: memories that crowd out better hits (see README, evaluation).
+    #: (cosine), in both directions. Lower thresholds link near-topic memories that
+    #: crowd out better hits (docs/design/retrieval-scoring.md).
     link_threshold: float = Field(default=0.8, ge=0, le=1)
     #: Most similarity links a new memory gets (0 = none).
     max_links: int = Field(default=8, ge=0, le=32)
@@ -117,9 +117,9 @@ class HierarchyBuildConfig(HierarchyBuildExperiments):
     #: Build and maintain each user's category tree on the write path.
     enabled: bool = True
     #: A new memory joins the owner's nearest leaf category when its cosine to that
-    #: category's centroid is at least this, else the owner's "general" category.
-    #: all-MiniLM-L6-v2: members sit at about 0.55-0.75 to their own topic's
-    #: centroid and 0.35-0.55 to the nearest other one (clusters30, gosource117).
+    #: category's centroid is at least this, else the owner's "general" category
+    #: (with all-MiniLM-L6-v2, a memory is typically above it for its own topic's
+    #: centroid and below it for the nearest other one).
     assign_threshold: float = Field(default=0.5, ge=-1, le=1)
     #: A leaf category with at least this many memories is split by ``evolve``.
     split_min: int = Field(default=12, ge=4, le=10_000)

@@ -5,6 +5,7 @@ reference (docs/configuration.md) and the admin API's OpenAPI document
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import get_args
 
@@ -127,6 +128,14 @@ def test_strategy_description_says_which_strategies_are_for_production() -> None
     assert "`dense`" in baselines
     for name in get_args(StrategyName):
         assert f"`{name}`" in text, name
+
+
+def test_descriptions_say_what_and_why_not_what_a_run_measured() -> None:
+    """Measurements belong in docs/benchmarks.md and docs/design/, where they are dated."""
+    for section in sections():
+        for text in (section.description, *(s.description for s in section.settings)):
+            assert "README" not in text, text
+            assert not re.search(r"(?i)\bmeasured\b[ :(]", text), text
 
 
 def test_reference_documents_the_environment_overrides() -> None:
