@@ -29,7 +29,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_config_check(args: argparse.Namespace) -> int:
-    from sidecar.config_reference import redacted
+    from sidecar.config.reference import redacted
 
     config = load_config(args.file)
     print(json.dumps(redacted(config), indent=2))
@@ -37,7 +37,7 @@ def _cmd_config_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_config_reference(args: argparse.Namespace) -> int:
-    from sidecar.config_reference import render_reference
+    from sidecar.config.reference import render_reference
 
     sys.stdout.write(render_reference())
     return 0

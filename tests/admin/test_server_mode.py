@@ -122,7 +122,7 @@ async def test_journal_discard_user_keeps_others_and_the_turn_in_progress(
 
 @pytest.mark.parametrize("index", ["FLAT", "HNSW"])
 def test_index_setting_is_documented_with_the_recall_caveat(index: str) -> None:
-    from sidecar.config_reference import render_reference
+    from sidecar.config.reference import render_reference
 
     line = next(row for row in render_reference().splitlines() if row.startswith("| `store.index`"))
     assert index in line

@@ -1,0 +1,182 @@
+"""The read path, per profile: the retrieval strategy and its stages
+(``retrieval``) and how the results are injected (``injection``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from sidecar.config.base import _header_name, _Model
+from sidecar.config.experimental import (
+    AssociativeConfig,
+    HierarchyConfig,
+    HybridExperiments,
+    TieredConfig,
+)
+
+#: Retrieval strategies by name (see sidecar/memory/read/retrieval/registry.py).
+StrategyName = Literal[
+    "dense",
+    "dense-milvus",
+    "bm25",
+    "bm25-milvus",
+    "ngram",
+    "hybrid",
+    "hybrid-rrf",
+    "linked",
+    "default",
+    "associative",
+    "hierarchical",
+    "tiered",
+]
+
+
+class HybridConfig(HybridExperiments):
+    """Fusion of vector cosine, BM25 and character n-gram similarity."""
+
+    #: ``weighted``: each signal is min-max normalised over the scope's corpus, then
+    #: summed with these weights (they need not sum to 1; they are renormalised).
+    #: BM25 gets more weight than in the 0.7/0.2/0.1 often quoted, because stems and
+    #: names carry much of the signal (docs/design/retrieval-scoring.md).
+    dense_weight: float = Field(default=0.5, ge=0)
+    #: Weight of the BM25 signal (``weighted`` fusion).
+    bm25_weight: float = Field(default=0.5, ge=0)
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> HybridConfig:
+        if self.dense_weight + self.bm25_weight + self.ngram_weight <= 0:
+            raise ValueError("at least one hybrid weight must be positive")
+        return self
+
+
+class LinkConfig(_Model):
+    """Expansion along persisted links (``related_ids``: write-time similarity links and
+    the previous/next memory of the same session)."""
+
+    #: Expand results along persisted links.
+    enabled: bool = True
+    #: Hops followed from a direct hit (0: no expansion).
+    max_link_depth: int = Field(default=1, ge=0, le=4)
+    #: A linked memory scores ``blend * referrer + (1 - blend) * own``, times
+    #: ``hop_decay ** (hop - 1)``; final = max(direct, linked).
+    blend: float = Field(default=0.5, ge=0, le=1)
+    #: Score factor per further hop (see ``blend``).
+    hop_decay: float = Field(default=0.8, gt=0, le=1)
+    #: At most this share of the top-k may be memories that rank there only
+    #: through a link: direct hits are never all pushed out.
+    max_share: float = Field(default=0.5, ge=0, le=1)
+    #: Count the previous/next memory of the same session as a link.
+    session_neighbors: bool = True
+
+
+class TopicConfig(_Model):
+    """Named topics as retrieval evidence (strategies ``default`` and ``associative``).
+
+    A leaf category under a *named topic* (a topic the extraction LLM or an import
+    gave the memories; never a category the clustering made up) scores the mean of
+    its ``evidence`` best members' fused scores. The ``max_topics`` best such
+    categories with at least one member passing the evidence gate are opened; each
+    member then scores ``max(own, alpha * own + (1 - alpha) * category)`` and is
+    admitted on its category's evidence. A store without named topics ranks exactly
+    as without this stage (docs/design/named-topics.md).
+    """
+
+    enabled: bool = True
+    #: Weight of a member's own score against its category's (see above).
+    alpha: float = Field(default=0.2, ge=0, le=1)
+    #: Best members averaged into a category's score.
+    evidence: int = Field(default=1, ge=1, le=100)
+    #: Categories opened per query.
+    max_topics: int = Field(default=6, ge=1, le=100)
+    #: Members lifted per opened category, its best by own score (a big topic that
+    #: ``evolve`` has not split yet must not flood the results).
+    max_members: int = Field(default=20, ge=1, le=10_000)
+
+
+class RerankConfig(_Model):
+    """Composite final score: similarity, salience and confidence."""
+
+    #: Apply the composite re-rank (strategy ``default``).
+    enabled: bool = True
+    #: Weight of retrieval similarity in the final score.
+    similarity_weight: float = Field(default=0.5, ge=0)
+    #: Weight of salience in the final score.
+    salience_weight: float = Field(default=0.3, ge=0)
+    #: Weight of the memory's confidence in the final score.
+    confidence_weight: float = Field(default=0.2, ge=0)
+    #: Salience = importance, access frequency and recency, weighted so.
+    importance_weight: float = Field(default=0.4, ge=0)
+    #: Salience weight of access frequency.
+    access_weight: float = Field(default=0.2, ge=0)
+    #: Salience weight of recency.
+    recency_weight: float = Field(default=0.4, ge=0)
+    #: Days after which the recency term halves.
+    recency_half_life_days: float = Field(default=30.0, gt=0)
+    #: Only the best candidates (by similarity) are re-ranked: salience reorders
+    #: relevant memories, it never lifts irrelevant ones.
+    pool: int = Field(default=20, ge=1, le=1000)
+
+
+class RetrievalConfig(_Model):
+    #: Retrieve and inject memories on this route.
+    enabled: bool = True
+    #: The retrieval strategy. For production: ``default`` (hybrid fusion, named
+    #: topics, links and the composite re-rank) and its cheaper subsets ``hybrid``
+    #: and ``linked``. Evaluation baselines and alternatives, kept for ``sidecar
+    #: eval``: ``dense``, ``bm25`` and ``ngram`` (one signal each), ``dense-milvus``
+    #: and ``bm25-milvus`` (the store's own search), ``hybrid-rrf``, ``associative``,
+    #: ``hierarchical`` and ``tiered`` (their settings are experimental).
+    strategy: StrategyName = "default"
+    #: Most memories injected per request.
+    top_k: int = Field(default=5, ge=1, le=100)
+    #: Evidence gate, meaningful in every mode: a memory is returned only if its
+    #: cosine similarity reaches ``threshold`` or its BM25 score reaches
+    #: ``lexical_threshold`` of the query's best possible score. (Fused scores are
+    #: relative to the corpus, so they are never thresholded directly.)
+    threshold: float = Field(default=0.2, ge=-1.0, le=1.0)
+    #: The BM25 evidence gate: a share of the query's best possible BM25 score.
+    lexical_threshold: float = Field(default=0.15, ge=0.0, le=1.0)
+    #: Request-path budget for retrieval; past it the request goes on without memory.
+    timeout_ms: int = Field(default=500, ge=1, le=60_000)
+    #: Longest query text embedded, in characters.
+    max_query_chars: int = Field(default=2000, ge=16)
+    #: Candidates scored in depth (links, rerank) before the top-k is cut.
+    candidate_pool: int = Field(default=50, ge=1, le=10_000)
+    #: The request path keeps a scope's rankings (per query text, strategy and k)
+    #: with the scope's corpus snapshot for this long: a question asked again (each
+    #: round trip of an agent's tool loop) is answered without ranking while the
+    #: scope's memories are unchanged — any change makes a new snapshot. Re-rank
+    #: recency (a 30-day half-life) moves by at most this much meanwhile. 0: off.
+    ranking_cache_ttl_s: float = Field(default=60.0, ge=0)
+    #: Most rankings kept per scope snapshot (least recently used evicted).
+    ranking_cache_entries: int = Field(default=16, ge=1, le=10_000)
+    hybrid: HybridConfig = HybridConfig()
+    links: LinkConfig = LinkConfig()
+    topics: TopicConfig = TopicConfig()
+    associative: AssociativeConfig = AssociativeConfig()
+    hierarchy: HierarchyConfig = HierarchyConfig()
+    tiered: TieredConfig = TieredConfig()
+    rerank: RerankConfig = RerankConfig()
+
+
+class InjectionConfig(_Model):
+    #: ``append``: add the memory block to the first system message (or prepend a
+    #: system message when there is none); ``prepend``: always a new first message.
+    mode: Literal["append", "prepend"] = "append"
+    #: Token budget of the injected block (estimated at 4 characters per token).
+    max_tokens: int = Field(default=1000, ge=25, le=100_000)
+    #: Label each memory with its category name ("- [Pets] User has a dog ...").
+    category_labels: bool = True
+    #: Response headers describing the query rewrite and deep search decisions
+    #: (``x-memory-rewrite: llm;confidence=0.90``, ``x-memory-deep-search: ...``).
+    #: Reasons and numbers only: never query or memory text.
+    debug_headers: bool = False
+    #: Response header telling the client how many memories were injected ('' = none).
+    response_header: str = "x-memory-injected"
+
+    @field_validator("response_header")
+    @classmethod
+    def _check_header(cls, value: str) -> str:
+        return value if value == "" else _header_name(value)
