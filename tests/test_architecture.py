@@ -89,7 +89,7 @@ def test_the_import_graph_has_no_cycle() -> None:
         stack.append(node)
         for nxt in GRAPH.get(node, []):
             if state.get(nxt) == 1:
-                cycle = stack[stack.index(nxt) :] + [nxt]
+                cycle = [*stack[stack.index(nxt) :], nxt]
                 pytest.fail("import cycle: " + " -> ".join(cycle))
             if nxt not in state:
                 visit(nxt)

@@ -8,7 +8,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from e2e.mock_llm import MockLLM, format_task_tag, start_mock
+from e2e.mock_llm import MockLLM, start_mock
+from e2e.mock_protocol import format_task_tag
 from sidecar.config import LLMConfig
 from sidecar.errors import LLMBadOutput, LLMError, LLMTimeout, LLMUnavailable
 from sidecar.llm import (

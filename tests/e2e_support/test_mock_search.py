@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from e2e.mock_llm import DEFAULT_TASK_HANDLERS
 from e2e.mock_search import handle_rank, handle_rewrite, rank, rewrite
+from e2e.mock_service import DEFAULT_TASK_HANDLERS
 from sidecar.config import DeepSearchConfig
 from sidecar.memory.model.records import MemoryRecord
 from sidecar.memory.read.corpus import Corpus

@@ -22,7 +22,7 @@ from sidecar.runtime.workers import (
     worker_journals,
     worker_path,
 )
-from tests.memory.write.test_journal import turn
+from tests.memory.write.journal_support import turn
 
 
 def config(**overrides: Any) -> SidecarConfig:

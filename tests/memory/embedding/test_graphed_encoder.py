@@ -25,7 +25,7 @@ from sidecar.memory.embedding.graphed import (
 from sidecar.memory.embedding.protocol import resolve_model_path
 from sidecar.memory.embedding.torch_backend import SentenceTransformerEncoder
 
-from .test_embedder import SAMPLES, cosines, one_by_one
+from .embedding_support import SAMPLES, cosines, one_by_one
 
 torch = pytest.importorskip("torch")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
-from e2e.mock_llm import MockLLM, parse_extract_turn, parse_task_tag, start_mock
+from e2e.mock_extract import parse_extract_turn
+from e2e.mock_llm import MockLLM, start_mock
+from e2e.mock_protocol import parse_task_tag
 from sidecar.config import ExtractionConfig, LLMConfig
 from sidecar.errors import LLMBadOutput
 from sidecar.llm import LLMClient
