@@ -41,7 +41,8 @@ from sidecar.admin.models import (
     row_id,
 )
 from sidecar.admin.openapi import OPENAPI_PATH, build_openapi
-from sidecar.admin.service import ForgetReport, History, ImportReport, MemoryAdmin, NotFound
+from sidecar.admin.service import ForgetReport, History, MemoryAdmin, NotFound
+from sidecar.admin.transfer import ImportReport
 from sidecar.config import AdminConfig
 from sidecar.errors import EmbeddingError, InvalidInput, SidecarError, StoreError
 from sidecar.logs import clean_request_id, request_context

@@ -7,8 +7,8 @@ with ``owner=``, so another user's memory id is simply *not found* — the same
 answer as an id that does not exist, so existence does not leak. Writes keep the
 corpus cache current (write-through, or invalidation where rows leave a unit) and
 new or changed text is embedded again; adds go through the write path's
-enrichment (abstract, links, category), imports through
-:func:`~sidecar.memory.write.bulk.bulk_load`.
+enrichment (abstract, links, category); exports and imports are
+:mod:`sidecar.admin.transfer`.
 
 Nothing here logs memory text; log lines carry counts and the request id only.
 """
@@ -17,29 +17,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-
-import numpy as np
-from pydantic import ValidationError
+from dataclasses import dataclass
 
 from sidecar.admin.models import (
     ListQuery,
     MemoryInput,
-    MemoryLine,
     MemoryPatch,
     SearchQuery,
     ValidationFailed,
-    memory_json,
-    validation_errors,
 )
+from sidecar.admin.transfer import ImportReport, MemoryTransfer
 from sidecar.config import SidecarConfig
 from sidecar.errors import SidecarError
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.batches import chunks
 from sidecar.memory.model.records import (
     Hit,
     MemoryRecord,
@@ -55,10 +48,8 @@ from sidecar.memory.model.records import (
 from sidecar.memory.read.corpus_cache import CorpusCache
 from sidecar.memory.read.service import MemoryService
 from sidecar.memory.store.filters import build_filter, validate_identifier
-from sidecar.memory.store.migrate import fill_embeddings
 from sidecar.memory.store.milvus import MemoryStore
-from sidecar.memory.store.tombstones import mark_for_reload, mark_forgotten
-from sidecar.memory.write.bulk import bulk_load
+from sidecar.memory.store.tombstones import mark_forgotten
 from sidecar.memory.write.enrich import Enricher
 from sidecar.memory.write.gateway import WriteGateway
 from sidecar.memory.write.journal import TurnJournal
@@ -70,11 +61,8 @@ log = logging.getLogger(__name__)
 
 #: Most supersession steps followed either way by :meth:`MemoryAdmin.history`.
 MAX_HISTORY = 100
-#: Most import problems reported (the rest are counted).
-MAX_IMPORT_ERRORS = 50
 #: How long ``forget`` waits for a turn of the user that is being written.
 FORGET_WAIT_S = 10.0
-_ID_BATCH = 500
 
 
 class NotFound(SidecarError):
@@ -118,32 +106,6 @@ class ForgetReport:
     journal_in_progress: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class ImportReport:
-    user: str
-    lines: int
-    memories: int
-    categories: int
-    #: Rows that had to be embedded (no vector, another model or dimension).
-    embedded: int
-    #: Rows upserted, back-links on existing memories and new categories included.
-    rows_written: int
-    seconds: float
-
-
-@dataclass(slots=True)
-class _Parsed:
-    records: list[MemoryRecord] = field(default_factory=list)
-    errors: list[tuple[str, str]] = field(default_factory=list)
-    dropped: int = 0
-
-    def error(self, path: str, message: str) -> None:
-        if len(self.errors) < MAX_IMPORT_ERRORS:
-            self.errors.append((path, message))
-        else:
-            self.dropped += 1
-
-
 def owner_id(user: str) -> str:
     """``user`` if it is a valid owner id (:class:`InvalidIdentifier` otherwise)."""
     return validate_identifier(user, "user id")
@@ -173,9 +135,6 @@ class MemoryAdmin:
         self._cache: CorpusCache = memory.cache
         #: The write path's enricher (abstract, links, category).
         self._enricher = enricher
-        #: For rows that are already filed under a category (imports): links and
-        #: abstracts, the category kept.
-        self._linker = Enricher(memory.cache, config.enrichment)
         self._metrics = metrics
         self._journal = journal
         #: Every write goes through the write path's gateway: its hygiene, the
@@ -183,6 +142,16 @@ class MemoryAdmin:
         self._writes = writes
         #: The category tree's per-owner lock (``evolve``), taken by ``forget``.
         self._tree_lock = tree_lock
+        self._transfer = MemoryTransfer(
+            config=config,
+            store=store,
+            embedder=embedder,
+            writes=writes,
+            enricher=enricher,
+            # Rows already filed under a category: links and abstracts, the category kept.
+            linker=Enricher(memory.cache, config.enrichment),
+            metrics=metrics,
+        )
 
     @classmethod
     def from_components(
@@ -207,6 +176,18 @@ class MemoryAdmin:
     @property
     def embedding_model(self) -> str:
         return self._config.embedding.model
+
+    # -- export / import (:mod:`sidecar.admin.transfer`) -------------------------------
+
+    def export(self, user: str, *, embeddings: bool = False) -> AsyncIterator[str]:
+        """Every row the user owns as JSON lines: see :meth:`MemoryTransfer.export`."""
+        return self._transfer.export(owner_id(user), embeddings=embeddings)
+
+    async def import_lines(
+        self, user: str, lines: Iterable[str | bytes], *, reembed: bool = False
+    ) -> ImportReport:
+        """Restore rows from JSON lines: see :meth:`MemoryTransfer.import_lines`."""
+        return await self._transfer.import_lines(owner_id(user), lines, reembed=reembed)
 
     # -- reads -------------------------------------------------------------------------
 
@@ -421,188 +402,6 @@ class MemoryAdmin:
         if not cleaned:
             raise ValidationFailed([(where, "has no letter or digit once cleaned")])
         return cleaned
-
-    # -- export / import ---------------------------------------------------------------
-
-    async def export(self, user: str, *, embeddings: bool = False) -> AsyncIterator[str]:
-        """Every row the user owns as JSON lines (categories first, then memories,
-        oldest first): everything :meth:`import_lines` needs to restore them."""
-        owner = owner_id(user)
-        rows = await self._store.scan(
-            build_filter(owner=owner, node_type=None, status=None), with_vectors=embeddings
-        )
-        rows.sort(key=lambda r: (r.node_type != NodeType.CATEGORY, r.created_at, r.id))
-        model = self.embedding_model if embeddings else None
-        for record in rows:
-            line = memory_json(record, embedding=embeddings, model=model)
-            yield json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n"
-
-    async def import_lines(
-        self, user: str, lines: Iterable[str | bytes], *, reembed: bool = False
-    ) -> ImportReport:
-        """Validate every line first (nothing is written when any is invalid: a
-        :class:`ValidationFailed` lists them as ``line N.field``), then store the
-        rows with their ids through the bulk loader and the write path's enrichment.
-        Rows without a usable vector are embedded."""
-        owner = owner_id(user)
-        started = time.perf_counter()
-        parsed = self._parse_lines(owner, lines, reembed=reembed)
-        count = len(parsed.records)
-        async with self._writes.lock(owner):
-            await self._check_ids(owner, parsed)
-            if parsed.errors:
-                if parsed.dropped:
-                    parsed.errors.append(("<file>", f"{parsed.dropped} more problems"))
-                raise ValidationFailed(parsed.errors)
-            records = parsed.records
-            embedded = sum(1 for r in records if r.embedding is None)
-            records = await self._embed_missing(records)
-            categories = [r for r in records if r.node_type == NodeType.CATEGORY]
-            memories = [r for r in records if r.node_type != NodeType.CATEGORY]
-            filed = [r for r in memories if r.category_id]
-            unfiled = [r for r in memories if not r.category_id]
-            written = 0
-            # Categories first, so filed memories never point at a missing one.
-            for batch, enricher in ((categories, None), (filed, self._linker)):
-                if batch:
-                    stats = await bulk_load(
-                        batch,
-                        embedder=self._embedder,
-                        enricher=enricher,
-                        writes=self._writes,
-                    )
-                    written += stats.rows
-            if unfiled:  # filed by the write path's categorizer, like new memories
-                stats = await bulk_load(
-                    unfiled,
-                    embedder=self._embedder,
-                    enricher=self._enricher,
-                    writes=self._writes,
-                )
-                written += stats.rows
-            if written:  # rows keep their own times: other caches reload the user's
-                await mark_for_reload(self._store, owner)
-        self._metrics.admin_rows.labels(operation="import").inc(count)
-        self._writes.notify_stored(owner)
-        log.info("imported rows=%d embedded=%d written=%d", count, embedded, written)
-        return ImportReport(
-            owner,
-            count,
-            len(memories),
-            len(categories),
-            embedded,
-            written,
-            round(time.perf_counter() - started, 3),
-        )
-
-    def _parse_lines(self, owner: str, lines: Iterable[str | bytes], *, reembed: bool) -> _Parsed:
-        parsed = _Parsed()
-        ids: dict[str, int] = {}
-        dim = self._store.dim
-        now = now_ms()
-        for number, raw in enumerate(lines, 1):
-            text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
-            if not text.strip():
-                continue
-            where = f"line {number}"
-            try:
-                data = json.loads(text)
-            except json.JSONDecodeError as exc:
-                parsed.error(where, f"invalid JSON: {exc.msg}")
-                continue
-            except RecursionError:
-                parsed.error(where, "invalid JSON: nested too deep")
-                continue
-            if not isinstance(data, dict):
-                parsed.error(where, "not a JSON object")
-                continue
-            try:
-                line = MemoryLine.model_validate(data)
-            except ValidationError as exc:
-                for path, message in validation_errors(exc, where):
-                    parsed.error(path, message)
-                continue
-            if line.user_id is not None and line.user_id != owner:
-                parsed.error(f"{where}.user_id", "belongs to another user than the import's")
-                continue
-            record = _record(owner, line, self._writes.clean, now)
-            if not record.content and record.node_type != NodeType.CATEGORY:
-                parsed.error(f"{where}.content", "has no letter or digit once cleaned")
-                continue
-            if record.id in ids:
-                parsed.error(f"{where}.id", f"repeats line {ids[record.id]}")
-                continue
-            ids[record.id] = number
-            vector = line.embedding
-            usable = (
-                vector is not None
-                and not reembed
-                and len(vector) == dim
-                and line.embedding_model in (None, self.embedding_model)
-                and np.all(np.isfinite(vector))
-            )
-            parsed.records.append(
-                record.with_changes(embedding=_unit(vector) if usable and vector else None)
-            )
-        return parsed
-
-    async def _check_ids(self, owner: str, parsed: _Parsed) -> None:
-        """An id another user's row holds cannot be imported (the upsert would take
-        that row over). The HTTP API lets only all-users tokens import, so this
-        answer is never an oracle for a scoped token."""
-        ids = [r.id for r in parsed.records]
-        for batch in chunks(ids, _ID_BATCH):
-            taken = await self._store.query(
-                build_filter(ids=batch, node_type=None, status=None), limit=len(batch)
-            )
-            for record in taken:
-                if record.user_id != owner:
-                    parsed.error(f"id {record.id}", "is already used by another row")
-
-    async def _embed_missing(self, records: list[MemoryRecord]) -> list[MemoryRecord]:
-        return await fill_embeddings(
-            records, self._embedder, category_vectors=self._config.hierarchy.embedding
-        )
-
-
-def _unit(vector: tuple[float, ...]) -> tuple[float, ...]:
-    """``vector`` L2-normalised (as retrieval expects); unit vectors are kept as is."""
-    array = np.asarray(vector, dtype=np.float64)
-    norm = float(np.linalg.norm(array))
-    if norm == 0.0 or abs(norm - 1.0) < 1e-4:
-        return vector
-    return as_vector(array / norm)
-
-
-def _record(owner: str, line: MemoryLine, clean: Callable[[str], str], now: int) -> MemoryRecord:
-    """The row ``line`` restores; a memory's text after the write path's hygiene."""
-    text = line.content if line.node_type == NodeType.CATEGORY else clean(line.content)
-    created = now if line.created_at is None else line.created_at
-    return MemoryRecord(
-        id=line.id or memory_id(owner, text),
-        user_id=owner,
-        content=text,
-        group_id=line.group_id,
-        visibility=line.visibility,
-        node_type=line.node_type,
-        memory_type=line.memory_type,
-        status=line.status,
-        category_id=line.category_id,
-        parent_id=line.parent_id,
-        abstract=line.abstract,
-        overview=line.overview,
-        related_ids=line.related_ids,
-        source=line.source,
-        session_id=line.session_id,
-        importance=line.importance,
-        confidence=line.confidence,
-        access_count=line.access_count,
-        created_at=created,
-        updated_at=created if line.updated_at is None else line.updated_at,
-        accessed_at=line.accessed_at,
-        superseded_by=line.superseded_by,
-        content_hash=line.content_hash or content_hash(text),
-    )
 
 
 def _pick(rows: Sequence[MemoryRecord], wanted: str) -> MemoryRecord:

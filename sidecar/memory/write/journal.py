@@ -8,18 +8,12 @@ Storage is one SQLite file in WAL mode, one row per turn::
        └──fail(retry_at)───┤
                            └──────dead──────▶ dead   (payload kept for an operator)
 
-Durability. In WAL mode a commit appends the transaction to the ``-wal`` file with
-``write(2)``. With ``synchronous=NORMAL`` (``journal_sync: normal``, the default)
-the WAL is not fsynced per commit: when :meth:`TurnJournal.append` returns, the row
-is in the operating system's page cache, so it survives the death of the *process*
-— kill -9, an OOM kill, a crash of the interpreter — because the kernel still
-writes it out. It does **not** survive a power loss or kernel crash before the next
-checkpoint: the last commits can be lost then (the file itself stays consistent).
-``journal_sync: full`` fsyncs the WAL at every commit and survives power loss too,
-at the cost of one fsync per accepted turn on the response path: cheap on a disk
-that acknowledges flushes from a cache, 1-10 ms on network block storage, paid by
-every response. Losing the last turns of a power cut (whose answers the machine's
-inference server loses too) is the accepted trade, so NORMAL is the default.
+Durability (docs/design/write-journal.md). With ``journal_sync: normal`` (the
+default) a commit is written to the WAL without an fsync: when
+:meth:`TurnJournal.append` returns the row survives the death of the *process*
+(kill -9, an OOM kill), not a power loss before the next checkpoint.
+``journal_sync: full`` fsyncs every commit, at the cost of one fsync per accepted
+turn on the response path.
 
 Per-user order. A user's turns are written one at a time in acceptance order:
 :meth:`TurnJournal.claim` only hands out a user's *head* — their oldest turn that
@@ -38,16 +32,12 @@ second pass is idempotent: the writer's memory ids are deterministic
 and its facts meet their own first-pass copies (near-identical: no-op) — the
 stored facts are the same as with exactly-once processing.
 
-Threading. Every SQLite call runs on one dedicated thread (a one-thread executor);
-the methods are coroutines. One exception, the response path's append: with
-``synchronous=NORMAL`` (no fsync per commit) it is first tried on the caller's
-thread, on a second connection that never waits for a lock (a busy timeout of 0)
-and never checkpoints; when the file is busy — the journal thread or another
-process in a transaction — the append goes to the journal thread as before (the
-hop to that thread and back costs more than the insert itself). One process owns
-a journal file at a time (an exclusive ``flock`` on ``<path>.lock``, released by
-the kernel when the process dies); a second sidecar on the same file refuses to
-start.
+Threading. Every SQLite call runs on the journal's own thread, but the response
+path's append, which is first tried on the caller's thread on a second connection
+that never waits for a lock (the hop to the journal thread costs more than the
+insert); a busy file sends it to the journal thread. One process owns a journal
+file at a time (an exclusive ``flock`` on ``<path>.lock``); a second sidecar on the
+same file refuses to start.
 
 No turn content ever reaches a log line or ``last_error`` (an exception *type*).
 """
@@ -69,7 +59,6 @@ from typing import Any, TypeVar
 from sidecar.errors import JournalError, JournalFull
 from sidecar.memory.model.turns import Turn
 from sidecar.memory.write.journal_file import (
-    CLAIM,
     CORRUPT,
     INTERRUPTED,
     LOCKS,
@@ -82,9 +71,12 @@ from sidecar.memory.write.journal_file import (
     SyncMode,
     TurnState,
     busy,
+    connect,
+    connect_inline,
+    count_open,
     decode_turn,
+    due_heads,
     encode_turn,
-    ensure_schema,
     error_type,
     lock_file,
     transaction,
@@ -206,42 +198,18 @@ class TurnJournal:
             # The journal holds conversation text: owner-only, like the -wal/-shm
             # files SQLite creates with the database file's mode.
             os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
-        conn = sqlite3.connect(target, isolation_level=None, timeout=5.0)
+        conn: sqlite3.Connection | None = None
         try:
-            mode = str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]).lower()
-            if self._path != MEMORY_PATH and mode != "wal":
-                raise JournalError(f"SQLite did not switch {self._path} to WAL mode ({mode})")
-            conn.execute(f"PRAGMA synchronous={'FULL' if self._sync == 'full' else 'NORMAL'}")
-            with transaction(conn):
-                ensure_schema(conn, self._path)
-                # Heads are derived data: rebuild them, whatever state the file is in.
-                conn.execute("UPDATE turns SET is_head = 0 WHERE is_head <> 0")
-                conn.execute(
-                    "UPDATE turns SET is_head = 1 WHERE id IN (SELECT MIN(id) FROM turns"
-                    f" WHERE state IN {OPEN_STATES} GROUP BY user_id)"
-                )
-            self._open = self._count_open(conn)
+            conn = connect(target, self._path, self._sync)
+            self._open = count_open(conn)
             if self._sync == "normal" and self._path != MEMORY_PATH:
-                self._inline = self._open_inline(target)
+                self._inline = connect_inline(target)
         except BaseException:
-            conn.close()
+            if conn is not None:
+                conn.close()
             self._release_lock()
             raise
         self._conn = conn
-
-    @staticmethod
-    def _open_inline(target: str) -> sqlite3.Connection:
-        """The append connection of the caller's thread: fails at once when the file
-        is locked (``timeout=0``) and leaves checkpoints to the journal thread's
-        connection, which commits after every claim and completion anyway."""
-        inline = sqlite3.connect(target, isolation_level=None, timeout=0, check_same_thread=False)
-        try:
-            inline.execute("PRAGMA synchronous=NORMAL")
-            inline.execute("PRAGMA wal_autocheckpoint=0")
-        except BaseException:
-            inline.close()
-            raise
-        return inline
 
     def _close_sync(self) -> None:
         inline, self._inline = self._inline, None
@@ -275,11 +243,6 @@ class TurnJournal:
         if self._conn is None:
             raise JournalError("the journal is not open")
         return self._conn
-
-    @staticmethod
-    def _count_open(conn: sqlite3.Connection) -> int:
-        row = conn.execute(f"SELECT COUNT(*) FROM turns WHERE state IN {OPEN_STATES}").fetchone()
-        return int(row[0])
 
     # -- operations -----------------------------------------------------------------
 
@@ -360,7 +323,7 @@ class TurnJournal:
         # Most claims find nothing (an idle worker woken by another's turn, a poll):
         # look without the write lock first. A head that appears after the look is
         # claimed at the next wake-up, which its append causes.
-        if not self._heads(conn, now, 1, exclude):
+        if not due_heads(conn, now, 1, exclude):
             return []
         with self._retiring(conn):
             return self._claim_heads(conn, now, limit, exclude)
@@ -373,7 +336,7 @@ class TurnJournal:
         retired = True
         while retired and len(claimed) < limit:  # a dead-lettered head promotes the next
             retired = False
-            for row_id, user_id, payload, attempts in self._heads(
+            for row_id, user_id, payload, attempts in due_heads(
                 conn, now, limit - len(claimed), exclude
             ):
                 try:
@@ -392,24 +355,6 @@ class TurnJournal:
                 )
                 claimed.append(ClaimedTurn(row_id, turn, attempts + 1))
         return claimed
-
-    @staticmethod
-    def _heads(
-        conn: sqlite3.Connection, now: int, limit: int, exclude: frozenset[str]
-    ) -> list[tuple[int, str, str | None, int]]:
-        """Up to ``limit`` due pending heads of users not in ``exclude``, oldest first."""
-        heads: list[tuple[int, str, str | None, int]] = []
-        cursor = conn.execute(CLAIM, (now,))
-        try:
-            for row in cursor:
-                if row[1] in exclude:
-                    continue
-                heads.append((int(row[0]), str(row[1]), row[2], int(row[3])))
-                if len(heads) >= limit:
-                    break
-        finally:
-            cursor.close()
-        return heads
 
     async def complete(self, turn_id: int) -> bool:
         """``in_progress`` -> ``done`` (the payload is dropped). False if the row was

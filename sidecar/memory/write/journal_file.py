@@ -246,3 +246,63 @@ def adopt_journal(target: Path, source: Path) -> int:
     finally:
         for fd in locks:
             os.close(fd)
+
+
+def connect(target: str, path: str, sync: SyncMode) -> sqlite3.Connection:
+    """The journal thread's connection to ``target`` (the file, or ``:memory:``): WAL
+    mode, the configured sync, this version's schema, and every user's head rebuilt
+    (heads are derived data, whatever state the file is in)."""
+    conn = sqlite3.connect(target, isolation_level=None, timeout=5.0)
+    try:
+        mode = str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]).lower()
+        if path != MEMORY_PATH and mode != "wal":
+            raise JournalError(f"SQLite did not switch {path} to WAL mode ({mode})")
+        conn.execute(f"PRAGMA synchronous={'FULL' if sync == 'full' else 'NORMAL'}")
+        with transaction(conn):
+            ensure_schema(conn, path)
+            conn.execute("UPDATE turns SET is_head = 0 WHERE is_head <> 0")
+            conn.execute(
+                "UPDATE turns SET is_head = 1 WHERE id IN (SELECT MIN(id) FROM turns"
+                f" WHERE state IN {OPEN_STATES} GROUP BY user_id)"
+            )
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def connect_inline(target: str) -> sqlite3.Connection:
+    """The append connection of the caller's thread: fails at once when the file
+    is locked (``timeout=0``) and leaves checkpoints to the journal thread's
+    connection, which commits after every claim and completion anyway."""
+    inline = sqlite3.connect(target, isolation_level=None, timeout=0, check_same_thread=False)
+    try:
+        inline.execute("PRAGMA synchronous=NORMAL")
+        inline.execute("PRAGMA wal_autocheckpoint=0")
+    except BaseException:
+        inline.close()
+        raise
+    return inline
+
+
+def count_open(conn: sqlite3.Connection) -> int:
+    row = conn.execute(f"SELECT COUNT(*) FROM turns WHERE state IN {OPEN_STATES}").fetchone()
+    return int(row[0])
+
+
+def due_heads(
+    conn: sqlite3.Connection, now: int, limit: int, exclude: frozenset[str]
+) -> list[tuple[int, str, str | None, int]]:
+    """Up to ``limit`` due pending heads of users not in ``exclude``, oldest first."""
+    heads: list[tuple[int, str, str | None, int]] = []
+    cursor = conn.execute(CLAIM, (now,))
+    try:
+        for row in cursor:
+            if row[1] in exclude:
+                continue
+            heads.append((int(row[0]), str(row[1]), row[2], int(row[3])))
+            if len(heads) >= limit:
+                break
+    finally:
+        cursor.close()
+    return heads
