@@ -347,22 +347,28 @@ def _variant_result(
     memories: dict[str, EvalMemory],
     ks: Sequence[int],
 ) -> StrategyResult:
-    results = []
-    for query, hits, latency_ms in rows:
-        ranked = tuple(hit.record.id for hit in hits)
-        results.append(
-            QueryResult(
-                query_id=query.id,
-                category=query.category,
-                ranked=ranked,
-                scores=score_query(ranked, query.relevant_ids, ks),
-                latency_ms=latency_ms,
-                violations=tuple(
-                    h.record.id for h in hits if not _allowed(h, query.scope, memories)
-                ),
-            )
-        )
+    results = [_query_result(q, hits, ms, memories, ks) for q, hits, ms in rows]
     return strategy_result(name, results, ks)
+
+
+def _query_result(
+    query: EvalQuery,
+    hits: Sequence[Hit],
+    latency_ms: float,
+    memories: dict[str, EvalMemory],
+    ks: Sequence[int],
+) -> QueryResult:
+    """One query's ranking, scores against its labels, and any memory it returned
+    that its scope may not see."""
+    ranked = tuple(hit.record.id for hit in hits)
+    return QueryResult(
+        query_id=query.id,
+        category=query.category,
+        ranked=ranked,
+        scores=score_query(ranked, query.relevant_ids, ks),
+        latency_ms=latency_ms,
+        violations=tuple(h.record.id for h in hits if not _allowed(h, query.scope, memories)),
+    )
 
 
 async def _embed_queries(
@@ -402,21 +408,10 @@ async def _run_strategy(
     await memory.search(vectors[0], queries[0].scope, retrieval, top_k=top_k)
     results: list[QueryResult] = []
     for query, vector in zip(queries, vectors, strict=True):
-        scope = query.scope
         started = time.perf_counter()
-        hits = await memory.search(vector, scope, retrieval, top_k=top_k)
+        hits = await memory.search(vector, query.scope, retrieval, top_k=top_k)
         latency_ms = (time.perf_counter() - started) * 1000
-        ranked = tuple(hit.record.id for hit in hits)
-        results.append(
-            QueryResult(
-                query_id=query.id,
-                category=query.category,
-                ranked=ranked,
-                scores=score_query(ranked, query.relevant_ids, ks),
-                latency_ms=latency_ms,
-                violations=tuple(h.record.id for h in hits if not _allowed(h, scope, memories)),
-            )
-        )
+        results.append(_query_result(query, hits, latency_ms, memories, ks))
         advance(1)
     return strategy_result(name, results, ks)
 
