@@ -15,12 +15,24 @@ import pytest
 
 from e2e.mock_llm import MockLLM, start_mock
 from sidecar.config import ExtractionConfig, config_from_mapping
+from sidecar.errors import LLMUnavailable
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import Scope, Status, now_ms
 from sidecar.memory.model.turns import Turn
 from sidecar.memory.store.filters import build_filter
-from sidecar.memory.write.dedup import Candidate, Decision, entities, rule_judgement
+from sidecar.memory.write.dedup import (
+    JUDGE_PROMPT,
+    Candidate,
+    Decision,
+    DedupJudge,
+    Judgement,
+    entities,
+    render_judge_input,
+    rule_judgement,
+)
+from sidecar.metrics import Metrics
 from sidecar.runtime.components import Components
+from tests.support.fakes import FakeLLM
 
 PARAPHRASES = {
     "berlin": [
@@ -96,6 +108,58 @@ def test_entities_are_names_and_numbers() -> None:
 def test_rule(new: str, old: str, cosine: float, decision: Decision) -> None:
     judged = rule_judgement(new, [Candidate("old", old, cosine)], ExtractionConfig())
     assert judged.decision == decision
+
+
+# -- the judge alone (a scripted LLM) -------------------------------------------------------
+
+GREEN = "User's favourite colour is green."
+GRAY = [Candidate("blue", "User's favourite colour is blue.", 0.77)]  # the rule: ADD
+
+
+async def test_the_judge_asks_the_llm_only_in_the_gray_zone() -> None:
+    llm = FakeLLM({"dedup": {"decision": "SUPERSEDE", "target": "blue", "text": None}})
+    metrics = Metrics()
+    judge = DedupJudge(llm, metrics)
+    assert await judge.judge(GREEN, GRAY, ExtractionConfig()) == Judgement(
+        Decision.SUPERSEDE, "blue", None, "llm"
+    )
+    (call,) = llm.calls
+    assert (call.task, call.max_tokens) == ("dedup", 200)
+    assert [m["content"] for m in call.messages] == [
+        JUDGE_PROMPT,
+        render_judge_input(GREEN, GRAY),
+    ]
+    assert metrics.value("memory_sidecar_facts_total", {"decision": "supersede_llm"}) == 1
+    # Clear cases, use_llm off and no LLM configured never reach it.
+    near = [Candidate("same", GREEN, 0.99)]
+    assert (await judge.judge(GREEN, near, ExtractionConfig())).decision == Decision.NOOP
+    far = [Candidate("far", "User has a dog.", 0.2)]
+    assert (await judge.judge(GREEN, far, ExtractionConfig())).by == "exact"
+    assert (await judge.judge(GREEN, GRAY, ExtractionConfig(use_llm=False))).by == "rule"
+    unconfigured = DedupJudge(FakeLLM(configured=False), metrics)
+    assert (await unconfigured.judge(GREEN, GRAY, ExtractionConfig())).by == "rule"
+    assert len(llm.calls) == 1
+
+
+@pytest.mark.parametrize(
+    "llm",
+    [
+        FakeLLM(errors={"dedup": LLMUnavailable("down")}),
+        FakeLLM({"dedup": {"decision": "add"}}, stalls={"dedup": 5.0}, timeout_s=0.01),
+        FakeLLM({"dedup": {"decision": "maybe"}}),
+        FakeLLM({"dedup": {"decision": "supersede", "target": "not-a-candidate"}}),
+    ],
+    ids=["unavailable", "timeout", "unknown-decision", "unknown-target"],
+)
+async def test_the_judge_falls_back_to_the_rule(llm: FakeLLM) -> None:
+    metrics = Metrics()
+    judged = await DedupJudge(llm, metrics).judge(GREEN, GRAY, ExtractionConfig())
+    assert judged == Judgement(Decision.ADD)  # what the rule says of the pair
+    assert llm.tasks() == ["dedup"]
+    assert metrics.value("memory_sidecar_facts_total", {"decision": "add_rule"}) == 1
+
+
+# -- through the write pipeline ------------------------------------------------------------
 
 
 @pytest.mark.parametrize("with_llm", [False, True])
