@@ -363,8 +363,11 @@ class FakeStore:
     def dim(self) -> int:
         return self._dim
 
-    def _call(self, name: str) -> None:
+    async def _call(self, name: str) -> None:
+        """Count the call and yield to the loop once, as a real store's round trip
+        would (so concurrent callers interleave)."""
         self.calls[name] += 1
+        await asyncio.sleep(0)
         if self.error is not None:
             raise self.error
 
@@ -390,7 +393,7 @@ class FakeStore:
         return sorted(found, key=lambda r: (r.created_at, r.id))
 
     async def upsert(self, records: Sequence[MemoryRecord]) -> None:
-        self._call("upsert")
+        await self._call("upsert")
         rows: list[Row] = []
         for record in records:
             row = record_to_row(record)
@@ -409,7 +412,7 @@ class FakeStore:
                 self.access.pop(row["id"], None)
 
     async def delete(self, where: Filter) -> None:
-        self._call("delete")
+        await self._call("delete")
         for row in self._matching(where):
             del self.rows[row["id"]]
             self.access.pop(row["id"], None)
@@ -422,7 +425,7 @@ class FakeStore:
         limit: int,
         strong: bool = False,
     ) -> list[Hit]:
-        self._call("search")
+        await self._call("search")
         query = np.asarray(vector, dtype=np.float64)
         query = query / (np.linalg.norm(query) or 1.0)
         scored = []
@@ -434,7 +437,7 @@ class FakeStore:
         return [Hit(self._record(row, with_vectors=False), score) for score, row in scored[:limit]]
 
     async def search_text(self, text: str, *, where: Filter, limit: int) -> list[Hit]:
-        self._call("search_text")
+        await self._call("search_text")
         rows = self._matching(where)
         scores = BM25Index([tokens(row["content"]) for row in rows]).scores(tokens(text))
         scored = [(float(s), row) for s, row in zip(scores, rows, strict=True) if s > 0]
@@ -449,7 +452,7 @@ class FakeStore:
         offset: int = 0,
         with_vectors: bool = False,
     ) -> list[MemoryRecord]:
-        self._call("query")
+        await self._call("query")
         if offset + limit > QUERY_WINDOW:
             raise StoreError(f"offset + limit over Milvus' window of {QUERY_WINDOW} rows")
         page = self._matching(where)[offset : offset + limit]
@@ -458,23 +461,23 @@ class FakeStore:
     async def scan(
         self, where: Filter, *, with_vectors: bool = False, batch_size: int = 1000
     ) -> list[MemoryRecord]:
-        self._call("scan")
+        await self._call("scan")
         return self._records(self._matching(where), with_vectors=with_vectors)
 
     async def owners(self, where: Filter, *, limit: int = 1000) -> dict[str, str]:
-        self._call("owners")
+        await self._call("owners")
         return {row["id"]: row["user_id"] for row in self._matching(where)[:limit]}
 
     async def count(self, where: Filter) -> int:
-        self._call("count")
+        await self._call("count")
         return len(self._matching(where))
 
     async def read_access(self, ids: Sequence[str]) -> dict[str, AccessStat]:
-        self._call("read_access")
+        await self._call("read_access")
         return {i: self.access[i] for i in ids if i in self.access}
 
     async def write_access(self, stats: Sequence[AccessStat]) -> None:
-        self._call("write_access")
+        await self._call("write_access")
         for stat in stats:
             self.access[stat.id] = stat
 
