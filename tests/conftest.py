@@ -1,7 +1,11 @@
-"""Shared fixtures: the embedding model is built once per test session.
+"""Shared fixtures.
 
-It uses the configured default backend; its ONNX export goes to a session temporary
-cache directory, which the embedder tests reuse (one export per session).
+* The embedding model is built once per test session. It uses the configured default
+  backend; its ONNX export goes to a session temporary cache directory, which the
+  embedder tests reuse (one export per session).
+* The deterministic mock LLM (``e2e.mock_llm``) on loopback: ``mock_llm`` is started
+  for one test, ``module_mock_llm`` for a module's fixtures (an in-process sidecar
+  that needs its address).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from e2e.mock_llm import MockLLM, start_mock
 from sidecar.config import EmbeddingConfig
 from sidecar.memory.embedding.batching import BatchingEmbedder
 from sidecar.memory.embedding.factory import build_local_embedder
@@ -37,3 +42,17 @@ async def embedder(embedding_config: EmbeddingConfig) -> AsyncIterator[BatchingE
     built = await loop.run_in_executor(None, build_local_embedder, embedding_config)
     yield built
     await built.close()
+
+
+@pytest.fixture
+async def mock_llm() -> AsyncIterator[MockLLM]:
+    """The mock LLM, started for this test: its own config, record and counters."""
+    async with await start_mock() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+async def module_mock_llm() -> AsyncIterator[MockLLM]:
+    """The mock LLM, started once for the test module."""
+    async with await start_mock() as server:
+        yield server

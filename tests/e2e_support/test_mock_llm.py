@@ -49,17 +49,8 @@ def extract_messages(user: str, assistant: str = "Noted.") -> list[dict[str, str
 
 
 @pytest.fixture
-async def mock() -> AsyncIterator[MockLLM]:
-    server = await start_mock()
-    try:
-        yield server
-    finally:
-        await server.close()
-
-
-@pytest.fixture
-async def client(mock: MockLLM) -> AsyncIterator[AsyncOpenAI]:
-    async with AsyncOpenAI(base_url=mock.base_url, api_key="x", max_retries=0) as c:
+async def client(mock_llm: MockLLM) -> AsyncIterator[AsyncOpenAI]:
+    async with AsyncOpenAI(base_url=mock_llm.base_url, api_key="x", max_retries=0) as c:
         yield c
 
 
@@ -85,7 +76,7 @@ async def ask(client: AsyncOpenAI, messages: Any, **kwargs: Any) -> str:
 
 
 async def test_echo_contains_every_message_including_system_prompt(
-    mock: MockLLM, client: AsyncOpenAI
+    mock_llm: MockLLM, client: AsyncOpenAI
 ) -> None:
     completion = await client.chat.completions.create(
         model="my-upstream-model",
@@ -107,7 +98,7 @@ async def test_echo_contains_every_message_including_system_prompt(
     assert completion.usage.total_tokens == (
         completion.usage.prompt_tokens + completion.usage.completion_tokens
     )
-    assert mock.stats()["echo"] == 1
+    assert mock_llm.stats()["echo"] == 1
 
 
 async def test_echo_flattens_content_parts(client: AsyncOpenAI) -> None:
@@ -178,14 +169,14 @@ async def test_stream_reassembles_to_the_non_stream_answer(client: AsyncOpenAI) 
     assert usage.completion_tokens == len(expected.split())
 
 
-async def test_raw_sse_wire_format(mock: MockLLM, http: aiohttp.ClientSession) -> None:
-    mock.configure(stream_chunks=3)
+async def test_raw_sse_wire_format(mock_llm: MockLLM, http: aiohttp.ClientSession) -> None:
+    mock_llm.configure(stream_chunks=3)
     body = {
         "model": "m",
         "stream": True,
         "messages": [{"role": "user", "content": "one two three four five six"}],
     }
-    async with http.post(f"{mock.base_url}/chat/completions", json=body) as resp:
+    async with http.post(f"{mock_llm.base_url}/chat/completions", json=body) as resp:
         assert resp.status == 200
         assert resp.headers["Content-Type"].startswith("text/event-stream")
         raw = await resp.text()
@@ -211,9 +202,9 @@ async def test_raw_sse_wire_format(mock: MockLLM, http: aiohttp.ClientSession) -
     assert all("usage" not in c for c in chunks)  # no include_usage asked for
 
 
-async def test_sync_openai_client_streaming_and_not(mock: MockLLM) -> None:
+async def test_sync_openai_client_streaming_and_not(mock_llm: MockLLM) -> None:
     def call() -> tuple[str, str]:
-        with OpenAI(base_url=mock.base_url, api_key="x", max_retries=0) as c:
+        with OpenAI(base_url=mock_llm.base_url, api_key="x", max_retries=0) as c:
             messages: Any = [{"role": "user", "content": "hello sync world"}]
             plain = c.chat.completions.create(model="m", messages=messages)
             streamed = "".join(
@@ -229,11 +220,11 @@ async def test_sync_openai_client_streaming_and_not(mock: MockLLM) -> None:
 
 
 async def test_models_and_health(
-    mock: MockLLM, client: AsyncOpenAI, http: aiohttp.ClientSession
+    mock_llm: MockLLM, client: AsyncOpenAI, http: aiohttp.ClientSession
 ) -> None:
     models = await client.models.list()
     assert [m.id for m in models.data] == ["mock-llm"]
-    async with http.get(f"{mock.url}/health") as resp:
+    async with http.get(f"{mock_llm.url}/health") as resp:
         assert resp.status == 200
         assert await resp.json() == {"status": "ok"}
 
@@ -244,7 +235,7 @@ async def test_models_and_health(
 
 
 async def test_request_log_records_chat_requests_only(
-    mock: MockLLM, client: AsyncOpenAI, http: aiohttp.ClientSession
+    mock_llm: MockLLM, client: AsyncOpenAI, http: aiohttp.ClientSession
 ) -> None:
     await ask(
         client, [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "hi"}]
@@ -252,7 +243,7 @@ async def test_request_log_records_chat_requests_only(
     await ask(client, extract_messages("I live in Berlin."))
     await client.models.list()
 
-    async with http.get(f"{mock.url}/_mock/requests") as resp:
+    async with http.get(f"{mock_llm.url}/_mock/requests") as resp:
         recorded = await resp.json()
     assert len(recorded) == 2
     first = recorded[0]
@@ -261,23 +252,23 @@ async def test_request_log_records_chat_requests_only(
     assert all(name == name.lower() for name in first["headers"])
     assert first["body"]["messages"][0] == {"role": "system", "content": SYSTEM_PROMPT}
     assert first["body"]["model"] == "test-model"
-    assert recorded == mock.requests()
-    assert [r["body"]["messages"][1]["content"] for r in mock.upstream_requests()] == ["hi"]
-    assert len(mock.task_requests("extract")) == 1
+    assert recorded == mock_llm.requests()
+    assert [r["body"]["messages"][1]["content"] for r in mock_llm.upstream_requests()] == ["hi"]
+    assert len(mock_llm.task_requests("extract")) == 1
 
-    async with http.delete(f"{mock.url}/_mock/requests") as resp:
+    async with http.delete(f"{mock_llm.url}/_mock/requests") as resp:
         assert resp.status == 200
-    async with http.get(f"{mock.url}/_mock/requests") as resp:
+    async with http.get(f"{mock_llm.url}/_mock/requests") as resp:
         assert await resp.json() == []
 
 
 async def test_request_log_is_bounded(http: aiohttp.ClientSession) -> None:
-    async with await start_mock(max_requests=2) as mock:
+    async with await start_mock(max_requests=2) as mock_llm:
         for i in range(4):
             body = {"model": "m", "messages": [{"role": "user", "content": f"msg {i}"}]}
-            async with http.post(f"{mock.base_url}/chat/completions", json=body) as resp:
+            async with http.post(f"{mock_llm.base_url}/chat/completions", json=body) as resp:
                 assert resp.status == 200
-        assert [r["body"]["messages"][0]["content"] for r in mock.requests()] == [
+        assert [r["body"]["messages"][0]["content"] for r in mock_llm.requests()] == [
             "msg 2",
             "msg 3",
         ]
@@ -308,7 +299,7 @@ def test_task_tag_only_counts_at_start_of_first_system_message() -> None:
         assert parse_task_tag(body) is None
 
 
-async def test_extract_task_returns_expected_facts(mock: MockLLM, client: AsyncOpenAI) -> None:
+async def test_extract_task_returns_expected_facts(mock_llm: MockLLM, client: AsyncOpenAI) -> None:
     user = (
         "Hi! I live in Berlin. I'm allergic to peanuts.\n"
         "My sister's name is Ana. Can you recommend a restaurant near me? "
@@ -332,8 +323,8 @@ async def test_extract_task_returns_expected_facts(mock: MockLLM, client: AsyncO
             },
         ]
     }
-    assert mock.stats()["tasks"] == {"extract": 1}
-    assert mock.stats()["echo"] == 0
+    assert mock_llm.stats()["tasks"] == {"extract": 1}
+    assert mock_llm.stats()["echo"] == 0
 
 
 async def test_extract_task_with_no_facts(client: AsyncOpenAI) -> None:
@@ -433,10 +424,10 @@ def test_extract_uses_user_text_only_and_dedupes() -> None:
 
 
 async def test_think_and_fence_knobs_wrap_task_json(
-    mock: MockLLM, client: AsyncOpenAI, http: aiohttp.ClientSession
+    mock_llm: MockLLM, client: AsyncOpenAI, http: aiohttp.ClientSession
 ) -> None:
     async with http.post(
-        f"{mock.url}/_mock/config", json={"think_tags": True, "json_fences": True}
+        f"{mock_llm.url}/_mock/config", json={"think_tags": True, "json_fences": True}
     ) as resp:
         assert resp.status == 200
         assert (await resp.json())["think_tags"] is True
@@ -451,21 +442,21 @@ async def test_think_and_fence_knobs_wrap_task_json(
     echo = await ask(client, [{"role": "user", "content": "plain"}])
     assert echo == "ECHO\n[user] plain"
 
-    mock.configure(think_tags=False)
+    mock_llm.configure(think_tags=False)
     fenced = await ask(client, extract_messages("I live in Berlin."))
     assert fenced.startswith("```json\n")
     assert fenced.endswith("\n```")
 
 
-async def test_garbage_tasks_answer_non_json(mock: MockLLM, client: AsyncOpenAI) -> None:
-    mock.configure(garbage_tasks=True)
+async def test_garbage_tasks_answer_non_json(mock_llm: MockLLM, client: AsyncOpenAI) -> None:
+    mock_llm.configure(garbage_tasks=True)
     content = await ask(client, extract_messages("I live in Berlin."))
     with pytest.raises(json.JSONDecodeError):
         json.loads(content)
 
 
-async def test_error_rate_returns_configured_status(mock: MockLLM, client: AsyncOpenAI) -> None:
-    mock.configure(error_rate=1.0, error_status=503)
+async def test_error_rate_returns_configured_status(mock_llm: MockLLM, client: AsyncOpenAI) -> None:
+    mock_llm.configure(error_rate=1.0, error_status=503)
     with pytest.raises(openai.APIStatusError) as excinfo:
         await ask(client, [{"role": "user", "content": "hello"}])
     assert excinfo.value.status_code == 503
@@ -473,22 +464,22 @@ async def test_error_rate_returns_configured_status(mock: MockLLM, client: Async
         await client.chat.completions.create(
             model="m", messages=[{"role": "user", "content": "hello"}], stream=True
         )
-    stats = mock.stats()
+    stats = mock_llm.stats()
     assert stats["errors"] == 2
     assert stats["chat"] == 2
 
-    mock.configure(error_rate=0.0)
+    mock_llm.configure(error_rate=0.0)
     assert await ask(client, [{"role": "user", "content": "hello"}]) == "ECHO\n[user] hello"
-    assert mock.stats()["errors"] == 2
-    assert mock.stats()["chat"] == 3
+    assert mock_llm.stats()["errors"] == 2
+    assert mock_llm.stats()["chat"] == 3
 
 
-async def test_fail_tasks_only_fails_task_prompts(mock: MockLLM, client: AsyncOpenAI) -> None:
-    mock.configure(fail_tasks=True, error_status=429)
+async def test_fail_tasks_only_fails_task_prompts(mock_llm: MockLLM, client: AsyncOpenAI) -> None:
+    mock_llm.configure(fail_tasks=True, error_status=429)
     with pytest.raises(openai.RateLimitError):
         await ask(client, extract_messages("I live in Berlin."))
     assert await ask(client, [{"role": "user", "content": "ok"}]) == "ECHO\n[user] ok"
-    assert mock.stats() == {
+    assert mock_llm.stats() == {
         "chat": 2,
         "echo": 1,
         "stream": 0,
@@ -499,13 +490,13 @@ async def test_fail_tasks_only_fails_task_prompts(mock: MockLLM, client: AsyncOp
 
 async def test_error_rate_is_deterministic_for_a_seed(http: aiohttp.ClientSession) -> None:
     async def pattern(seed: int) -> list[int]:
-        async with await start_mock(error_rate=0.5, seed=seed) as mock:
+        async with await start_mock(error_rate=0.5, seed=seed) as mock_llm:
             statuses = []
             for _ in range(24):
                 body = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
-                async with http.post(f"{mock.base_url}/chat/completions", json=body) as resp:
+                async with http.post(f"{mock_llm.base_url}/chat/completions", json=body) as resp:
                     statuses.append(resp.status)
-            assert mock.stats()["errors"] == statuses.count(500)
+            assert mock_llm.stats()["errors"] == statuses.count(500)
             return statuses
 
     first = await pattern(7)
@@ -529,8 +520,8 @@ async def test_custom_task_handler_registry() -> None:
         return json.dumps({"query": body["messages"][-1]["content"].upper()})
 
     async with (
-        await start_mock(task_handlers={"rewrite": rewrite}) as mock,
-        AsyncOpenAI(base_url=mock.base_url, api_key="x", max_retries=0) as client,
+        await start_mock(task_handlers={"rewrite": rewrite}) as mock_llm,
+        AsyncOpenAI(base_url=mock_llm.base_url, api_key="x", max_retries=0) as client,
     ):
         content = await ask(
             client,
@@ -540,7 +531,7 @@ async def test_custom_task_handler_registry() -> None:
             ],
         )
         assert json.loads(content) == {"query": "WHERE DO I LIVE"}
-        assert mock.stats()["tasks"] == {"rewrite": 1}
+        assert mock_llm.stats()["tasks"] == {"rewrite": 1}
 
 
 # ---------------------------------------------------------------------------
@@ -548,22 +539,22 @@ async def test_custom_task_handler_registry() -> None:
 # ---------------------------------------------------------------------------
 
 
-async def test_latency_delays_every_chat_request(mock: MockLLM, client: AsyncOpenAI) -> None:
-    mock.configure(latency_ms=150)
+async def test_latency_delays_every_chat_request(mock_llm: MockLLM, client: AsyncOpenAI) -> None:
+    mock_llm.configure(latency_ms=150)
     started = time.perf_counter()
     await ask(client, [{"role": "user", "content": "slow"}])
     assert time.perf_counter() - started >= 0.150
 
 
-async def test_task_latency_delays_task_prompts(mock: MockLLM, client: AsyncOpenAI) -> None:
-    mock.configure(task_latency_ms=150)
+async def test_task_latency_delays_task_prompts(mock_llm: MockLLM, client: AsyncOpenAI) -> None:
+    mock_llm.configure(task_latency_ms=150)
     started = time.perf_counter()
     await ask(client, extract_messages("I live in Berlin."))
     assert time.perf_counter() - started >= 0.150
 
 
-async def test_stream_chunk_delay(mock: MockLLM, client: AsyncOpenAI) -> None:
-    mock.configure(stream_chunk_delay_ms=30, stream_chunks=3)
+async def test_stream_chunk_delay(mock_llm: MockLLM, client: AsyncOpenAI) -> None:
+    mock_llm.configure(stream_chunk_delay_ms=30, stream_chunks=3)
     started = time.perf_counter()
     stream = await client.chat.completions.create(
         model="m",
@@ -582,29 +573,29 @@ async def test_stream_chunk_delay(mock: MockLLM, client: AsyncOpenAI) -> None:
 
 
 async def test_runtime_config_validation_and_reset(
-    mock: MockLLM, client: AsyncOpenAI, http: aiohttp.ClientSession
+    mock_llm: MockLLM, client: AsyncOpenAI, http: aiohttp.ClientSession
 ) -> None:
-    async with http.get(f"{mock.url}/_mock/config") as resp:
+    async with http.get(f"{mock_llm.url}/_mock/config") as resp:
         assert await resp.json() == MockConfig().to_dict()
 
     for bad in ({"no_such_knob": 1}, {"error_rate": 2}, {"fail_tasks": "yes"}, [1, 2]):
-        async with http.post(f"{mock.url}/_mock/config", json=bad) as resp:
+        async with http.post(f"{mock_llm.url}/_mock/config", json=bad) as resp:
             assert resp.status == 400, bad
             assert "error" in await resp.json()
 
-    async with http.post(f"{mock.url}/_mock/config", json={"latency_ms": 5}) as resp:
+    async with http.post(f"{mock_llm.url}/_mock/config", json={"latency_ms": 5}) as resp:
         assert resp.status == 200
-    assert mock.config.latency_ms == 5.0
+    assert mock_llm.config.latency_ms == 5.0
 
     await ask(client, [{"role": "user", "content": "x"}])
-    async with http.get(f"{mock.url}/_mock/stats") as resp:
+    async with http.get(f"{mock_llm.url}/_mock/stats") as resp:
         assert (await resp.json())["chat"] == 1
 
-    async with http.post(f"{mock.url}/_mock/reset") as resp:
+    async with http.post(f"{mock_llm.url}/_mock/reset") as resp:
         assert resp.status == 200
-    assert mock.config == MockConfig()
-    assert mock.requests() == []
-    assert mock.stats()["chat"] == 0
+    assert mock_llm.config == MockConfig()
+    assert mock_llm.requests() == []
+    assert mock_llm.stats()["chat"] == 0
 
 
 async def test_start_mock_rejects_bad_config() -> None:

@@ -7,13 +7,12 @@ non-LLM rule (no LLM configured), and again with the mock LLM as extractor and j
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from e2e.mock_llm import MockLLM, start_mock
+from e2e.mock_llm import MockLLM
 from sidecar.config import ExtractionConfig, config_from_mapping
 from sidecar.errors import LLMUnavailable
 from sidecar.memory.embedding.protocol import Embedder
@@ -73,13 +72,6 @@ async def build(tmp: Path, embedder: Embedder, llm: str | None) -> Components:
     if llm:
         document["llm"] = {"base_url": llm}
     return await Components.build(config_from_mapping(document, env={}), embedder=embedder)
-
-
-@pytest.fixture
-async def mock() -> AsyncIterator[MockLLM]:
-    server = await start_mock()
-    yield server
-    await server.close()
 
 
 async def say(components: Components, user: str, text: str, at: int) -> None:
@@ -164,9 +156,9 @@ async def test_the_judge_falls_back_to_the_rule(llm: FakeLLM) -> None:
 
 @pytest.mark.parametrize("with_llm", [False, True])
 async def test_paraphrases_become_one_memory_per_fact(
-    tmp_path: Path, embedder: Embedder, mock: MockLLM, with_llm: bool
+    tmp_path: Path, embedder: Embedder, mock_llm: MockLLM, with_llm: bool
 ) -> None:
-    components = await build(tmp_path, embedder, mock.base_url if with_llm else None)
+    components = await build(tmp_path, embedder, mock_llm.base_url if with_llm else None)
     try:
         rows_of = [(topic, text) for topic, texts in PARAPHRASES.items() for text in texts]
         # Interleave topics like a real conversation would.
@@ -180,16 +172,16 @@ async def test_paraphrases_become_one_memory_per_fact(
             assert len(about) == 1, (topic, [r.content for r in about])
         assert len(rows) == 3, [r.content for r in rows]
         if with_llm:
-            assert mock.stats()["tasks"].get("extract", 0) == 45
+            assert mock_llm.stats()["tasks"].get("extract", 0) == 45
     finally:
         await components.close()
 
 
 @pytest.mark.parametrize("with_llm", [False, True])
 async def test_contradiction_supersedes_and_keeps_history(
-    tmp_path: Path, embedder: Embedder, mock: MockLLM, with_llm: bool
+    tmp_path: Path, embedder: Embedder, mock_llm: MockLLM, with_llm: bool
 ) -> None:
-    components = await build(tmp_path, embedder, mock.base_url if with_llm else None)
+    components = await build(tmp_path, embedder, mock_llm.base_url if with_llm else None)
     try:
         await say(components, "mover", "I live in Berlin.", 1_700_000_000_000)
         second_written = now_ms()
@@ -213,15 +205,15 @@ async def test_contradiction_supersedes_and_keeps_history(
 
 
 async def test_llm_judge_decides_the_gray_zone(
-    tmp_path: Path, embedder: Embedder, mock: MockLLM
+    tmp_path: Path, embedder: Embedder, mock_llm: MockLLM
 ) -> None:
-    components = await build(tmp_path, embedder, mock.base_url)
+    components = await build(tmp_path, embedder, mock_llm.base_url)
     try:
         await say(components, "colour", "My favourite colour is blue.", 1)
         await say(components, "colour", "My favourite colour is green.", 2)
         active = await components.store.query(build_filter(owner="colour"))
         assert [r.content for r in active] == ["User's favourite colour is green."]
-        assert mock.stats()["tasks"].get("dedup", 0) >= 1
+        assert mock_llm.stats()["tasks"].get("dedup", 0) >= 1
         metrics = components.metrics
         assert metrics.value("memory_sidecar_facts_total", {"decision": "supersede_llm"}) == 1
     finally:
@@ -229,10 +221,10 @@ async def test_llm_judge_decides_the_gray_zone(
 
 
 async def test_judge_failure_falls_back_to_the_rule(
-    tmp_path: Path, embedder: Embedder, mock: MockLLM
+    tmp_path: Path, embedder: Embedder, mock_llm: MockLLM
 ) -> None:
-    mock.configure(garbage_tasks=True)
-    components = await build(tmp_path, embedder, mock.base_url)
+    mock_llm.configure(garbage_tasks=True)
+    components = await build(tmp_path, embedder, mock_llm.base_url)
     try:
         await say(components, "g", "My favourite colour is blue.", 1)
         await say(components, "g", "My favourite colour is green.", 2)
