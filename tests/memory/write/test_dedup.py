@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from e2e.mock_llm import MockLLM
-from sidecar.config import ExtractionConfig, config_from_mapping
+from sidecar.config import ExtractionConfig
 from sidecar.errors import LLMUnavailable
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import Scope, Status, now_ms
@@ -31,6 +31,7 @@ from sidecar.memory.write.dedup import (
 )
 from sidecar.metrics import Metrics
 from sidecar.runtime.components import Components
+from tests.support.boot import sidecar_config
 from tests.support.fakes import FakeLLM
 
 PARAPHRASES = {
@@ -64,14 +65,9 @@ TOPIC_WORDS = {"berlin": "berlin", "peanuts": "peanut", "nurse": "nurse"}
 
 
 async def build(tmp: Path, embedder: Embedder, llm: str | None) -> Components:
-    document: dict[str, Any] = {
-        "store": {"uri": str(tmp / "dedup.db")},
-        "admin": {"enabled": False},
-        "hierarchy": {"schedule_s": 0},
-    }
-    if llm:
-        document["llm"] = {"base_url": llm}
-    return await Components.build(config_from_mapping(document, env={}), embedder=embedder)
+    sections: dict[str, Any] = {"llm": {"base_url": llm}} if llm else {}
+    config = sidecar_config(tmp, hierarchy={"schedule_s": 0}, **sections)
+    return await Components.build(config, embedder=embedder)
 
 
 async def say(components: Components, user: str, text: str, at: int) -> None:

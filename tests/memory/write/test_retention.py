@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from sidecar.config import CacheConfig, RetentionConfig, StoreConfig, config_from_mapping
+from sidecar.config import CacheConfig, RetentionConfig, StoreConfig
 from sidecar.errors import StoreError
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import Hit, MemoryRecord, MemoryType, Scope, Status, Visibility
@@ -27,6 +27,7 @@ from sidecar.memory.write.locks import KeyedLocks
 from sidecar.memory.write.retention import Retention, prune_order, retention_score
 from sidecar.metrics import Metrics
 from sidecar.runtime.components import Components
+from tests.support.boot import sidecar_config
 from tests.support.writes import gateway
 
 DIM = 4
@@ -561,14 +562,10 @@ async def test_a_flush_cancelled_while_the_cache_takes_its_counts_counts_once(
 async def test_scheduled_pruning_of_owners_the_writer_wrote_for(
     tmp_path: Path, embedder: Embedder
 ) -> None:
-    config = config_from_mapping(
-        {
-            "store": {"uri": str(tmp_path / "w.db")},
-            "admin": {"enabled": False},
-            "hierarchy": {"schedule_s": 0},
-            "retention": {"max_memories_per_user": 3, "prune_interval_s": 0.05},
-        },
-        env={},
+    config = sidecar_config(
+        tmp_path,
+        hierarchy={"schedule_s": 0},
+        retention={"max_memories_per_user": 3, "prune_interval_s": 0.05},
     )
     components = await Components.build(config, embedder=embedder)
     retention = components.retention
