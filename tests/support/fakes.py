@@ -22,7 +22,7 @@ import copy
 import hashlib
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -267,18 +267,23 @@ class _FilterParser:
         return self._peek() == (kind, value)
 
     def _or(self) -> Predicate:
-        parts = [self._and()]
-        while self._is("word", "or"):
-            self.at += 1
-            parts.append(self._and())
-        return parts[0] if len(parts) == 1 else (lambda row: any(p(row) for p in parts))
+        return self._joined("or", self._and, any)
 
     def _and(self) -> Predicate:
-        parts = [self._unary()]
-        while self._is("word", "and"):
+        return self._joined("and", self._unary, all)
+
+    def _joined(
+        self,
+        word: str,
+        operand: Callable[[], Predicate],
+        combine: Callable[[Iterable[bool]], bool],
+    ) -> Predicate:
+        """``operand (word operand)*``, its operands' results combined by ``combine``."""
+        parts = [operand()]
+        while self._is("word", word):
             self.at += 1
-            parts.append(self._unary())
-        return parts[0] if len(parts) == 1 else (lambda row: all(p(row) for p in parts))
+            parts.append(operand())
+        return parts[0] if len(parts) == 1 else (lambda row: combine(p(row) for p in parts))
 
     def _unary(self) -> Predicate:
         if self._is("punct", "("):

@@ -34,14 +34,10 @@ from sidecar.memory.read.deep_search import (
 from sidecar.memory.read.retrieval.base import Query
 from sidecar.metrics import Metrics
 from tests.support.fakes import FakeLLM
+from tests.support.vectors import unit
 
 DIM = 4
 ALICE = Scope("alice")
-
-
-def vec(*values: float) -> tuple[float, ...]:
-    array = np.asarray(values, dtype=np.float32)
-    return tuple(float(v) for v in array / np.linalg.norm(array))
 
 
 def record(
@@ -60,7 +56,7 @@ def record(
         id=rid,
         user_id=user,
         content=content,
-        embedding=vec(*embedding),
+        embedding=unit(*embedding),
         session_id=session,
         created_at=at,
         related_ids=related,
@@ -261,7 +257,7 @@ def lisbon_corpus() -> tuple[Corpus, list[Hit], Query]:
     ]
     corpus = Corpus.build(rows, DIM)
     primary = [Hit(corpus.records[0], 1.0, {"cosine": 0.3, "lexical": 0.2})]
-    query = Query("where did we travel", np.asarray(vec(1, 0, 0, 0), dtype=np.float32))
+    query = Query("where did we travel", np.asarray(unit(1, 0, 0, 0), dtype=np.float32))
     return corpus, primary, query
 
 
