@@ -13,6 +13,6 @@ echo "==> ruff format --check"
 echo "==> ruff check"
 "$VENV/bin/ruff" check sidecar tests e2e scripts
 echo "==> mypy"
-"$VENV/bin/mypy" sidecar e2e scripts
+"$VENV/bin/mypy" sidecar e2e scripts tests/support
 echo "==> pytest"
 "$VENV/bin/python" -m pytest "$@"

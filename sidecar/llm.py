@@ -13,7 +13,7 @@ import json
 import logging
 import re
 from collections.abc import Sequence
-from typing import Any, TypedDict
+from typing import Any, Protocol, TypedDict
 
 import openai
 
@@ -30,6 +30,28 @@ _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 class ChatMessage(TypedDict):
     role: str
     content: str
+
+
+class ChatModel(Protocol):
+    """What the memory code asks of an LLM: whether one is configured, and a task's
+    JSON answer. :class:`LLMClient` is the one the sidecar runs; the tests' fake
+    stands in for it where only the answers matter."""
+
+    @property
+    def configured(self) -> bool: ...
+
+    async def chat_json(
+        self,
+        task: str,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        timeout_s: float | None = None,
+    ) -> Any:
+        """The parsed JSON value of the answer to ``messages``; ``task`` (the prompt's
+        tag) labels metrics and logs. Raises :class:`sidecar.errors.LLMError`."""
+        ...
 
 
 def task_tag(task: str, version: int) -> str:

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from e2e.mock_llm import MockLLM, start_mock
+from e2e.mock_llm import MockLLM
 from e2e.mock_protocol import format_task_tag
 from sidecar.config import LLMConfig
 from sidecar.errors import LLMBadOutput, LLMError, LLMTimeout, LLMUnavailable
@@ -115,20 +115,6 @@ USER: ChatMessage = {
 TASK_MESSAGES: list[ChatMessage] = [SYSTEM, USER]
 
 
-@pytest.fixture(scope="module")
-async def mock() -> AsyncIterator[MockLLM]:
-    server = await start_mock()
-    try:
-        yield server
-    finally:
-        await server.close()
-
-
-@pytest.fixture(autouse=True)
-def _fresh_mock(mock: MockLLM) -> None:
-    mock.reset()
-
-
 @pytest.fixture
 def metrics() -> Metrics:
     return Metrics()
@@ -139,11 +125,15 @@ TRANSPORTS = pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
 
 @pytest.fixture(params=["aiohttp", "httpx"])
 async def llm(
-    mock: MockLLM, metrics: Metrics, request: pytest.FixtureRequest
+    mock_llm: MockLLM, metrics: Metrics, request: pytest.FixtureRequest
 ) -> AsyncIterator[LLMClient]:
     """A client on each of the OpenAI client's transports: the outcomes are the same."""
     config = LLMConfig(
-        base_url=mock.base_url, api_key="sk-test", model="m1", timeout_s=5, transport=request.param
+        base_url=mock_llm.base_url,
+        api_key="sk-test",
+        model="m1",
+        timeout_s=5,
+        transport=request.param,
     )
     client = LLMClient(config, metrics)
     try:
@@ -170,7 +160,7 @@ async def test_unconfigured_client_raises_unavailable_without_calling(metrics: M
 
 
 async def test_chat_returns_the_answer_and_counts_it(
-    llm: LLMClient, mock: MockLLM, metrics: Metrics
+    llm: LLMClient, mock_llm: MockLLM, metrics: Metrics
 ) -> None:
     assert llm.configured
     answer = await llm.chat("echo", [{"role": "user", "content": "hello"}])
@@ -180,10 +170,10 @@ async def test_chat_returns_the_answer_and_counts_it(
 
 
 async def test_chat_sends_the_configured_model_key_and_limits(
-    llm: LLMClient, mock: MockLLM
+    llm: LLMClient, mock_llm: MockLLM
 ) -> None:
     await llm.chat("echo", [{"role": "user", "content": "hi"}], max_tokens=77, temperature=0.7)
-    (recorded,) = mock.requests()
+    (recorded,) = mock_llm.requests()
     assert recorded["headers"]["authorization"] == "Bearer sk-test"
     body = recorded["body"]
     assert body["model"] == "m1"
@@ -193,21 +183,21 @@ async def test_chat_sends_the_configured_model_key_and_limits(
     assert body["messages"] == [{"role": "user", "content": "hi"}]
 
 
-async def test_chat_uses_config_defaults_for_limits(llm: LLMClient, mock: MockLLM) -> None:
+async def test_chat_uses_config_defaults_for_limits(llm: LLMClient, mock_llm: MockLLM) -> None:
     await llm.chat("echo", [{"role": "user", "content": "hi"}])
-    body = mock.requests()[0]["body"]
+    body = mock_llm.requests()[0]["body"]
     assert body["max_tokens"] == 512
     assert body["temperature"] == 0.0
 
 
 async def test_chat_json_asks_for_json_and_parses(
-    llm: LLMClient, mock: MockLLM, metrics: Metrics
+    llm: LLMClient, mock_llm: MockLLM, metrics: Metrics
 ) -> None:
     value = await llm.chat_json("extract", TASK_MESSAGES)
     assert value == {
         "facts": [{"text": "User lives in Berlin.", "type": "semantic", "importance": 0.5}]
     }
-    assert mock.requests()[0]["body"]["response_format"] == {"type": "json_object"}
+    assert mock_llm.requests()[0]["body"]["response_format"] == {"type": "json_object"}
     assert metrics.value(CALLS, {"task": "extract", "outcome": "ok"}) == 1
 
 
@@ -216,15 +206,15 @@ async def test_chat_json_asks_for_json_and_parses(
     [{"think_tags": True}, {"json_fences": True}, {"think_tags": True, "json_fences": True}],
 )
 async def test_chat_json_tolerates_think_tags_and_fences(
-    llm: LLMClient, mock: MockLLM, knobs: dict[str, bool]
+    llm: LLMClient, mock_llm: MockLLM, knobs: dict[str, bool]
 ) -> None:
-    mock.configure(**knobs)
+    mock_llm.configure(**knobs)
     value = await llm.chat_json("extract", TASK_MESSAGES)
     assert value["facts"][0]["text"] == "User lives in Berlin."
 
 
-async def test_chat_strips_think_tags(llm: LLMClient, mock: MockLLM) -> None:
-    mock.configure(think_tags=True)
+async def test_chat_strips_think_tags(llm: LLMClient, mock_llm: MockLLM) -> None:
+    mock_llm.configure(think_tags=True)
     answer = await llm.chat("extract", TASK_MESSAGES)
     assert "<think>" not in answer
     assert answer.startswith("{")
@@ -232,29 +222,31 @@ async def test_chat_strips_think_tags(llm: LLMClient, mock: MockLLM) -> None:
 
 @pytest.mark.parametrize("status", [500, 503, 429, 400])
 async def test_http_errors_raise_unavailable(
-    llm: LLMClient, mock: MockLLM, metrics: Metrics, status: int
+    llm: LLMClient, mock_llm: MockLLM, metrics: Metrics, status: int
 ) -> None:
-    mock.configure(fail_tasks=True, error_status=status)
+    mock_llm.configure(fail_tasks=True, error_status=status)
     with pytest.raises(LLMUnavailable, match=f"HTTP {status}"):
         await llm.chat_json("extract", TASK_MESSAGES)
     assert metrics.value(CALLS, {"task": "extract", "outcome": "http_error"}) == 1
     assert metrics.value(CALLS, {"task": "extract", "outcome": "ok"}) == 0
-    assert len(mock.requests()) == 1  # max_retries=0: no hidden retries
+    assert len(mock_llm.requests()) == 1  # max_retries=0: no hidden retries
 
 
 async def test_garbage_answer_raises_bad_output(
-    llm: LLMClient, mock: MockLLM, metrics: Metrics
+    llm: LLMClient, mock_llm: MockLLM, metrics: Metrics
 ) -> None:
-    mock.configure(garbage_tasks=True)
+    mock_llm.configure(garbage_tasks=True)
     with pytest.raises(LLMBadOutput):
         await llm.chat_json("extract", TASK_MESSAGES)
     assert metrics.value(CALLS, {"task": "extract", "outcome": "bad_output"}) == 1
 
 
 @TRANSPORTS
-async def test_slow_answer_raises_timeout(mock: MockLLM, metrics: Metrics, transport: str) -> None:
-    mock.configure(task_latency_ms=600)
-    config = LLMConfig(base_url=mock.base_url, timeout_s=0.1, transport=transport)
+async def test_slow_answer_raises_timeout(
+    mock_llm: MockLLM, metrics: Metrics, transport: str
+) -> None:
+    mock_llm.configure(task_latency_ms=600)
+    config = LLMConfig(base_url=mock_llm.base_url, timeout_s=0.1, transport=transport)
     client = LLMClient(config, metrics)
     try:
         with pytest.raises(LLMTimeout, match=r"no answer within 0\.1s"):
@@ -266,9 +258,9 @@ async def test_slow_answer_raises_timeout(mock: MockLLM, metrics: Metrics, trans
 
 
 async def test_per_call_timeout_overrides_the_config(
-    llm: LLMClient, mock: MockLLM, metrics: Metrics
+    llm: LLMClient, mock_llm: MockLLM, metrics: Metrics
 ) -> None:
-    mock.configure(task_latency_ms=600)
+    mock_llm.configure(task_latency_ms=600)
     with pytest.raises(LLMTimeout):
         await llm.chat("extract", TASK_MESSAGES, timeout_s=0.1)
     assert metrics.value(CALLS, {"task": "extract", "outcome": "timeout"}) == 1

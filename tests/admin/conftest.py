@@ -1,5 +1,6 @@
 """A running in-process sidecar (gRPC + admin listeners, milvus-lite) shared by the
-admin tests of this package, and a log capture."""
+admin tests of this package (``channel``, the root conftest's, reaches its gRPC
+listener), and a log capture."""
 
 from __future__ import annotations
 
@@ -7,14 +8,12 @@ import logging
 from collections.abc import AsyncIterator, Iterator
 
 import aiohttp
-import grpc
 import pytest
 
-from sidecar.config import config_from_mapping
 from sidecar.logs import RequestIdFilter
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.runtime.components import Components
 from sidecar.runtime.server import Sidecar
+from tests.support.boot import running_sidecar, sidecar_config
 
 ADMIN = "admin-token-0123456789abcdef"
 SCOPED = "alice-team-token-0123456789"
@@ -24,38 +23,24 @@ SCOPED = "alice-team-token-0123456789"
 async def sidecar(
     tmp_path_factory: pytest.TempPathFactory, embedder: Embedder
 ) -> AsyncIterator[Sidecar]:
-    tmp = tmp_path_factory.mktemp("admin-api")
-    config = config_from_mapping(
-        {
-            "server": {"port": 0},
-            "admin": {
-                "port": 0,
-                "token": ADMIN,
-                "tokens": [{"token": SCOPED, "users": ["alice-*"], "name": "alice-team"}],
-            },
-            "store": {"uri": str(tmp / "memory.db")},
-            "write_queue": {"journal_path": str(tmp / "journal.sqlite3")},
-            "hierarchy": {"schedule_s": 0},
+    config = sidecar_config(
+        tmp_path_factory.mktemp("admin-api"),
+        admin={
+            "enabled": True,
+            "port": 0,
+            "token": ADMIN,
+            "tokens": [{"token": SCOPED, "users": ["alice-*"], "name": "alice-team"}],
         },
-        env={},
+        hierarchy={"schedule_s": 0},
     )
-    components = await Components.build(config, embedder=embedder)
-    server = Sidecar(components)
-    await server.start()
-    yield server
-    await server.stop()
+    async with running_sidecar(config, embedder) as server:
+        yield server
 
 
 @pytest.fixture(scope="package")
 async def http(sidecar: Sidecar) -> AsyncIterator[aiohttp.ClientSession]:
     async with aiohttp.ClientSession(f"http://127.0.0.1:{sidecar.admin_port}") as session:
         yield session
-
-
-@pytest.fixture(scope="package")
-async def channel(sidecar: Sidecar) -> AsyncIterator[grpc.aio.Channel]:
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{sidecar.port}") as ch:
-        yield ch
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Fixtures of the mock LLM's tests: a mock started in the test's event loop, an
+"""Fixtures of the mock LLM's tests: the shared per-test mock, an
 OpenAI client pointed at it, and a plain aiohttp session for the wire-level and
 ``/_mock/*`` routes.
 """
@@ -11,16 +11,13 @@ import aiohttp
 import pytest
 from openai import AsyncOpenAI
 
-from e2e.mock_llm import MockLLM, start_mock
+from e2e.mock_llm import MockLLM
 
 
 @pytest.fixture
-async def mock() -> AsyncIterator[MockLLM]:
-    server = await start_mock()
-    try:
-        yield server
-    finally:
-        await server.close()
+def mock(mock_llm: MockLLM) -> MockLLM:
+    """The shared per-test mock LLM (tests/conftest.py), by the name these tests use."""
+    return mock_llm
 
 
 @pytest.fixture

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sidecar.cli import main
-from sidecar.config import EmbeddingConfig, SidecarConfig, config_from_mapping
+from sidecar.config import EmbeddingConfig, SidecarConfig
 from sidecar.errors import InvalidInput
 from sidecar.evaluation.dataset import Dataset, load_dataset, parse_dataset, visible
 from sidecar.evaluation.metrics import (
@@ -30,12 +31,14 @@ from sidecar.evaluation.runner import (
     EvalResult,
     registered_strategies,
     resolve_strategies,
-    run_eval,
 )
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import Hit, MemoryRecord, Scope, Visibility
 from sidecar.memory.read.retrieval.base import Query
 from sidecar.memory.read.service import MemoryService
+
+#: The conftest's ``evaluate``: the runner on this module's dataset.
+Evaluate = Callable[[EvalOptions], Awaitable[EvalResult]]
 
 # -- metrics -----------------------------------------------------------------------
 
@@ -310,22 +313,13 @@ def small_dataset() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def dataset_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("eval") / "small.json"
-    path.write_text(json.dumps(small_dataset()), encoding="utf-8")
-    return path
+def dataset_file(write_dataset: Callable[[dict[str, Any]], Path]) -> Path:
+    return write_dataset(small_dataset())
 
 
 @pytest.fixture(scope="module")
-def config(embedding_config: EmbeddingConfig) -> SidecarConfig:
-    return config_from_mapping({"embedding": embedding_config.model_dump()}, env={})
-
-
-@pytest.fixture(scope="module")
-async def result(dataset_file: Path, config: SidecarConfig, embedder: Embedder) -> EvalResult:
-    return await run_eval(
-        load_dataset(dataset_file), config, EvalOptions(no_threshold=True), embedder=embedder
-    )
+async def result(evaluate: Evaluate) -> EvalResult:
+    return await evaluate(EvalOptions(no_threshold=True))
 
 
 def test_every_strategy_is_evaluated(result: EvalResult) -> None:
@@ -365,14 +359,9 @@ def test_no_memory_leaves_its_scope(result: EvalResult) -> None:
         assert "p1" in strategy.query("bob-wifi").ranked[:5], strategy.name
 
 
-async def test_results_are_deterministic(
-    result: EvalResult, dataset_file: Path, config: SidecarConfig, embedder: Embedder
-) -> None:
-    again = await run_eval(
-        load_dataset(dataset_file),
-        config,
-        EvalOptions(strategies=("default", "hybrid"), no_threshold=True, ks=(1, 5)),
-        embedder=embedder,
+async def test_results_are_deterministic(result: EvalResult, evaluate: Evaluate) -> None:
+    again = await evaluate(
+        EvalOptions(strategies=("default", "hybrid"), no_threshold=True, ks=(1, 5))
     )
     assert again.strategy_names == ["dense", "bm25", "default", "hybrid"]
     assert again.added_baselines == ("dense", "bm25")
@@ -454,7 +443,7 @@ def test_dataset_limit(dataset_file: Path) -> None:
 
 
 async def test_out_of_scope_results_are_counted(
-    dataset_file: Path, config: SidecarConfig, embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+    evaluate: Evaluate, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     search = MemoryService.search
     leaked = MemoryRecord(
@@ -466,12 +455,7 @@ async def test_out_of_scope_results_are_counted(
         return [*hits, Hit(leaked, 0.0)] if scope.user_id == "carol" else hits
 
     monkeypatch.setattr(MemoryService, "search", leaky)
-    result = await run_eval(
-        load_dataset(dataset_file),
-        config,
-        EvalOptions(strategies=("dense", "bm25")),
-        embedder=embedder,
-    )
+    result = await evaluate(EvalOptions(strategies=("dense", "bm25")))
     # Two carol queries per strategy; alice owns g1 and bob is in the team.
     assert result.strategy("dense").violations == 2
     assert result.violations == 4
@@ -480,17 +464,12 @@ async def test_out_of_scope_results_are_counted(
 
 
 async def test_store_uri_gets_a_collection_that_is_dropped(
-    dataset_file: Path, config: SidecarConfig, embedder: Embedder, tmp_path: Path
+    evaluate: Evaluate, tmp_path: Path
 ) -> None:
     from pymilvus import MilvusClient
 
     uri = str(tmp_path / "shared.db")
-    result = await run_eval(
-        load_dataset(dataset_file),
-        config,
-        EvalOptions(strategies=("dense",), store_uri=uri, limit_queries=2),
-        embedder=embedder,
-    )
+    result = await evaluate(EvalOptions(strategies=("dense",), store_uri=uri, limit_queries=2))
     assert result.store.startswith(f"{uri}, collection eval_")
     assert len(result.dataset.queries) == 2
     assert result.total_queries == 9

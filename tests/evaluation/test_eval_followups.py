@@ -4,6 +4,7 @@ run, and ``scripts.build_followups`` (deterministic, LoCoMo-shaped input)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,11 +12,10 @@ import pytest
 
 from scripts import build_followups
 from sidecar.cli import main
-from sidecar.config import EmbeddingConfig, SidecarConfig, config_from_mapping
-from sidecar.evaluation.dataset import load_dataset, parse_dataset
+from sidecar.config import EmbeddingConfig
+from sidecar.evaluation.dataset import parse_dataset
 from sidecar.evaluation.report import format_text, to_json
-from sidecar.evaluation.runner import EvalOptions, EvalResult, run_eval
-from sidecar.memory.embedding.protocol import Embedder
+from sidecar.evaluation.runner import EvalOptions, EvalResult
 
 REPO = Path(__file__).resolve().parents[2]
 LOCOMO = REPO.parent / "shared" / "data" / "locomo-dev.json"
@@ -69,21 +69,13 @@ def followup_dataset() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def dataset_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("followups") / "followups.json"
-    path.write_text(json.dumps(followup_dataset()), encoding="utf-8")
-    return path
+def dataset_file(write_dataset: Callable[[dict[str, Any]], Path]) -> Path:
+    return write_dataset(followup_dataset())
 
 
 @pytest.fixture(scope="module")
-def config(embedding_config: EmbeddingConfig) -> SidecarConfig:
-    return config_from_mapping({"embedding": embedding_config.model_dump()}, env={})
-
-
-@pytest.fixture(scope="module")
-async def result(dataset_file: Path, config: SidecarConfig, embedder: Embedder) -> EvalResult:
-    options = EvalOptions(strategies=("default",), rewrite=True, deep_search=True)
-    return await run_eval(load_dataset(dataset_file), config, options, embedder=embedder)
+async def result(evaluate: Callable[[EvalOptions], Awaitable[EvalResult]]) -> EvalResult:
+    return await evaluate(EvalOptions(strategies=("default",), rewrite=True, deep_search=True))
 
 
 def test_variant_rows_are_added_in_the_same_run(result: EvalResult) -> None:

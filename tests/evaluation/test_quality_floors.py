@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.config import EmbeddingConfig, config_from_mapping
+from sidecar.config import SidecarConfig
 from sidecar.evaluation.dataset import load_dataset
 from sidecar.evaluation.runner import EvalOptions, EvalResult, metric_value, run_eval
 from sidecar.memory.embedding.protocol import Embedder
@@ -22,12 +22,11 @@ STRATEGIES = ("dense", "bm25", "default")
 
 
 async def evaluate(
-    name: str, embedding: EmbeddingConfig, embedder: Embedder, *, topics: bool = True
+    name: str, config: SidecarConfig, embedder: Embedder, *, topics: bool = True
 ) -> EvalResult:
     path = DATA / name
     if not path.exists():
         pytest.skip(f"evaluation data not found: {path} (the shared data sets are not checked in)")
-    config = config_from_mapping({"embedding": embedding.model_dump()}, env={})
     result = await run_eval(
         load_dataset(path),
         config,
@@ -51,10 +50,8 @@ MEASURED_CLUSTERS30_P5_NO_TOPICS = 0.70
 MEASURED_GOSOURCE117_R10_NO_TOPICS = 0.48
 
 
-async def test_clusters30_precision_at_5(
-    embedding_config: EmbeddingConfig, embedder: Embedder
-) -> None:
-    result = await evaluate("clusters30.json", embedding_config, embedder)
+async def test_clusters30_precision_at_5(config: SidecarConfig, embedder: Embedder) -> None:
+    result = await evaluate("clusters30.json", config, embedder)
     precision = result.strategy("default").overall.precision[5]
     assert precision >= 0.90, (
         f"clusters30 precision@5 of default is {precision:.3f}, floor 0.90 "
@@ -63,9 +60,9 @@ async def test_clusters30_precision_at_5(
 
 
 async def test_clusters30_without_topics_holds_the_dense_level(
-    embedding_config: EmbeddingConfig, embedder: Embedder
+    config: SidecarConfig, embedder: Embedder
 ) -> None:
-    result = await evaluate("clusters30.json", embedding_config, embedder, topics=False)
+    result = await evaluate("clusters30.json", config, embedder, topics=False)
     precision = result.strategy("default").overall.precision[5]
     assert precision >= MEASURED_CLUSTERS30_P5_NO_TOPICS - 1e-9, numbers(result, "precision@5")
     # Within one memory of dense: with 6 queries one memory is 1/30 of precision@5.
@@ -78,10 +75,8 @@ async def test_clusters30_without_topics_holds_the_dense_level(
     assert precision >= dense.precision[5] - one_memory - 1e-9, numbers(result, "precision@5")
 
 
-async def test_gosource117_recall_at_10(
-    embedding_config: EmbeddingConfig, embedder: Embedder
-) -> None:
-    result = await evaluate("gosource117.json", embedding_config, embedder)
+async def test_gosource117_recall_at_10(config: SidecarConfig, embedder: Embedder) -> None:
+    result = await evaluate("gosource117.json", config, embedder)
     recall = result.strategy("default").overall.recall[10]
     assert recall >= 0.60, (
         f"gosource117 recall@10 of default is {recall:.3f}, floor 0.60 "
@@ -90,19 +85,17 @@ async def test_gosource117_recall_at_10(
 
 
 async def test_gosource117_without_topics_holds_the_measured_level(
-    embedding_config: EmbeddingConfig, embedder: Embedder
+    config: SidecarConfig, embedder: Embedder
 ) -> None:
-    result = await evaluate("gosource117.json", embedding_config, embedder, topics=False)
+    result = await evaluate("gosource117.json", config, embedder, topics=False)
     recall = result.strategy("default").overall.recall[10]
     assert recall >= MEASURED_GOSOURCE117_R10_NO_TOPICS - 1e-9, numbers(result, "recall@10")
     best = max(result.strategy(s).overall.recall[10] for s in ("dense", "bm25"))
     assert recall >= best - 1e-9
 
 
-async def test_locomo_beats_the_baselines(
-    embedding_config: EmbeddingConfig, embedder: Embedder
-) -> None:
-    result = await evaluate("locomo-dev.json", embedding_config, embedder)
+async def test_locomo_beats_the_baselines(config: SidecarConfig, embedder: Embedder) -> None:
+    result = await evaluate("locomo-dev.json", config, embedder)
     default = result.strategy("default").overall
     best_recall = result.baseline("recall@10")
     best_mrr = result.baseline("mrr")

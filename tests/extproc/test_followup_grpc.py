@@ -12,15 +12,15 @@ from pathlib import Path
 import grpc
 import pytest
 
-from e2e.mock_llm import MockLLM, start_mock
-from sidecar.config import SidecarConfig, config_from_mapping
+from e2e.mock_llm import MockLLM
+from sidecar.config import SidecarConfig
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import Scope
 from sidecar.memory.model.turns import Turn
-from sidecar.runtime.components import Components
 from sidecar.runtime.server import Sidecar
 from tests.extproc import messages as msg
 from tests.extproc.test_service_grpc import exchange, mutated_body
+from tests.support.boot import running_sidecar, sidecar_config
 
 DEBUG = {"debug_headers": True}
 FACTS = (
@@ -36,44 +36,31 @@ HISTORY = [
 
 def make_config(tmp: Path, mock: MockLLM) -> SidecarConfig:
     deep = {"mode": "on", "threshold": 1.0, "timeout_ms": 3000}
-    return config_from_mapping(
-        {
-            "server": {"port": 0},
-            "admin": {"enabled": False},
-            "store": {"uri": str(tmp / "memory.db")},
-            "write_queue": {"journal_path": str(tmp / "journal.sqlite3")},
-            "llm": {"base_url": mock.base_url, "model": "mock-llm"},
-            "envoy": {"message_timeout_ms": 5000},
-            "profiles": {
-                "followup": {"retrieval": {"top_k": 1}, "injection": DEBUG},
-                "deep": {
-                    "injection": DEBUG,
-                    "deep_search": {**deep, "feedback_path": str(tmp / "deep.jsonl")},
-                },
-                "shadow": {
-                    "retrieval": {"top_k": 1},
-                    "injection": DEBUG,
-                    "deep_search": {
-                        **deep,
-                        "mode": "shadow",
-                        "feedback_path": str(tmp / "shadow.jsonl"),
-                    },
-                },
-                "limited": {
-                    "injection": DEBUG,
-                    "deep_search": {**deep, "rate_limit": 1, "feedback_path": ""},
+    return sidecar_config(
+        tmp,
+        llm={"base_url": mock.base_url, "model": "mock-llm"},
+        envoy={"message_timeout_ms": 5000},
+        profiles={
+            "followup": {"retrieval": {"top_k": 1}, "injection": DEBUG},
+            "deep": {
+                "injection": DEBUG,
+                "deep_search": {**deep, "feedback_path": str(tmp / "deep.jsonl")},
+            },
+            "shadow": {
+                "retrieval": {"top_k": 1},
+                "injection": DEBUG,
+                "deep_search": {
+                    **deep,
+                    "mode": "shadow",
+                    "feedback_path": str(tmp / "shadow.jsonl"),
                 },
             },
+            "limited": {
+                "injection": DEBUG,
+                "deep_search": {**deep, "rate_limit": 1, "feedback_path": ""},
+            },
         },
-        env={},
     )
-
-
-@pytest.fixture(scope="module")
-async def mock() -> AsyncIterator[MockLLM]:
-    started = await start_mock()
-    yield started
-    await started.close()
 
 
 @pytest.fixture(scope="module")
@@ -82,18 +69,11 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-async def sidecar(workdir: Path, mock: MockLLM, embedder: Embedder) -> AsyncIterator[Sidecar]:
-    components = await Components.build(make_config(workdir, mock), embedder=embedder)
-    server = Sidecar(components)
-    await server.start()
-    yield server
-    await server.stop()
-
-
-@pytest.fixture(scope="module")
-async def channel(sidecar: Sidecar) -> AsyncIterator[grpc.aio.Channel]:
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{sidecar.port}") as ch:
-        yield ch
+async def sidecar(
+    workdir: Path, module_mock_llm: MockLLM, embedder: Embedder
+) -> AsyncIterator[Sidecar]:
+    async with running_sidecar(make_config(workdir, module_mock_llm), embedder) as server:
+        yield server
 
 
 async def seeded_user(sidecar: Sidecar, facts: tuple[str, ...] = FACTS) -> str:
@@ -151,59 +131,59 @@ def llm_calls(sidecar: Sidecar, task: str) -> float:
 
 
 async def test_clear_query_takes_the_fast_path_without_an_llm_call(
-    sidecar: Sidecar, channel: grpc.aio.Channel, mock: MockLLM
+    sidecar: Sidecar, channel: grpc.aio.Channel, module_mock_llm: MockLLM
 ) -> None:
     user = await seeded_user(sidecar, ("I work as a nurse.",))
     metrics = sidecar.components.metrics
-    before = (tasks(mock, "rewrite"), llm_calls(sidecar, "rewrite"))
+    before = (tasks(module_mock_llm, "rewrite"), llm_calls(sidecar, "rewrite"))
     fast = metrics.value("memory_sidecar_rewrites_total", {"reason": "fast_path"})
     block, headers = await ask(channel, user, chat("What is my job?", HISTORY), "followup")
     assert "User works as a nurse." in block
     assert headers["x-memory-rewrite"] == "fast_path;confidence=1.00"
-    assert (tasks(mock, "rewrite"), llm_calls(sidecar, "rewrite")) == before
+    assert (tasks(module_mock_llm, "rewrite"), llm_calls(sidecar, "rewrite")) == before
     assert metrics.value("memory_sidecar_rewrites_total", {"reason": "fast_path"}) == fast + 1
 
 
 async def test_ambiguous_followup_finds_the_right_memory_only_thanks_to_the_rewrite(
-    sidecar: Sidecar, channel: grpc.aio.Channel, mock: MockLLM
+    sidecar: Sidecar, channel: grpc.aio.Channel, module_mock_llm: MockLLM
 ) -> None:
     user = await seeded_user(sidecar)
-    calls = tasks(mock, "rewrite")
+    calls = tasks(module_mock_llm, "rewrite")
     # The question alone: nothing to resolve from, no LLM call; the other memory wins.
     # (Asked first: an injected memory is used more, which the re-rank rewards.)
     block, headers = await ask(channel, user, chat("Where does she live now?"), "followup")
     assert "Mia lives above a bakery" in block
     assert "Ana" not in block
     assert headers["x-memory-rewrite"] == "low_confidence;confidence=0.00"
-    assert tasks(mock, "rewrite") == calls
+    assert tasks(module_mock_llm, "rewrite") == calls
     block, headers = await ask(channel, user, chat("Where does she live now?", HISTORY), "followup")
     assert "User's sister Ana settled in Lisbon last spring." in block
     assert "Mia" not in block
     assert headers["x-memory-rewrite"].startswith("llm;confidence=")
     assert "Ana" not in headers["x-memory-rewrite"]  # never query text in headers
-    assert tasks(mock, "rewrite") == calls + 1
-    rewrite_prompt = mock.task_requests("rewrite")[-1]["body"]["messages"]
+    assert tasks(module_mock_llm, "rewrite") == calls + 1
+    rewrite_prompt = module_mock_llm.task_requests("rewrite")[-1]["body"]["messages"]
     assert rewrite_prompt[0]["content"].startswith("[memory-sidecar:rewrite v1]")
     assert rewrite_prompt[1]["content"].endswith("LATEST: Where does she live now?")
     # Asked again with the conversation: answered from the cache.
     _, headers = await ask(channel, user, chat("Where does she live now?", HISTORY), "followup")
     assert headers["x-memory-rewrite"].startswith("cache;")
-    assert tasks(mock, "rewrite") == calls + 1
+    assert tasks(module_mock_llm, "rewrite") == calls + 1
 
 
 async def test_deep_search_on_ranks_with_the_llm_and_records_feedback(
-    sidecar: Sidecar, channel: grpc.aio.Channel, mock: MockLLM, workdir: Path
+    sidecar: Sidecar, channel: grpc.aio.Channel, module_mock_llm: MockLLM, workdir: Path
 ) -> None:
     user = await seeded_user(sidecar)
     await ask(channel, user, chat("What do I play?"), "deep")  # loads the user's corpus
-    ranks = tasks(mock, "rank")
+    ranks = tasks(module_mock_llm, "rank")
     block, headers = await ask(channel, user, chat("Where does she live now?", HISTORY), "deep")
     assert "Ana settled in Lisbon" in block
     deep = headers["x-memory-deep-search"]
     assert deep.startswith("escalate;confidence=")
     assert ";outcome=ok;method=llm;" in deep
-    assert tasks(mock, "rank") == ranks + 1
-    prompt = mock.task_requests("rank")[-1]["body"]["messages"]
+    assert tasks(module_mock_llm, "rank") == ranks + 1
+    prompt = module_mock_llm.task_requests("rank")[-1]["body"]["messages"]
     assert prompt[0]["content"].startswith("[memory-sidecar:rank v1]")
     assert "[c1] " in prompt[1]["content"]
     await sidecar.components.pipeline.deep.drain()
@@ -218,18 +198,18 @@ async def test_deep_search_on_ranks_with_the_llm_and_records_feedback(
 
 
 async def test_shadow_mode_changes_nothing_injected_but_records_feedback(
-    sidecar: Sidecar, channel: grpc.aio.Channel, mock: MockLLM, workdir: Path
+    sidecar: Sidecar, channel: grpc.aio.Channel, module_mock_llm: MockLLM, workdir: Path
 ) -> None:
     user = await seeded_user(sidecar)
     await ask(channel, user, chat("What do I play?"), "followup")  # loads the corpus
     question = chat("Where does she live now?")  # unresolvable: primary finds Mia
     plain, _ = await ask(channel, user, question, "followup")
-    ranks = tasks(mock, "rank")
+    ranks = tasks(module_mock_llm, "rank")
     shadow, headers = await ask(channel, user, question, "shadow")
     assert shadow == plain
     assert headers["x-memory-deep-search"].startswith("shadow;confidence=")
     await sidecar.components.pipeline.deep.drain()
-    assert tasks(mock, "rank") == ranks + 1
+    assert tasks(module_mock_llm, "rank") == ranks + 1
     entry = json.loads((workdir / "shadow.jsonl").read_text().splitlines()[-1])
     assert entry["mode"] == "shadow"
     assert len(entry["primary_ids"]) == 1  # top_k 1: what was injected

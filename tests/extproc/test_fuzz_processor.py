@@ -19,13 +19,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2 as pb
-from sidecar.config import config_from_mapping
 from sidecar.extproc.chat import ChatDeps
 from sidecar.extproc.service import ExternalProcessorService, ProfileRouter
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.turns import Turn
 from sidecar.runtime.components import Components
 from tests.extproc import messages as msg
+from tests.support.boot import sidecar_config
 
 CASES = 10_000
 
@@ -158,18 +158,14 @@ async def service(
     tmp_path_factory: pytest.TempPathFactory, embedder: Embedder
 ) -> AsyncIterator[tuple[ExternalProcessorService, Components]]:
     tmp: Path = tmp_path_factory.mktemp("fuzz")
-    config = config_from_mapping(
-        {
-            "store": {"uri": str(tmp / "fuzz.db")},
-            "admin": {"enabled": False},
-            "hierarchy": {"schedule_s": 0},
-            "write_queue": {"journal_path": str(tmp / "journal.sqlite3"), "workers": 1},
-            "profiles": {
-                "closed": {"fail_open": False},
-                "bodyuser": {"identity": {"allow_body_user": True}},
-            },
+    config = sidecar_config(
+        tmp,
+        hierarchy={"schedule_s": 0},
+        write_queue={"workers": 1},
+        profiles={
+            "closed": {"fail_open": False},
+            "bodyuser": {"identity": {"allow_body_user": True}},
         },
-        env={},
     )
     components = await Components.build(config, embedder=embedder)
     await components.queue.start()

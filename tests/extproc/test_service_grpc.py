@@ -16,34 +16,29 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2 as pb
 from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
-from sidecar.config import SidecarConfig, config_from_mapping
+from sidecar.config import SidecarConfig
 from sidecar.extproc.responses import BodySendMode
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import Scope
 from sidecar.memory.model.turns import Turn
 from sidecar.memory.store.filters import build_filter
-from sidecar.runtime.components import Components
 from sidecar.runtime.server import Sidecar
 from tests.extproc import messages as msg
+from tests.support.boot import running_sidecar, sidecar_config
 
 
 def make_config(tmp: Path) -> SidecarConfig:
-    return config_from_mapping(
-        {
-            "server": {"port": 0},
-            "admin": {"enabled": False},
-            "store": {"uri": str(tmp / "memory.db")},
-            "write_queue": {"workers": 2, "journal_path": str(tmp / "journal.sqlite3")},
-            # Accesses are flushed by the tests that need it, never by the clock (a
-            # flush makes a new corpus snapshot: the ranking-cache counts would vary).
-            "retention": {"access_flush_s": 3600},
-            "profiles": {
-                "readonly": {"extraction": {"enabled": False}},
-                "closed": {"fail_open": False},
-                "bodyuser": {"identity": {"allow_body_user": True}},
-            },
+    return sidecar_config(
+        tmp,
+        write_queue={"workers": 2},
+        # Accesses are flushed by the tests that need it, never by the clock (a
+        # flush makes a new corpus snapshot: the ranking-cache counts would vary).
+        retention={"access_flush_s": 3600},
+        profiles={
+            "readonly": {"extraction": {"enabled": False}},
+            "closed": {"fail_open": False},
+            "bodyuser": {"identity": {"allow_body_user": True}},
         },
-        env={},
     )
 
 
@@ -52,17 +47,8 @@ async def sidecar(
     tmp_path_factory: pytest.TempPathFactory, embedder: Embedder
 ) -> AsyncIterator[Sidecar]:
     config = make_config(tmp_path_factory.mktemp("grpc"))
-    components = await Components.build(config, embedder=embedder)
-    server = Sidecar(components)
-    await server.start()
-    yield server
-    await server.stop()
-
-
-@pytest.fixture(scope="module")
-async def channel(sidecar: Sidecar) -> AsyncIterator[grpc.aio.Channel]:
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{sidecar.port}") as ch:
-        yield ch
+    async with running_sidecar(config, embedder) as server:
+        yield server
 
 
 async def exchange(

@@ -14,7 +14,7 @@ import grpc
 import pytest
 
 from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
-from sidecar.config import SidecarConfig, config_from_mapping
+from sidecar.config import SidecarConfig
 from sidecar.evaluation.ingest import write_path_enricher
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import MemoryRecord, NodeType, Scope, memory_id
@@ -25,6 +25,7 @@ from sidecar.memory.write.bulk import bulk_load
 from sidecar.runtime.components import Components
 from sidecar.runtime.server import Sidecar
 from tests.extproc import messages as msg
+from tests.support.boot import running_sidecar, sidecar_config
 
 USER = "strategist"
 GARDENER = "gardener"
@@ -62,17 +63,11 @@ TURNS = [
 
 
 def make_config(tmp: Path) -> SidecarConfig:
-    return config_from_mapping(
-        {
-            "server": {"port": 0},
-            "admin": {"enabled": False},
-            "store": {"uri": str(tmp / "memory.db")},
-            "write_queue": {"journal_path": str(tmp / "journal.sqlite3")},
-            "hierarchy": {"schedule_s": 0, "split_min": 8},
-            "enrichment": {"link_threshold": 0.55},
-            "profiles": {name: {"retrieval": {"strategy": name}} for name in STRATEGY_NAMES},
-        },
-        env={},
+    return sidecar_config(
+        tmp,
+        hierarchy={"schedule_s": 0, "split_min": 8},
+        enrichment={"link_threshold": 0.55},
+        profiles={name: {"retrieval": {"strategy": name}} for name in STRATEGY_NAMES},
     )
 
 
@@ -115,17 +110,14 @@ async def written(workdir: Path, embedder: Embedder) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-async def channel(
+async def sidecar(
     workdir: Path, written: dict[str, Any], embedder: Embedder
-) -> AsyncIterator[grpc.aio.Channel]:
-    components = await Components.build(make_config(workdir), embedder=embedder)
-    server = Sidecar(components)
-    await server.start()
-    for user in (USER, GARDENER):  # warm, as after a first request
-        await components.memory.cache.corpus(Scope(user))
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as ch:
-        yield ch
-    await server.stop()
+) -> AsyncIterator[Sidecar]:
+    """A fresh process over what ``written`` stored (``channel`` reaches it)."""
+    async with running_sidecar(make_config(workdir), embedder) as server:
+        for user in (USER, GARDENER):  # warm, as after a first request
+            await server.components.memory.cache.corpus(Scope(user))
+        yield server
 
 
 async def injected(channel: grpc.aio.Channel, profile: str, question: str, user: str = USER) -> str:

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.config import config_from_mapping
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import MemoryRecord, Scope, Visibility
 from sidecar.memory.read.retrieval.registry import STRATEGY_NAMES
 from sidecar.memory.write.bulk import bulk_load
 from sidecar.runtime.components import Components
+from tests.support.boot import sidecar_config
 
 CRAFTED = [
     'x" || user_id != "y',
@@ -51,15 +51,7 @@ async def components(
     tmp_path_factory: pytest.TempPathFactory, embedder: Embedder
 ) -> AsyncIterator[Components]:
     tmp: Path = tmp_path_factory.mktemp("isolation")
-    config = config_from_mapping(
-        {
-            "store": {"uri": str(tmp / "iso.db")},
-            "admin": {"enabled": False},
-            "hierarchy": {"schedule_s": 0},
-            "write_queue": {"journal_path": str(tmp / "journal.sqlite3")},
-        },
-        env={},
-    )
+    config = sidecar_config(tmp, hierarchy={"schedule_s": 0})
     built = await Components.build(config, embedder=embedder)
     rng = random.Random(42)
     records = []

@@ -1,9 +1,9 @@
-"""The cache relay, in-process against a real store: what a writer's cache is told
-reaches its worker's cache at once (not at its next refresh), rows a refresh reads
-are not sent, wake-ups reach the writer that asked for them, two workers tell each
-other their writes without echoing them back, malformed frames are refused and
-counted, two peers' writes of one row arriving in the other order leave the newer
-one served, and a restarted worker is found again."""
+"""The cache relay, in-process over an in-memory store (the relay is under test, not
+Milvus): what a writer's cache is told reaches its worker's cache at once (not at
+its next refresh), rows a refresh reads are not sent, wake-ups reach the writer that
+asked for them, two workers tell each other their writes without echoing them back,
+malformed frames are refused and counted, two peers' writes of one row arriving in
+the other order leave the newer one served, and a restarted worker is found again."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.config import CacheConfig, StoreConfig
+from sidecar.config import CacheConfig
 from sidecar.memory.model.records import (
     MemoryRecord,
     MemoryType,
@@ -28,7 +28,6 @@ from sidecar.memory.model.records import (
     now_ms,
 )
 from sidecar.memory.read.corpus_cache import CorpusCache
-from sidecar.memory.store.milvus import MemoryStore
 from sidecar.metrics import Metrics
 from sidecar.runtime.relay import (
     APPLY,
@@ -42,6 +41,7 @@ from sidecar.runtime.relay import (
     encode_records,
 )
 from tests.memory.read.test_corpus import DIM, rec
+from tests.support.fakes import FakeStore
 
 
 @pytest.fixture
@@ -52,17 +52,16 @@ def socket_path() -> Iterator[str]:
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[MemoryStore]:
-    opened = await MemoryStore.open(StoreConfig(uri=str(tmp_path / "r.db")), DIM, Metrics())
-    await opened.upsert([rec("old", "alice")])
-    yield opened
-    await opened.close()
+async def store() -> FakeStore:
+    made = FakeStore(DIM)
+    await made.upsert([rec("old", "alice")])
+    return made
 
 
 class Pair:
     """A worker's cache behind a relay server, a writer's cache mirrored by a client."""
 
-    def __init__(self, store: MemoryStore, path: str) -> None:
+    def __init__(self, store: FakeStore, path: str) -> None:
         self.path = path
         self.worker_metrics, self.writer_metrics = Metrics(), Metrics()
         #: Users each cache told its user observer of (a forget's query caches).
@@ -94,7 +93,7 @@ class Pair:
 
 
 @pytest.fixture
-async def pair(store: MemoryStore, socket_path: str) -> AsyncIterator[Pair]:
+async def pair(store: FakeStore, socket_path: str) -> AsyncIterator[Pair]:
     made = Pair(store, socket_path)
     await made.server.start(socket_path)
     made.client.start()
@@ -150,7 +149,7 @@ def test_records_cross_as_they_are() -> None:
 
 
 async def test_what_the_writer_stores_is_served_by_the_worker_at_once(
-    pair: Pair, store: MemoryStore
+    pair: Pair, store: FakeStore
 ) -> None:
     scope = Scope("alice")
     assert set((await pair.worker_cache.corpus(scope)).index_of) == {"old"}
@@ -174,9 +173,7 @@ async def test_what_the_writer_stores_is_served_by_the_worker_at_once(
     assert "fresh" not in served.index_of
 
 
-async def test_invalidations_cross_and_refreshed_rows_do_not(
-    pair: Pair, store: MemoryStore
-) -> None:
+async def test_invalidations_cross_and_refreshed_rows_do_not(pair: Pair, store: FakeStore) -> None:
     scope = Scope("alice")
     await pair.worker_cache.corpus(scope)
     await pair.writer_cache.corpus(scope)
@@ -246,7 +243,7 @@ async def test_malformed_frames_are_refused_and_counted(pair: Pair, socket_path:
 
 
 async def test_the_newer_of_two_peers_writes_stays_served_whatever_their_order(
-    pair: Pair, store: MemoryStore, socket_path: str
+    pair: Pair, store: FakeStore, socket_path: str
 ) -> None:
     """Worker A writes a row, worker B writes it again (holding the owner's host lock
     in turn, so B's frame carries the later stamp); their frames reach a third
@@ -289,7 +286,7 @@ async def test_the_newer_of_two_peers_writes_stays_served_whatever_their_order(
 
 
 async def test_two_workers_tell_each_other_their_writes_without_echo(
-    store: MemoryStore, socket_path: str
+    store: FakeStore, socket_path: str
 ) -> None:
     """Each worker serves its cache and tells the other's of its writes; a row one
     of them stores is served by the other at once, and not sent back."""
@@ -338,7 +335,7 @@ async def test_two_workers_tell_each_other_their_writes_without_echo(
 
 
 async def test_a_restarted_worker_is_found_again(
-    pair: Pair, store: MemoryStore, socket_path: str
+    pair: Pair, store: FakeStore, socket_path: str
 ) -> None:
     await pair.server.close()
     await eventually(lambda: not pair.client.connected)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from sidecar.config import StoreConfig
 from sidecar.memory.read.corpus_cache import CorpusCache
-from sidecar.memory.store.milvus import MemoryStore
+from sidecar.memory.store.protocol import Store
 from sidecar.memory.write.gateway import StoredObserver, WriteGateway
 from sidecar.memory.write.locks import KeyedLocks
 
 
 def gateway(
-    store: MemoryStore,
+    store: Store,
     cache: CorpusCache,
     *,
     locks: KeyedLocks | None = None,

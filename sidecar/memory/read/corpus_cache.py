@@ -35,7 +35,7 @@ from sidecar.memory.model.records import (
 from sidecar.memory.read.corpus import Corpus
 from sidecar.memory.read.write_stamps import WriteStamps
 from sidecar.memory.store.filters import Filter, build_filter
-from sidecar.memory.store.milvus import MemoryStore
+from sidecar.memory.store.protocol import Store
 from sidecar.metrics import Metrics
 from sidecar.tasks import cancel_and_wait
 
@@ -157,7 +157,7 @@ class CorpusCache:
 
     def __init__(
         self,
-        store: MemoryStore,
+        store: Store,
         config: CacheConfig,
         metrics: Metrics,
         *,

@@ -59,7 +59,7 @@ from typing import Any
 
 from sidecar.config import DeepSearchConfig
 from sidecar.errors import LLMError, LLMTimeout
-from sidecar.llm import LLMClient
+from sidecar.llm import ChatModel
 from sidecar.memory.model.records import Hit, Scope
 from sidecar.memory.read.corpus import Corpus
 from sidecar.memory.read.deep_ranking import (
@@ -179,7 +179,7 @@ class DeepSearcher:
 
     def __init__(
         self,
-        llm: LLMClient | None,
+        llm: ChatModel | None,
         metrics: Metrics,
         *,
         debug_content: bool = False,

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 
 from sidecar.config import RewriteConfig
 from sidecar.errors import LLMError, LLMTimeout
-from sidecar.llm import ChatMessage, LLMClient, task_tag
+from sidecar.llm import ChatMessage, ChatModel, task_tag
 from sidecar.memory.model.records import Hit
 from sidecar.memory.read.ambiguity import History, detect
 from sidecar.memory.read.resolver import resolve_heuristic, rewrite_confidence
@@ -158,7 +158,7 @@ class QueryRewriter:
 
     def __init__(
         self,
-        llm: LLMClient | None,
+        llm: ChatModel | None,
         metrics: Metrics,
         *,
         clock: Callable[[], float] = time.monotonic,

@@ -20,7 +20,7 @@ from sidecar.memory.model.records import Hit, Scope
 from sidecar.memory.read.corpus import Corpus
 from sidecar.memory.read.corpus_cache import CorpusCache
 from sidecar.memory.read.retrieval.base import Query, Retriever, SearchContext
-from sidecar.memory.store.milvus import MemoryStore
+from sidecar.memory.store.protocol import Store
 from sidecar.metrics import Metrics
 
 
@@ -30,7 +30,7 @@ class MemoryService:
 
     def __init__(
         self,
-        store: MemoryStore,
+        store: Store,
         embedder: Embedder,
         cache: CorpusCache,
         retrievers: Mapping[str, Retriever],

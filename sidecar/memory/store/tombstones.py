@@ -39,7 +39,7 @@ from dataclasses import replace
 
 from sidecar.memory.model.records import RELOAD_MARKER, MemoryRecord, Status, now_ms
 from sidecar.memory.store.filters import build_filter
-from sidecar.memory.store.milvus import MemoryStore
+from sidecar.memory.store.protocol import Store
 
 
 def tombstone(record: MemoryRecord, dim: int, now: int) -> MemoryRecord:
@@ -71,7 +71,7 @@ def reload_marker_id(owner: str) -> str:
     return "r" + hashlib.sha256(f"{owner}\x00reload".encode()).hexdigest()[:31]
 
 
-async def _mark(store: MemoryStore, owner: str, marker_id: str, source: str) -> int:
+async def _mark(store: Store, owner: str, marker_id: str, source: str) -> int:
     """Upsert ``owner``'s marker ``marker_id``: a tombstone of no memory, dated now."""
     now = now_ms()
     blank = MemoryRecord(id=marker_id, user_id=owner, content="", created_at=now)
@@ -79,18 +79,18 @@ async def _mark(store: MemoryStore, owner: str, marker_id: str, source: str) -> 
     return now
 
 
-async def mark_forgotten(store: MemoryStore, owner: str) -> int:
+async def mark_forgotten(store: Store, owner: str) -> int:
     """Record that ``owner`` was forgotten now (see the module docstring); the time."""
     return await _mark(store, owner, forget_marker_id(owner), "forget")
 
 
-async def mark_for_reload(store: MemoryStore, owner: str) -> int:
+async def mark_for_reload(store: Store, owner: str) -> int:
     """Tell every other cache to reload ``owner``'s rows in full at its next refresh
     (after writes that keep ``updated_at``); the time."""
     return await _mark(store, owner, reload_marker_id(owner), RELOAD_MARKER)
 
 
-async def forgotten_since(store: MemoryStore, owner: str) -> int | None:
+async def forgotten_since(store: Store, owner: str) -> int | None:
     """When ``owner`` was last forgotten (epoch ms), if a marker says so."""
     rows = await store.query(
         build_filter(
@@ -101,7 +101,7 @@ async def forgotten_since(store: MemoryStore, owner: str) -> int | None:
     return rows[0].updated_at if rows else None
 
 
-async def purge(store: MemoryStore, older_than_ms: int) -> int:
+async def purge(store: Store, older_than_ms: int) -> int:
     """Delete the tombstones written more than ``older_than_ms`` ago; how many."""
     where = build_filter(
         node_type=None,

@@ -28,7 +28,7 @@ from typing import Any
 
 from sidecar.config import ExtractionConfig
 from sidecar.errors import LLMError
-from sidecar.llm import ChatMessage, LLMClient, task_tag
+from sidecar.llm import ChatMessage, ChatModel, task_tag
 from sidecar.memory.model.text import tokens
 from sidecar.metrics import Metrics
 
@@ -176,7 +176,7 @@ def parse_judgement(value: Any, candidates: Sequence[Candidate]) -> Judgement | 
 
 
 class DedupJudge:
-    def __init__(self, llm: LLMClient, metrics: Metrics) -> None:
+    def __init__(self, llm: ChatModel, metrics: Metrics) -> None:
         self._llm = llm
         self._metrics = metrics
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from sidecar.config import ExtractionConfig
 from sidecar.errors import LLMBadOutput, LLMError
-from sidecar.llm import ChatMessage, LLMClient, task_tag
+from sidecar.llm import ChatMessage, ChatModel, task_tag
 from sidecar.memory.model.categories import topic_name
 from sidecar.memory.model.records import MemoryType
 from sidecar.memory.model.turns import Fact, Turn
@@ -111,7 +111,7 @@ def parse_facts(value: Any, *, max_facts: int) -> list[Fact]:
 class FactExtractor:
     """Extracts facts from turns; one instance shared by the write workers."""
 
-    def __init__(self, llm: LLMClient, metrics: Metrics) -> None:
+    def __init__(self, llm: ChatModel, metrics: Metrics) -> None:
         self._llm = llm
         self._metrics = metrics
 

@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from sidecar.memory.model.batches import UPSERT_CHUNK, chunks
 from sidecar.memory.model.records import MemoryRecord, Status, now_ms
 from sidecar.memory.read.corpus_cache import CorpusCache
-from sidecar.memory.store.milvus import MemoryStore
+from sidecar.memory.store.protocol import Store
 from sidecar.memory.store.tombstones import mark_for_reload, tombstone
 from sidecar.memory.write.enrich import Enricher
 from sidecar.memory.write.locks import KeyedLocks, OwnerLock
@@ -51,7 +51,7 @@ class WriteGateway:
 
     def __init__(
         self,
-        store: MemoryStore,
+        store: Store,
         cache: CorpusCache,
         *,
         max_content_chars: int,

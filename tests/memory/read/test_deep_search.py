@@ -4,18 +4,14 @@ re-rank and the feedback record."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
 
 import numpy as np
 import pytest
 
 from sidecar.config import DeepSearchConfig
 from sidecar.errors import LLMUnavailable
-from sidecar.llm import ChatMessage, LLMClient
 from sidecar.memory.model.records import Hit, MemoryRecord, MemoryType, Scope, Visibility
 from sidecar.memory.read.corpus import Corpus
 from sidecar.memory.read.deep_ranking import (
@@ -37,14 +33,11 @@ from sidecar.memory.read.deep_search import (
 )
 from sidecar.memory.read.retrieval.base import Query
 from sidecar.metrics import Metrics
+from tests.support.fakes import FakeLLM
+from tests.support.vectors import unit
 
 DIM = 4
 ALICE = Scope("alice")
-
-
-def vec(*values: float) -> tuple[float, ...]:
-    array = np.asarray(values, dtype=np.float32)
-    return tuple(float(v) for v in array / np.linalg.norm(array))
 
 
 def record(
@@ -63,7 +56,7 @@ def record(
         id=rid,
         user_id=user,
         content=content,
-        embedding=vec(*embedding),
+        embedding=unit(*embedding),
         session_id=session,
         created_at=at,
         related_ids=related,
@@ -256,27 +249,6 @@ def test_decision_counts_rate_limited_escalations() -> None:
 # -- the searcher ------------------------------------------------------------------------
 
 
-class FakeRanker:
-    configured = True
-
-    def __init__(
-        self, answer: object = None, *, delay: float = 0.0, error: Exception | None = None
-    ):
-        self.answer = answer
-        self.delay = delay
-        self.error = error
-        self.prompts: list[Sequence[ChatMessage]] = []
-
-    async def chat_json(self, task: str, messages: Sequence[ChatMessage], **kwargs: Any) -> Any:
-        assert task == "rank"
-        self.prompts.append(messages)
-        if self.delay:
-            await asyncio.sleep(self.delay)
-        if self.error is not None:
-            raise self.error
-        return self.answer
-
-
 def lisbon_corpus() -> tuple[Corpus, list[Hit], Query]:
     rows = [
         record("q", "Where did we go?", at=1, embedding=(1, 0, 0, 0)),
@@ -285,22 +257,24 @@ def lisbon_corpus() -> tuple[Corpus, list[Hit], Query]:
     ]
     corpus = Corpus.build(rows, DIM)
     primary = [Hit(corpus.records[0], 1.0, {"cosine": 0.3, "lexical": 0.2})]
-    query = Query("where did we travel", np.asarray(vec(1, 0, 0, 0), dtype=np.float32))
+    query = Query("where did we travel", np.asarray(unit(1, 0, 0, 0), dtype=np.float32))
     return corpus, primary, query
 
 
 async def test_llm_ranking_surfaces_a_neighbour_and_writes_feedback(tmp_path: Path) -> None:
     corpus, primary, query = lisbon_corpus()
-    llm = FakeRanker({"ranked": [{"id": "c2", "score": 0.95, "reason": "the answer"}]})
+    llm = FakeLLM({"rank": {"ranked": [{"id": "c2", "score": 0.95, "reason": "the answer"}]}})
     metrics = Metrics()
-    searcher = DeepSearcher(cast(LLMClient, llm), metrics)
+    searcher = DeepSearcher(llm, metrics)
     config = DeepSearchConfig(feedback_path=str(tmp_path / "fb.jsonl"))
     result = await searcher.run(query, primary, corpus, ALICE, config, 1, mode="on", profile="p")
     assert result.outcome == "ok"
     assert result.method == "llm"
     assert result.hits[0].record.id == "ans"
     assert result.new_ids == ("ans",)
-    assert "[c2] We flew to Lisbon in May" in llm.prompts[0][1]["content"]
+    (call,) = llm.calls
+    assert (call.task, call.temperature) == ("rank", 0.0)
+    assert "[c2] We flew to Lisbon in May" in call.messages[1]["content"]
     assert (
         metrics.value(
             "memory_sidecar_deep_search_runs_total",
@@ -334,14 +308,17 @@ async def test_feedback_carries_the_query_text_only_with_debug_content(tmp_path:
 async def test_timeout_and_errors_keep_the_primary_results() -> None:
     corpus, primary, query = lisbon_corpus()
     config = DeepSearchConfig(timeout_ms=30, feedback_path="")
-    slow = DeepSearcher(cast(LLMClient, FakeRanker({"ranked": []}, delay=2.0)), Metrics())
+    stalled = FakeLLM({"rank": {"ranked": []}}, stalls={"rank": 2.0})
+    slow = DeepSearcher(stalled, Metrics())
     result = await slow.run(query, primary, corpus, ALICE, config, 1, mode="on")
     assert result.outcome == "timeout"
     assert result.hits == primary
-    broken = DeepSearcher(cast(LLMClient, FakeRanker(error=LLMUnavailable("down"))), Metrics())
+    failing = FakeLLM(errors={"rank": LLMUnavailable("down")})
+    broken = DeepSearcher(failing, Metrics())
     result = await broken.run(query, primary, corpus, ALICE, config, 1, mode="on")
     assert result.outcome == "error"
     assert result.hits == primary
+    assert stalled.tasks() == failing.tasks() == ["rank"]
 
 
 async def test_without_an_llm_the_non_llm_rerank_runs_and_says_so() -> None:

@@ -15,13 +15,9 @@ from sidecar.memory.read.retrieval.links import expand_links
 from sidecar.memory.read.retrieval.pipeline import PipelineRetriever
 from sidecar.memory.read.retrieval.registry import build_retrievers
 from sidecar.memory.read.retrieval.signals import Scores, top_indices
+from tests.support.vectors import unit
 
 DIM = 4
-
-
-def unit(*values: float) -> tuple[float, ...]:
-    v = np.asarray(values, dtype=np.float32)
-    return tuple(float(x) for x in v / np.linalg.norm(v))
 
 
 def rec(

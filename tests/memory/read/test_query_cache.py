@@ -3,14 +3,12 @@ and how ``MemoryService`` uses it (only with a user, only for what it lacks)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import pytest
 
-from sidecar.config import EmbeddingConfig, Profile, RetrievalConfig
-from sidecar.memory.embedding.protocol import Vectors
+from sidecar.config import CacheConfig, EmbeddingConfig, Profile, RetrievalConfig
 from sidecar.memory.model.records import Hit, MemoryRecord, Scope
+from sidecar.memory.read.corpus_cache import CorpusCache
 from sidecar.memory.read.deep_search import DeepSearcher
 from sidecar.memory.read.pipeline import COLD_FALLBACK, MemoryRequest, QueryCaches, RequestPipeline
 from sidecar.memory.read.query_cache import QueryVectorCache, RecentRankings
@@ -19,6 +17,7 @@ from sidecar.memory.read.rewrite import QueryRewriter
 from sidecar.memory.read.service import MemoryService
 from sidecar.memory.read.ttl_cache import TtlCache, digest_key
 from sidecar.metrics import Metrics
+from tests.support.fakes import FakeEmbedder, FakeStore
 
 
 def test_digest_keys_keep_their_parts_apart_and_hold_no_text() -> None:
@@ -80,34 +79,11 @@ def test_query_vector_cache_is_off_without_entries_or_ttl() -> None:
     assert QueryVectorCache.from_config(EmbeddingConfig()) is not None
 
 
-class CountingEmbedder:
-    """Vectors derived from each text's length; records every model call."""
-
-    def __init__(self) -> None:
-        self.calls: list[list[str]] = []
-
-    @property
-    def dim(self) -> int:
-        return 4
-
-    async def embed(self, texts: Sequence[str], *, urgent: bool = False) -> Vectors:
-        self.calls.append(list(texts))
-        return np.array([[len(t), 1.0, 0.0, 0.0] for t in texts], dtype=np.float32)
-
-    async def close(self) -> None:
-        return None
-
-
-def pipeline(embedder: CountingEmbedder, cache: QueryVectorCache | None) -> RequestPipeline:
-    # Embedding only: no store, corpus cache or retrievers are touched.
+def pipeline(embedder: FakeEmbedder, cache: QueryVectorCache | None) -> RequestPipeline:
+    # Embedding only: the store (and the corpus cache over it) is never touched.
     metrics = Metrics()
-    memory = MemoryService(
-        None,  # type: ignore[arg-type]
-        embedder,
-        None,  # type: ignore[arg-type]
-        {},
-        metrics,
-    )
+    store = FakeStore(embedder.dim)
+    memory = MemoryService(store, embedder, CorpusCache(store, CacheConfig(), metrics), {}, metrics)
     caches = QueryCaches(QueryRewriter(None, metrics), cache)
     return RequestPipeline(memory, caches, DeepSearcher(None, metrics), metrics)
 
@@ -122,7 +98,7 @@ def lookups(pipe: RequestPipeline) -> dict[str, float]:
 
 
 async def test_a_repeated_request_query_skips_the_model() -> None:
-    embedder = CountingEmbedder()
+    embedder = FakeEmbedder()
     pipe = pipeline(embedder, QueryVectorCache(max_entries=16, ttl_s=60))
     config = RetrievalConfig(max_query_chars=16)
     (first,) = await pipe.embed(["where do I live these days?"], asked("alice", config))
@@ -136,22 +112,26 @@ async def test_a_repeated_request_query_skips_the_model() -> None:
     await pipe.memory.embed(["where do I live these days?"], config)
     assert len(embedder.calls) == 3
     assert lookups(pipe) == {"hit": 1, "miss": 2}
+    assert isinstance(pipe.memory.store, FakeStore)
+    assert not pipe.memory.store.calls
 
 
 async def test_a_pair_embeds_only_the_text_it_lacks_and_keeps_order() -> None:
-    embedder = CountingEmbedder()
+    embedder = FakeEmbedder()
     pipe = pipeline(embedder, QueryVectorCache(max_entries=16, ttl_s=60))
     config = RetrievalConfig()
     await pipe.embed(["what about it?"], asked("alice", config))
     pair = await pipe.embed(["where is Ana's flat?", "what about it?"], asked("alice", config))
     assert embedder.calls[-1] == ["where is Ana's flat?"]
     assert [q.text for q in pair] == ["where is Ana's flat?", "what about it?"]
-    assert [q.vector[0] for q in pair] == [20.0, 14.0]
+    expected = [embedder.vector(t).tolist() for t in ("where is Ana's flat?", "what about it?")]
+    assert expected[0] != expected[1]
+    assert [q.vector.tolist() for q in pair] == expected
     assert lookups(pipe) == {"hit": 1, "miss": 2}
 
 
 async def test_without_a_cache_every_query_is_embedded() -> None:
-    embedder = CountingEmbedder()
+    embedder = FakeEmbedder()
     pipe = pipeline(embedder, None)
     for _ in range(2):
         await pipe.embed(["where do I live?"], asked("alice", RetrievalConfig()))

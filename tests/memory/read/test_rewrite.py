@@ -4,14 +4,11 @@ confidence score, the cache, the LLM budget and the fast path (no LLM call)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import Any, cast
 
 import pytest
 
 from sidecar.config import RewriteConfig
-from sidecar.errors import LLMBadOutput, LLMUnavailable
-from sidecar.llm import ChatMessage, LLMClient
+from sidecar.errors import LLMBadOutput, LLMError, LLMUnavailable
 from sidecar.memory.model.records import Hit, MemoryRecord
 from sidecar.memory.read.ambiguity import detect
 from sidecar.memory.read.resolver import context_entities, resolve_heuristic, rewrite_confidence
@@ -25,6 +22,7 @@ from sidecar.memory.read.rewrite import (
     parse_rewrite,
 )
 from sidecar.metrics import Metrics
+from tests.support.fakes import FakeLLM
 
 # -- detector ---------------------------------------------------------------------------
 
@@ -180,39 +178,27 @@ def test_confidence_rewards_resolved_grounded_sane_rewrites() -> None:
 # -- the rewriter ------------------------------------------------------------------------
 
 
-class FakeLLM:
-    """Stands in for LLMClient: records calls, answers or fails as told."""
-
-    configured = True
-
-    def __init__(
-        self, answer: object = None, *, delay: float = 0.0, error: Exception | None = None
-    ):
-        self.answer = answer
-        self.delay = delay
-        self.error = error
-        self.calls: list[Sequence[ChatMessage]] = []
-
-    async def chat_json(self, task: str, messages: Sequence[ChatMessage], **kwargs: Any) -> Any:
-        assert task == "rewrite"
-        assert kwargs["temperature"] == 0.0
-        self.calls.append(messages)
-        if self.delay:
-            await asyncio.sleep(self.delay)
-        if self.error is not None:
-            raise self.error
-        return self.answer
+def rewrite_llm(
+    answer: object = None, *, stall: float = 0.0, error: LLMError | None = None
+) -> FakeLLM:
+    """An LLM that answers the ``rewrite`` task only (after ``stall`` seconds, or with
+    ``error``)."""
+    return FakeLLM(
+        {"rewrite": answer},
+        stalls={"rewrite": stall},
+        errors={"rewrite": error} if error is not None else None,
+    )
 
 
 def rewriter(llm: FakeLLM | None, metrics: Metrics | None = None) -> QueryRewriter:
-    return QueryRewriter(cast(LLMClient, llm), metrics or Metrics())
+    return QueryRewriter(llm, metrics or Metrics())
 
 
 HISTORY = [("user", "My sister Ana moved to Lisbon."), ("assistant", "How nice for Ana!")]
 
 
 async def test_fast_path_makes_no_llm_call() -> None:
-    llm, metrics = FakeLLM({"query": "unused"}), Metrics()
+    llm, metrics = rewrite_llm({"query": "unused"}), Metrics()
     result = await rewriter(llm, metrics).rewrite(
         "Where do I live?", HISTORY, "u1", RewriteConfig()
     )
@@ -223,19 +209,21 @@ async def test_fast_path_makes_no_llm_call() -> None:
 
 
 async def test_llm_rewrite_is_used_when_confident() -> None:
-    llm = FakeLLM({"query": "Where does Ana live now?"})
+    llm = rewrite_llm({"query": "Where does Ana live now?"})
     result = await rewriter(llm).rewrite("Where does she live now?", HISTORY, "u1", RewriteConfig())
     assert (result.reason, result.query) == ("llm", "Where does Ana live now?")
     assert result.confidence >= 0.65
     assert result.header_value() == f"llm;confidence={result.confidence:.2f}"
-    prompt = llm.calls[0]
+    (call,) = llm.calls
+    assert (call.task, call.temperature) == ("rewrite", 0.0)
+    prompt = call.messages
     assert prompt[0]["content"].startswith("[memory-sidecar:rewrite v1]")
     assert "LATEST: Where does she live now?" in prompt[1]["content"]
     assert "user: My sister Ana moved to Lisbon." in prompt[1]["content"]
 
 
 async def test_low_confidence_llm_answer_falls_back_to_the_original() -> None:
-    llm = FakeLLM({"query": "Where does Beatrice live now?"})  # not in the context
+    llm = rewrite_llm({"query": "Where does Beatrice live now?"})  # not in the context
     config = RewriteConfig(min_confidence=0.9, fallback="original")
     history = [("user", "hello"), ("assistant", "hi")]  # the heuristic cannot help either
     result = await rewriter(llm).rewrite("Where does she live now?", history, "u1", config)
@@ -244,7 +232,7 @@ async def test_low_confidence_llm_answer_falls_back_to_the_original() -> None:
 
 
 async def test_timeout_searches_the_original() -> None:
-    llm = FakeLLM({"query": "Where does Ana live now?"}, delay=1.0)
+    llm = rewrite_llm({"query": "Where does Ana live now?"}, stall=1.0)
     config = RewriteConfig(timeout_ms=20, fallback="original")
     started = asyncio.get_running_loop().time()
     result = await rewriter(llm).rewrite("Where does she live now?", HISTORY, "u1", config)
@@ -253,14 +241,14 @@ async def test_timeout_searches_the_original() -> None:
 
 
 async def test_timeout_or_error_falls_back_to_the_heuristic() -> None:
-    slow = FakeLLM({"query": "x"}, delay=1.0)
+    slow = rewrite_llm({"query": "x"}, stall=1.0)
     config = RewriteConfig(timeout_ms=20)
     result = await rewriter(slow).rewrite("Where does she live now?", HISTORY, "u1", config)
     assert (result.reason, result.fallback) == ("timeout", "heuristic")
     assert result.query == "Where does Ana live now?"
     assert result.header_value().endswith(";fallback=heuristic")
     for error in (LLMUnavailable("down"), LLMBadOutput("junk")):
-        failing = FakeLLM(error=error)
+        failing = rewrite_llm(error=error)
         result = await rewriter(failing).rewrite("What does she do?", HISTORY, "u1", config)
         assert (result.reason, result.query) == ("error", "What does Ana do?")
 
@@ -273,14 +261,14 @@ async def test_without_an_llm_the_heuristic_answers() -> None:
     assert (result.reason, result.query) == ("heuristic", "Where does Ana live now?")
     assert metrics.value("memory_sidecar_rewrites_total", {"reason": "heuristic"}) == 1
     # No context at all: nothing to resolve from, no LLM call.
-    llm = FakeLLM({"query": "x"})
+    llm = rewrite_llm({"query": "x"})
     empty = await rewriter(llm).rewrite("Where does she live?", [], "u1", RewriteConfig())
     assert empty.reason == "low_confidence"
     assert llm.calls == []
 
 
 async def test_results_are_cached_per_user_query_and_context() -> None:
-    llm = FakeLLM({"query": "Where does Ana live now?"})
+    llm = rewrite_llm({"query": "Where does Ana live now?"})
     rw = rewriter(llm)
     config = RewriteConfig()
     first = await rw.rewrite("Where does she live now?", HISTORY, "u1", config)
@@ -299,6 +287,7 @@ async def test_results_are_cached_per_user_query_and_context() -> None:
     after = await rw.rewrite("Where does she live now?", HISTORY, "u1", config)
     assert after.reason == "llm"
     assert (await rw.rewrite("Where does she live now?", HISTORY, "u2", config)).reason == "cache"
+    assert {(call.task, call.temperature) for call in llm.calls} == {("rewrite", 0.0)}
 
 
 def test_cache_entries_expire_and_are_bounded() -> None:

@@ -24,6 +24,7 @@ from sidecar.memory.read.retrieval.registry import build_retrievers
 from sidecar.memory.read.retrieval.topics import TopicGroups, expand_topics
 from sidecar.memory.write.extraction import parse_facts
 from tests.memory.hierarchy_support import TOPICS, Harness, interleaved, topic_of
+from tests.support.vectors import unit
 
 
 @pytest.fixture
@@ -151,11 +152,6 @@ def test_extraction_reads_the_llm_topic() -> None:
 DIM = 4
 
 
-def vec(*values: float) -> tuple[float, ...]:
-    v = np.asarray(values, dtype=np.float32)
-    return tuple(float(x) for x in v / np.linalg.norm(v))
-
-
 def memory(rid: str, text: str, vector: tuple[float, ...], home: str = "") -> MemoryRecord:
     return MemoryRecord(
         id=rid, user_id="u", content=text, embedding=vector, category_id=home, parent_id=home
@@ -163,18 +159,18 @@ def memory(rid: str, text: str, vector: tuple[float, ...], home: str = "") -> Me
 
 
 PETS = topic_id("u", "pets")
-PET_TOPIC = topic_node("u", "pets", np.asarray(vec(1, 0, 0, 0), dtype=np.float32), 1)
+PET_TOPIC = topic_node("u", "pets", np.asarray(unit(1, 0, 0, 0), dtype=np.float32), 1)
 RECORDS = [
-    memory("a", "User adopted a greyhound called Juniper.", vec(1, 0, 0, 0), PETS),
-    memory("b", "The vet appointment is on Friday morning.", vec(0, 0.3, 0, 1), PETS),
-    memory("c", "User works night shifts at the hospital.", vec(0, 1, 0, 0)),
-    memory("d", "User's favourite meal is ramen.", vec(0, 0.2, 0, 1)),
-    memory("e", "Juniper sleeps on the blue sofa.", vec(0.1, 0, 1, 0.2), PETS),
+    memory("a", "User adopted a greyhound called Juniper.", unit(1, 0, 0, 0), PETS),
+    memory("b", "The vet appointment is on Friday morning.", unit(0, 0.3, 0, 1), PETS),
+    memory("c", "User works night shifts at the hospital.", unit(0, 1, 0, 0)),
+    memory("d", "User's favourite meal is ramen.", unit(0, 0.2, 0, 1)),
+    memory("e", "Juniper sleeps on the blue sofa.", unit(0.1, 0, 1, 0.2), PETS),
 ]
 
 
 def query(text: str, *values: float) -> Query:
-    return Query(text, np.asarray(vec(*values), dtype=np.float32))
+    return Query(text, np.asarray(unit(*values), dtype=np.float32))
 
 
 def ids(name: str, corpus: Corpus, q: Query, cfg: RetrievalConfig, k: int = 5) -> list[str]:

@@ -3,20 +3,18 @@ load with the store's own error (the other lane does not go on writing)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sidecar.config import CacheConfig, StoreConfig
+from sidecar.config import CacheConfig
 from sidecar.errors import StoreError
-from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import MemoryRecord, Scope
 from sidecar.memory.read.corpus_cache import CorpusCache
 from sidecar.memory.store.filters import build_filter
-from sidecar.memory.store.milvus import MemoryStore
 from sidecar.memory.write.bulk import bulk_load
 from sidecar.metrics import Metrics
+from tests.support.fakes import FakeEmbedder, FakeStore
 from tests.support.writes import gateway
 
 
@@ -35,41 +33,39 @@ def records(owners: int, each: int) -> list[MemoryRecord]:
 
 
 async def test_lanes_load_every_owner_once_and_stop_on_failure(
-    tmp_path: Path, embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     metrics = Metrics()
-    store = await MemoryStore.open(StoreConfig(uri=str(tmp_path / "b.db")), 4, metrics)
-    try:
-        cache = CorpusCache(store, CacheConfig(), metrics)
-        rows = records(5, 30)
-        seen: list[str] = []
-        stats = await bulk_load(
-            rows,
-            embedder=embedder,
-            enricher=None,
-            writes=gateway(store, cache),
-            progress=lambda step, n: seen.append(step),
+    embedder, store = FakeEmbedder(4), FakeStore(4)
+    cache = CorpusCache(store, CacheConfig(), metrics)
+    rows = records(5, 30)
+    seen: list[str] = []
+    stats = await bulk_load(
+        rows,
+        embedder=embedder,
+        enricher=None,
+        writes=gateway(store, cache),
+        progress=lambda step, n: seen.append(step),
+    )
+    assert (stats.memories, stats.rows, stats.owners) == (150, 150, 5)
+    assert seen == ["store"] * 5
+    assert stats.seconds == stats.wall_seconds > 0
+    for o in range(5):
+        stored = await store.query(build_filter(owner=f"owner-{o}"), limit=100)
+        assert sorted(r.id for r in stored) == sorted(f"o{o}-{i}" for i in range(30))
+    assert (await cache.corpus(Scope("owner-3"))).size == 30  # written through
+    assert embedder.calls == []  # every row came with its vector
+    await cache.close()
+
+    calls: list[str] = []
+
+    async def failing(batch: Any) -> None:
+        calls.append(batch[0].user_id)
+        raise StoreError("down")
+
+    monkeypatch.setattr(store, "upsert", failing)
+    with pytest.raises(StoreError):
+        await bulk_load(
+            records(6, 2), embedder=embedder, enricher=None, writes=gateway(store, cache)
         )
-        assert (stats.memories, stats.rows, stats.owners) == (150, 150, 5)
-        assert seen == ["store"] * 5
-        assert stats.seconds == stats.wall_seconds > 0
-        for o in range(5):
-            stored = await store.query(build_filter(owner=f"owner-{o}"), limit=100)
-            assert sorted(r.id for r in stored) == sorted(f"o{o}-{i}" for i in range(30))
-        assert (await cache.corpus(Scope("owner-3"))).size == 30  # written through
-        await cache.close()
-
-        calls: list[str] = []
-
-        async def failing(batch: Any) -> None:
-            calls.append(batch[0].user_id)
-            raise StoreError("down")
-
-        monkeypatch.setattr(store, "upsert", failing)
-        with pytest.raises(StoreError):
-            await bulk_load(
-                records(6, 2), embedder=embedder, enricher=None, writes=gateway(store, cache)
-            )
-        assert len(calls) <= 2  # each lane tried once, then the load stopped
-    finally:
-        await store.close()
+    assert len(calls) <= 2  # each lane tried once, then the load stopped

@@ -7,20 +7,32 @@ non-LLM rule (no LLM configured), and again with the mock LLM as extractor and j
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from e2e.mock_llm import MockLLM, start_mock
-from sidecar.config import ExtractionConfig, config_from_mapping
+from e2e.mock_llm import MockLLM
+from sidecar.config import ExtractionConfig
+from sidecar.errors import LLMUnavailable
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import Scope, Status, now_ms
 from sidecar.memory.model.turns import Turn
 from sidecar.memory.store.filters import build_filter
-from sidecar.memory.write.dedup import Candidate, Decision, entities, rule_judgement
+from sidecar.memory.write.dedup import (
+    JUDGE_PROMPT,
+    Candidate,
+    Decision,
+    DedupJudge,
+    Judgement,
+    entities,
+    render_judge_input,
+    rule_judgement,
+)
+from sidecar.metrics import Metrics
 from sidecar.runtime.components import Components
+from tests.support.boot import sidecar_config
+from tests.support.fakes import FakeLLM
 
 PARAPHRASES = {
     "berlin": [
@@ -53,21 +65,9 @@ TOPIC_WORDS = {"berlin": "berlin", "peanuts": "peanut", "nurse": "nurse"}
 
 
 async def build(tmp: Path, embedder: Embedder, llm: str | None) -> Components:
-    document: dict[str, Any] = {
-        "store": {"uri": str(tmp / "dedup.db")},
-        "admin": {"enabled": False},
-        "hierarchy": {"schedule_s": 0},
-    }
-    if llm:
-        document["llm"] = {"base_url": llm}
-    return await Components.build(config_from_mapping(document, env={}), embedder=embedder)
-
-
-@pytest.fixture
-async def mock() -> AsyncIterator[MockLLM]:
-    server = await start_mock()
-    yield server
-    await server.close()
+    sections: dict[str, Any] = {"llm": {"base_url": llm}} if llm else {}
+    config = sidecar_config(tmp, hierarchy={"schedule_s": 0}, **sections)
+    return await Components.build(config, embedder=embedder)
 
 
 async def say(components: Components, user: str, text: str, at: int) -> None:
@@ -98,11 +98,63 @@ def test_rule(new: str, old: str, cosine: float, decision: Decision) -> None:
     assert judged.decision == decision
 
 
+# -- the judge alone (a scripted LLM) -------------------------------------------------------
+
+GREEN = "User's favourite colour is green."
+GRAY = [Candidate("blue", "User's favourite colour is blue.", 0.77)]  # the rule: ADD
+
+
+async def test_the_judge_asks_the_llm_only_in_the_gray_zone() -> None:
+    llm = FakeLLM({"dedup": {"decision": "SUPERSEDE", "target": "blue", "text": None}})
+    metrics = Metrics()
+    judge = DedupJudge(llm, metrics)
+    assert await judge.judge(GREEN, GRAY, ExtractionConfig()) == Judgement(
+        Decision.SUPERSEDE, "blue", None, "llm"
+    )
+    (call,) = llm.calls
+    assert (call.task, call.max_tokens) == ("dedup", 200)
+    assert [m["content"] for m in call.messages] == [
+        JUDGE_PROMPT,
+        render_judge_input(GREEN, GRAY),
+    ]
+    assert metrics.value("memory_sidecar_facts_total", {"decision": "supersede_llm"}) == 1
+    # Clear cases, use_llm off and no LLM configured never reach it.
+    near = [Candidate("same", GREEN, 0.99)]
+    assert (await judge.judge(GREEN, near, ExtractionConfig())).decision == Decision.NOOP
+    far = [Candidate("far", "User has a dog.", 0.2)]
+    assert (await judge.judge(GREEN, far, ExtractionConfig())).by == "exact"
+    assert (await judge.judge(GREEN, GRAY, ExtractionConfig(use_llm=False))).by == "rule"
+    unconfigured = DedupJudge(FakeLLM(configured=False), metrics)
+    assert (await unconfigured.judge(GREEN, GRAY, ExtractionConfig())).by == "rule"
+    assert len(llm.calls) == 1
+
+
+@pytest.mark.parametrize(
+    "llm",
+    [
+        FakeLLM(errors={"dedup": LLMUnavailable("down")}),
+        FakeLLM({"dedup": {"decision": "add"}}, stalls={"dedup": 5.0}, timeout_s=0.01),
+        FakeLLM({"dedup": {"decision": "maybe"}}),
+        FakeLLM({"dedup": {"decision": "supersede", "target": "not-a-candidate"}}),
+    ],
+    ids=["unavailable", "timeout", "unknown-decision", "unknown-target"],
+)
+async def test_the_judge_falls_back_to_the_rule(llm: FakeLLM) -> None:
+    metrics = Metrics()
+    judged = await DedupJudge(llm, metrics).judge(GREEN, GRAY, ExtractionConfig())
+    assert judged == Judgement(Decision.ADD)  # what the rule says of the pair
+    assert llm.tasks() == ["dedup"]
+    assert metrics.value("memory_sidecar_facts_total", {"decision": "add_rule"}) == 1
+
+
+# -- through the write pipeline ------------------------------------------------------------
+
+
 @pytest.mark.parametrize("with_llm", [False, True])
 async def test_paraphrases_become_one_memory_per_fact(
-    tmp_path: Path, embedder: Embedder, mock: MockLLM, with_llm: bool
+    tmp_path: Path, embedder: Embedder, mock_llm: MockLLM, with_llm: bool
 ) -> None:
-    components = await build(tmp_path, embedder, mock.base_url if with_llm else None)
+    components = await build(tmp_path, embedder, mock_llm.base_url if with_llm else None)
     try:
         rows_of = [(topic, text) for topic, texts in PARAPHRASES.items() for text in texts]
         # Interleave topics like a real conversation would.
@@ -116,16 +168,16 @@ async def test_paraphrases_become_one_memory_per_fact(
             assert len(about) == 1, (topic, [r.content for r in about])
         assert len(rows) == 3, [r.content for r in rows]
         if with_llm:
-            assert mock.stats()["tasks"].get("extract", 0) == 45
+            assert mock_llm.stats()["tasks"].get("extract", 0) == 45
     finally:
         await components.close()
 
 
 @pytest.mark.parametrize("with_llm", [False, True])
 async def test_contradiction_supersedes_and_keeps_history(
-    tmp_path: Path, embedder: Embedder, mock: MockLLM, with_llm: bool
+    tmp_path: Path, embedder: Embedder, mock_llm: MockLLM, with_llm: bool
 ) -> None:
-    components = await build(tmp_path, embedder, mock.base_url if with_llm else None)
+    components = await build(tmp_path, embedder, mock_llm.base_url if with_llm else None)
     try:
         await say(components, "mover", "I live in Berlin.", 1_700_000_000_000)
         second_written = now_ms()
@@ -149,15 +201,15 @@ async def test_contradiction_supersedes_and_keeps_history(
 
 
 async def test_llm_judge_decides_the_gray_zone(
-    tmp_path: Path, embedder: Embedder, mock: MockLLM
+    tmp_path: Path, embedder: Embedder, mock_llm: MockLLM
 ) -> None:
-    components = await build(tmp_path, embedder, mock.base_url)
+    components = await build(tmp_path, embedder, mock_llm.base_url)
     try:
         await say(components, "colour", "My favourite colour is blue.", 1)
         await say(components, "colour", "My favourite colour is green.", 2)
         active = await components.store.query(build_filter(owner="colour"))
         assert [r.content for r in active] == ["User's favourite colour is green."]
-        assert mock.stats()["tasks"].get("dedup", 0) >= 1
+        assert mock_llm.stats()["tasks"].get("dedup", 0) >= 1
         metrics = components.metrics
         assert metrics.value("memory_sidecar_facts_total", {"decision": "supersede_llm"}) == 1
     finally:
@@ -165,10 +217,10 @@ async def test_llm_judge_decides_the_gray_zone(
 
 
 async def test_judge_failure_falls_back_to_the_rule(
-    tmp_path: Path, embedder: Embedder, mock: MockLLM
+    tmp_path: Path, embedder: Embedder, mock_llm: MockLLM
 ) -> None:
-    mock.configure(garbage_tasks=True)
-    components = await build(tmp_path, embedder, mock.base_url)
+    mock_llm.configure(garbage_tasks=True)
+    components = await build(tmp_path, embedder, mock_llm.base_url)
     try:
         await say(components, "g", "My favourite colour is blue.", 1)
         await say(components, "g", "My favourite colour is green.", 2)

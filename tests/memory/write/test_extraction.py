@@ -1,6 +1,6 @@
 """Tests for fact extraction (sidecar.memory.write.extraction), LLM and heuristic paths.
 
-The LLM is the project's deterministic mock (``e2e.mock_llm``), on loopback.
+The LLM is the project's deterministic mock_llm (``e2e.mock_llm``), on loopback.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from e2e.mock_extract import parse_extract_turn
-from e2e.mock_llm import MockLLM, start_mock
+from e2e.mock_llm import MockLLM
 from e2e.mock_protocol import parse_task_tag
 from sidecar.config import ExtractionConfig, LLMConfig
 from sidecar.errors import LLMBadOutput
@@ -276,28 +276,14 @@ HEURISTIC_FACTS = [
 ]
 
 
-@pytest.fixture(scope="module")
-async def mock() -> AsyncIterator[MockLLM]:
-    server = await start_mock()
-    try:
-        yield server
-    finally:
-        await server.close()
-
-
-@pytest.fixture(autouse=True)
-def _fresh_mock(mock: MockLLM) -> None:
-    mock.reset()
-
-
 @pytest.fixture
 def metrics() -> Metrics:
     return Metrics()
 
 
 @pytest.fixture
-async def extractor(mock: MockLLM, metrics: Metrics) -> AsyncIterator[FactExtractor]:
-    llm = LLMClient(LLMConfig(base_url=mock.base_url, timeout_s=5), metrics)
+async def extractor(mock_llm: MockLLM, metrics: Metrics) -> AsyncIterator[FactExtractor]:
+    llm = LLMClient(LLMConfig(base_url=mock_llm.base_url, timeout_s=5), metrics)
     try:
         yield FactExtractor(llm, metrics)
     finally:
@@ -313,7 +299,7 @@ def llm_calls(metrics: Metrics, outcome: str) -> float:
 
 
 async def test_llm_facts_from_the_mock(
-    extractor: FactExtractor, mock: MockLLM, metrics: Metrics
+    extractor: FactExtractor, mock_llm: MockLLM, metrics: Metrics
 ) -> None:
     facts = await extractor.extract(turn(SAID), ExtractionConfig())
     assert facts == LLM_FACTS
@@ -323,10 +309,10 @@ async def test_llm_facts_from_the_mock(
 
 
 async def test_llm_request_carries_the_prompt_and_the_rendered_turn(
-    extractor: FactExtractor, mock: MockLLM
+    extractor: FactExtractor, mock_llm: MockLLM
 ) -> None:
     await extractor.extract(turn("I live in Berlin.", "Nice."), ExtractionConfig())
-    (request,) = mock.task_requests("extract")
+    (request,) = mock_llm.task_requests("extract")
     messages = request["body"]["messages"]
     assert messages == [
         {"role": "system", "content": SYSTEM_PROMPT},
@@ -339,12 +325,12 @@ async def test_llm_request_carries_the_prompt_and_the_rendered_turn(
 
 
 async def test_max_turn_chars_limits_what_the_llm_sees(
-    extractor: FactExtractor, mock: MockLLM
+    extractor: FactExtractor, mock_llm: MockLLM
 ) -> None:
     await extractor.extract(
         turn("I live in Berlin." + " x" * 500), ExtractionConfig(max_turn_chars=100)
     )
-    content = mock.task_requests("extract")[0]["body"]["messages"][1]["content"]
+    content = mock_llm.task_requests("extract")[0]["body"]["messages"][1]["content"]
     assert "User: " + ("I live in Berlin." + " x" * 500)[:100] + "\n" in content
 
 
@@ -358,9 +344,9 @@ async def test_max_facts_per_turn_caps_llm_facts(extractor: FactExtractor) -> No
     [{"think_tags": True}, {"json_fences": True}, {"think_tags": True, "json_fences": True}],
 )
 async def test_llm_facts_through_think_tags_and_fences(
-    extractor: FactExtractor, mock: MockLLM, metrics: Metrics, knobs: dict[str, bool]
+    extractor: FactExtractor, mock_llm: MockLLM, metrics: Metrics, knobs: dict[str, bool]
 ) -> None:
-    mock.configure(**knobs)
+    mock_llm.configure(**knobs)
     assert await extractor.extract(turn(SAID), ExtractionConfig()) == LLM_FACTS
     assert extraction_count(metrics, "llm", "ok") == 1
 
@@ -375,9 +361,9 @@ async def test_nothing_to_remember_is_an_empty_llm_result(
 
 
 async def test_failing_llm_falls_back_to_heuristics(
-    extractor: FactExtractor, mock: MockLLM, metrics: Metrics
+    extractor: FactExtractor, mock_llm: MockLLM, metrics: Metrics
 ) -> None:
-    mock.configure(fail_tasks=True)
+    mock_llm.configure(fail_tasks=True)
     facts = await extractor.extract(turn(SAID), ExtractionConfig())
     assert facts == HEURISTIC_FACTS
     assert all(f.confidence < LLM_CONFIDENCE for f in facts)
@@ -385,13 +371,13 @@ async def test_failing_llm_falls_back_to_heuristics(
     assert extraction_count(metrics, "llm", "ok") == 0
     assert extraction_count(metrics, "heuristic", "ok") == 1
     assert llm_calls(metrics, "http_error") == 1
-    assert len(mock.task_requests("extract")) == 1
+    assert len(mock_llm.task_requests("extract")) == 1
 
 
 async def test_garbage_llm_output_falls_back_to_heuristics(
-    extractor: FactExtractor, mock: MockLLM, metrics: Metrics
+    extractor: FactExtractor, mock_llm: MockLLM, metrics: Metrics
 ) -> None:
-    mock.configure(garbage_tasks=True)
+    mock_llm.configure(garbage_tasks=True)
     facts = await extractor.extract(turn(SAID), ExtractionConfig())
     assert facts == HEURISTIC_FACTS
     assert extraction_count(metrics, "llm", "failed") == 1
@@ -399,9 +385,9 @@ async def test_garbage_llm_output_falls_back_to_heuristics(
     assert llm_calls(metrics, "bad_output") == 1
 
 
-async def test_slow_llm_falls_back_to_heuristics(mock: MockLLM, metrics: Metrics) -> None:
-    mock.configure(task_latency_ms=600)
-    llm = LLMClient(LLMConfig(base_url=mock.base_url, timeout_s=0.1), metrics)
+async def test_slow_llm_falls_back_to_heuristics(mock_llm: MockLLM, metrics: Metrics) -> None:
+    mock_llm.configure(task_latency_ms=600)
+    llm = LLMClient(LLMConfig(base_url=mock_llm.base_url, timeout_s=0.1), metrics)
     try:
         facts = await FactExtractor(llm, metrics).extract(turn(SAID), ExtractionConfig())
     finally:
@@ -414,15 +400,15 @@ async def test_slow_llm_falls_back_to_heuristics(mock: MockLLM, metrics: Metrics
 
 
 async def test_heuristic_fallback_respects_max_facts(
-    extractor: FactExtractor, mock: MockLLM
+    extractor: FactExtractor, mock_llm: MockLLM
 ) -> None:
-    mock.configure(fail_tasks=True)
+    mock_llm.configure(fail_tasks=True)
     facts = await extractor.extract(turn(SAID), ExtractionConfig(max_facts_per_turn=1))
     assert facts == HEURISTIC_FACTS[:1]
 
 
 async def test_no_base_url_uses_heuristics_without_any_http_call(
-    mock: MockLLM, metrics: Metrics
+    mock_llm: MockLLM, metrics: Metrics
 ) -> None:
     llm = LLMClient(LLMConfig(), metrics)
     assert not llm.configured
@@ -434,25 +420,25 @@ async def test_no_base_url_uses_heuristics_without_any_http_call(
     for outcome in ("ok", "unavailable", "http_error", "timeout", "bad_output", "empty"):
         assert llm_calls(metrics, outcome) == 0
     assert metrics.value("memory_sidecar_llm_seconds_count", {"task": "extract"}) == 0
-    assert mock.requests() == []
+    assert mock_llm.requests() == []
 
 
 async def test_use_llm_false_skips_a_configured_llm(
-    extractor: FactExtractor, mock: MockLLM, metrics: Metrics
+    extractor: FactExtractor, mock_llm: MockLLM, metrics: Metrics
 ) -> None:
     facts = await extractor.extract(turn(SAID), ExtractionConfig(use_llm=False))
     assert facts == HEURISTIC_FACTS
-    assert mock.requests() == []
+    assert mock_llm.requests() == []
     assert extraction_count(metrics, "heuristic", "ok") == 1
     assert extraction_count(metrics, "llm", "failed") == 0
 
 
 async def test_counters_accumulate_over_turns(
-    extractor: FactExtractor, mock: MockLLM, metrics: Metrics
+    extractor: FactExtractor, mock_llm: MockLLM, metrics: Metrics
 ) -> None:
     await extractor.extract(turn(SAID), ExtractionConfig())
     await extractor.extract(turn(SAID), ExtractionConfig())
-    mock.configure(fail_tasks=True)
+    mock_llm.configure(fail_tasks=True)
     await extractor.extract(turn(SAID), ExtractionConfig())
     assert extraction_count(metrics, "llm", "ok") == 2
     assert extraction_count(metrics, "llm", "failed") == 1

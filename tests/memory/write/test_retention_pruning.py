@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from sidecar.config import RetentionConfig, config_from_mapping
+from sidecar.config import RetentionConfig
 from sidecar.errors import StoreError
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import MemoryType, Status
@@ -19,6 +19,7 @@ from sidecar.memory.store.filters import build_filter
 from sidecar.memory.write.retention import prune_order, retention_score
 from sidecar.runtime.components import Components
 from tests.memory.write.retention_support import DAY, NOW, Harness, rec
+from tests.support.boot import sidecar_config
 
 # -- the score and the order ----------------------------------------------------------
 
@@ -167,14 +168,10 @@ async def test_a_failed_check_is_retried_at_the_next_tick(
 async def test_scheduled_pruning_of_owners_the_writer_wrote_for(
     tmp_path: Path, embedder: Embedder
 ) -> None:
-    config = config_from_mapping(
-        {
-            "store": {"uri": str(tmp_path / "w.db")},
-            "admin": {"enabled": False},
-            "hierarchy": {"schedule_s": 0},
-            "retention": {"max_memories_per_user": 3, "prune_interval_s": 0.05},
-        },
-        env={},
+    config = sidecar_config(
+        tmp_path,
+        hierarchy={"schedule_s": 0},
+        retention={"max_memories_per_user": 3, "prune_interval_s": 0.05},
     )
     components = await Components.build(config, embedder=embedder)
     retention = components.retention

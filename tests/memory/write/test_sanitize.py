@@ -16,13 +16,13 @@ import pytest
 
 from e2e.mock_judge import handle_dedup
 from e2e.mock_llm import MockLLM, start_mock
-from sidecar.config import config_from_mapping
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import MemoryRecord, content_hash, memory_id
 from sidecar.memory.model.turns import Turn
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.write.sanitize import clean_text, clean_turn, is_meaningful, valid_unicode
 from sidecar.runtime.components import Components
+from tests.support.boot import sidecar_config
 
 FAMILY = "\U0001f468\u200d\U0001f469\u200d\U0001f467"  # one emoji: three joined by ZWJ
 
@@ -122,15 +122,11 @@ def test_clean_turn_caps_both_texts_and_keeps_clean_turns() -> None:
 # -- through the write pipeline -----------------------------------------------------------
 
 
-async def build(tmp: Path, embedder: Embedder, **document: Any) -> Components:
-    doc: dict[str, Any] = {
-        "store": {"uri": str(tmp / "hygiene.db")},
-        "admin": {"enabled": False},
-        "hierarchy": {"schedule_s": 0},
-        "retention": {"prune_interval_s": 0},
-    }
-    doc.update(document)
-    return await Components.build(config_from_mapping(doc, env={}), embedder=embedder)
+async def build(tmp: Path, embedder: Embedder, **sections: Any) -> Components:
+    config = sidecar_config(
+        tmp, hierarchy={"schedule_s": 0}, retention={"prune_interval_s": 0}, **sections
+    )
+    return await Components.build(config, embedder=embedder)
 
 
 async def stored(components: Components, user: str) -> list[MemoryRecord]:
@@ -199,7 +195,7 @@ async def test_bad_llm_facts_are_cleaned_or_dropped(
         tmp_path,
         embedder,
         llm={"base_url": nasty_llm.base_url},
-        store={"uri": str(tmp_path / "hygiene.db"), "max_content_chars": 100},
+        store={"max_content_chars": 100},
     )
     try:
         text = "I said a lot of things. " * 50_000  # 1.2 MB

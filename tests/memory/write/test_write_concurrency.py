@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from e2e.mock_llm import MockLLM, start_mock
+from e2e.mock_llm import MockLLM
 from sidecar.config import config_from_mapping
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import Scope, normalize_text
@@ -63,13 +63,6 @@ async def build(tmp: Path, embedder: Embedder, **document: Any) -> Components:
     }
     doc.update(document)
     return await Components.build(config_from_mapping(doc, env={}), embedder=embedder)
-
-
-@pytest.fixture
-async def mock() -> AsyncIterator[MockLLM]:
-    server = await start_mock()
-    yield server
-    await server.close()
 
 
 def make_turn(user: str, n: int, sentences: list[str]) -> Turn:
@@ -120,9 +113,9 @@ async def assert_stored_exactly_once(components: Components, expected: dict[str,
 
 @pytest.mark.parametrize("with_llm", [False, True])
 async def test_concurrent_turns_of_one_user(
-    tmp_path: Path, embedder: Embedder, mock: MockLLM, with_llm: bool
+    tmp_path: Path, embedder: Embedder, mock_llm: MockLLM, with_llm: bool
 ) -> None:
-    llm = {"llm": {"base_url": mock.base_url}} if with_llm else {}
+    llm = {"llm": {"base_url": mock_llm.base_url}} if with_llm else {}
     components = await build(tmp_path, embedder, **llm)
     try:
         turns = plan(["solo"], 30, seed=11)
@@ -134,7 +127,7 @@ async def test_concurrent_turns_of_one_user(
         assert sum(r.duplicates for r in results) == facts - len(expected["solo"])
         assert sum(r.updated + r.superseded for r in results) == 0
         if with_llm:
-            assert mock.stats()["tasks"].get("extract", 0) == 30
+            assert mock_llm.stats()["tasks"].get("extract", 0) == 30
     finally:
         await components.close()
 
@@ -283,11 +276,13 @@ FAULTS: dict[str, tuple[dict[str, Any], str]] = {
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 async def test_llm_faults_fall_back_to_heuristics_through_the_queue(
-    tmp_path: Path, embedder: Embedder, mock: MockLLM, fault: str
+    tmp_path: Path, embedder: Embedder, mock_llm: MockLLM, fault: str
 ) -> None:
     knobs, outcome = FAULTS[fault]
-    mock.configure(**knobs)
-    components = await build(tmp_path, embedder, llm={"base_url": mock.base_url, "timeout_s": 0.2})
+    mock_llm.configure(**knobs)
+    components = await build(
+        tmp_path, embedder, llm={"base_url": mock_llm.base_url, "timeout_s": 0.2}
+    )
     await components.queue.start()
     try:
         turns = plan([f"f-{u}" for u in range(4)], 3, seed=13)

@@ -12,7 +12,7 @@ from sidecar.config import RetrievalConfig
 from sidecar.memory.model.records import Hit, Scope
 from sidecar.memory.model.text import char_ngrams, tokens
 from sidecar.memory.read.corpus import Corpus
-from sidecar.memory.store.milvus import MemoryStore
+from sidecar.memory.store.protocol import Store
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +38,7 @@ class SearchContext:
 
     scope: Scope
     corpus: Corpus
-    store: MemoryStore
+    store: Store
     config: RetrievalConfig
 
 
