@@ -198,8 +198,8 @@ class LLMClient:
                 # The client's plain POST (its documented way to call any endpoint):
                 # the same transport, retries, auth and errors as
                 # ``chat.completions.create`` without its request transform and
-                # response models — measured 1.6-1.8 -> 0.9-1.0 ms of CPU per call
-                # against the e2e mock, paid by every turn and every rewrite.
+                # response models: CPU that every turn and every rewrite would pay for
+                # nothing (docs/design/ext-proc-flow.md).
                 raw = await asyncio.wait_for(
                     self._client.post(
                         "/chat/completions",

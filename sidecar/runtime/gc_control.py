@@ -3,11 +3,11 @@ memories this process caches out of its full collections.
 
 A collection runs on whichever thread allocated past the threshold and holds the GIL
 throughout, so every request in flight waits for it. A full (generation 2)
-collection walks every tracked object the process keeps: with 100,000 memories
-cached that is ~120,000 records, ~200 ms on this project's 2-core host, and one
-came every 13–45 s under load in the bench (whatever outlives the young
-collections fills the old generation: new cache rows, the objects of requests in
-flight).
+collection walks every tracked object the process keeps — with a warm corpus cache,
+mostly its records — so its pause grows with the memories cached (hundreds of
+milliseconds for a large cache), and under load one comes every few tens of seconds
+(whatever outlives the young collections fills the old generation: new cache rows,
+the objects of requests in flight; figures in docs/design/gc.md).
 
 :class:`GCControl` times each collection from the interpreter's callbacks
 (``memory_sidecar_gc_pause_seconds{generation}``) and counts what each freed

@@ -1,7 +1,7 @@
 """Several sidecar processes on one host (``server.workers``).
 
-One Python process is bound by its interpreter lock: past ~250 requests/s on the
-request path (2-core x86) its event loop, not the cores, is the limit. With
+One Python process is bound by its interpreter lock: its event loop, not the host's
+cores, limits how many requests it serves (docs/design/workers.md). With
 ``server.workers: N`` the ``serve`` command becomes a small supervisor that runs N
 complete sidecars side by side, each a replica in the sense the rest of the code
 already knows (own corpus cache, own write queue; other replicas' writes visible

@@ -1,13 +1,13 @@
 """The ``torch`` backend on a GPU without per-kernel launch cost: CUDA graphs.
 
 Eager PyTorch spends a query's time launching the ~100 small kernels of a 6-layer
-BERT, not running them: on an H100 one query took 4.5–6.4 ms through
-sentence-transformers, slower than the int8 ONNX model on one CPU core (~2 ms). This
-encoder runs the same model as a fixed sequence of tensor operations
-(:class:`BertMeanPooler`: embeddings, encoder layers, mean pooling, normalization,
-weights taken from the loaded sentence-transformers model), captures it once per
-padded shape (batch and sequence-length buckets) as a CUDA graph at start-up, and per
-call only copies the token ids in, replays one graph and copies the vectors out.
+BERT, not running them, so eager sentence-transformers on a GPU is no faster than
+the int8 ONNX model on one CPU core (docs/design/query-encoder.md). This encoder
+runs the same model as a fixed sequence of tensor operations (:class:`BertMeanPooler`:
+embeddings, encoder layers, mean pooling, normalization, weights taken from the loaded
+sentence-transformers model), captures it once per padded shape (batch and
+sequence-length buckets) as a CUDA graph at start-up, and per call only copies the
+token ids in, replays one graph and copies the vectors out.
 
 Only BERT-family models with mean pooling qualify (``all-MiniLM-L6-v2`` is one);
 :func:`graphable` says why another does not, and the caller then keeps the eager
@@ -185,7 +185,7 @@ class GraphedEncoder:
         self._batches = sorted({n for n in BATCH_BUCKETS if n < largest} | {largest})
         pool = torch.cuda.graph_pool_handle()
         # One side stream for every warm-up and capture: each new stream gets its own
-        # cuBLAS workspace (measured: 30 streams held ~1 GiB of GPU memory).
+        # cuBLAS workspace, so a stream per shape would hold many times the GPU memory.
         stream = torch.cuda.Stream(self._device)  # type: ignore[no-untyped-call]
         # Largest shape first, so smaller graphs can reuse its blocks in the pool.
         self._graphs = {

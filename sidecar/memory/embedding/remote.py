@@ -1,10 +1,10 @@
 """One embedding model for several sidecar processes (``embedding.shared``).
 
 With ``server.workers`` > 1 each worker would load the model and run it itself. On a
-GPU that costs every worker a CUDA context and its own graphs (~1 GB each, taken
-from the GPU vLLM runs on), and the kernels of different processes' contexts take
-turns on the GPU instead of running as one batch. The supervisor can instead start
-one *encoder process*: it runs the configured backend behind the usual
+GPU that costs every worker a CUDA context and its own graphs (memory taken from the
+GPU vLLM runs on), and the kernels of different processes' contexts take turns on the
+GPU instead of running as one batch. The supervisor can instead start one *encoder
+process*: it runs the configured backend behind the usual
 :class:`~sidecar.memory.embedding.batching.BatchingEmbedder` and serves it on a Unix socket;
 each worker's :class:`RemoteEmbedder` sends it texts and gets the vectors back, so
 queries of all workers are batched together.

@@ -10,7 +10,8 @@ T = TypeVar("T")
 
 #: Texts per embedding call in bulk work.
 EMBED_CHUNK = 256
-#: Rows per upsert call (milvus-lite loads calls of 250-500 rows fastest).
+#: Rows per upsert call: large enough to spread each call's fixed cost, and the size
+#: milvus-lite loads fastest (docs/benchmarks.md, bench_ingest).
 UPSERT_CHUNK = 500
 
 

@@ -55,8 +55,7 @@ class Corpus:
     def derived(self, key: Hashable, build: Callable[[], T], *, structural: bool = False) -> T:
         """``build()``, computed once per snapshot and ``key``. A per-corpus value
         lives exactly as long as the corpus: a least-recently-used table of a few
-        corpora missed on every request once more users than its size took turns
-        (measured: the topic groups rebuilt per request with 10 users, 0.1 ms).
+        corpora would miss on every request once more users than its size take turns.
         ``structural``: the value reads no access count or time, so the snapshot
         :meth:`with_access` makes keeps it."""
         try:
@@ -71,8 +70,8 @@ class Corpus:
         """This snapshot with the memories at these indices replaced by versions that
         differ in their access counts and times only: matrices, indexes and the
         structural derived values are kept. An access flush changes a few rows of
-        every unit, and rebuilding each scope's corpus after it cost its next request
-        ~3 ms (1,000 memories), ~300 ms of the event loop in all with 100 users."""
+        every unit, and rebuilding every scope's corpus after it would add a rebuild to
+        each scope's next request, and hold the event loop for all of them in turn."""
         records = list(self.records)
         for index, record in rows.items():
             records[index] = record
@@ -104,8 +103,8 @@ class Corpus:
         fields changed since ``previous`` (access counts, importance: same rows, text,
         vectors, links and sessions), its matrices and indexes are reused; when new
         memories only follow ``previous``'s, its vectors and BM25 postings are
-        extended instead of rebuilt (a write no longer costs the writer's next
-        request a full rebuild: ~22 ms for 1,000 memories)."""
+        extended instead of rebuilt (a write does not cost the writer's next request a
+        full rebuild, which grows with the scope's memories)."""
         unique: dict[str, MemoryRecord] = {}
         for row in rows:
             unique.setdefault(row.id, row)
@@ -258,8 +257,8 @@ def _same_structure(
 
 def _matrix(records: Sequence[MemoryRecord], dim: int) -> Matrix:
     """The records' embeddings as rows (zeros where one is missing). Python floats
-    convert to float64 about 4x faster than to float32 (measured: 10,000 x 384 in
-    60 ms instead of 235 ms), and the cast gives the same float32 values."""
+    convert to float64 several times faster than to float32, and the cast gives the
+    same float32 values."""
     if records and all(r.embedding is not None and len(r.embedding) == dim for r in records):
         rows = [r.embedding for r in records]
         return np.array(rows, dtype=np.float64).astype(np.float32)

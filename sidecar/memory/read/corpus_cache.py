@@ -304,8 +304,8 @@ class CorpusCache:
         counts change no content, and their next full reload reads them.
 
         Only the flushed rows are visited: a flush touches a few memories of many
-        units, and a pass over every row of each took 38–41 ms of the event loop for
-        2,000 counts over 100 units of 1,200 rows. The scopes' corpora built from the units
+        units, and a pass over every row of each would hold the event loop in
+        proportion to everything cached. The scopes' corpora built from the units
         before are updated the same way (:meth:`Corpus.with_access`), not rebuilt."""
         before: dict[str, int] = {}  # unit key -> its seq before these counts
         merged_rows: dict[str, MemoryRecord] = {}
@@ -561,8 +561,8 @@ class CorpusCache:
 
     async def _fetch(self, key: str, old: _Unit | None) -> _Unit:
         """A full load, or — when ``old`` had a full load recently — a delta refresh
-        of the rows changed since (milvus-lite returns full rows slowly: ~0.7 s for
-        1,000 memories; a delta costs a filtered scan)."""
+        of the rows changed since (milvus-lite returns full rows with their vectors
+        slowly; a delta costs a filtered scan)."""
         now = time.monotonic()
         wall = now_ms()
         self._seq += 1

@@ -5,11 +5,10 @@ exact text (:class:`QueryVectorCache`), and rankings per scope snapshot
 A chat client sends the same latest user message again and again: every round trip
 of an agent's tool loop carries the conversation up to the user's message unchanged,
 and clients retry. Each of those would run the embedding model for a vector it has
-already computed (~2–3 ms of a core per query on a 2-core x86 host, most of what the
-request path costs). The model is fixed for the life of the process, so a cached
-vector is the one the model would return: exactly with ``onnx-int8``, which embeds
-every text on its own, and up to float noise with the backends that pad a batch to
-its longest text.
+already computed, and on CPU that embedding is most of what the request path costs.
+The model is fixed for the life of the process, so a cached vector is the one the
+model would return: exactly with ``onnx-int8``, which embeds every text on its own,
+and up to float noise with the backends that pad a batch to its longest text.
 
 Keys are a digest of the user and the text, so no text is kept, and one user's
 queries never answer another's (a hit's timing says nothing about what someone else

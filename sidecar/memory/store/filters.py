@@ -146,9 +146,9 @@ def build_filter(
     """
     clauses: list[str] = []
     # The id list goes first: milvus-lite 2.5.1 answers ``<term> and id in [...]``
-    # wrongly on some stores — no rows for two owners in three of a 100k-memory
-    # store, where ``id in [...] and <term>`` finds every one (``id == ...`` is fine
-    # anywhere). Conjunction order means nothing to a correct engine.
+    # wrongly on some stores — no rows for many owners, where ``id in [...] and
+    # <term>`` finds every one (``id == ...`` is fine anywhere; see
+    # docs/design/store-schema.md). Conjunction order means nothing to a correct engine.
     if ids is not None:
         clauses.append(_in("id", ids))
     if scope is not None:

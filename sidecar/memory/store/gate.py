@@ -2,11 +2,11 @@
 
 milvus-lite (2.5.1) applies an upsert as a delete and then an insert, and a read that
 runs between the two finds neither version of the row: with one thread upserting a
-row in a loop and another querying it, 499 of 3,368 queries came back empty. Through
-the corpus cache that is a memory missing from a user's corpus until the next full
-reload, and through the write path a memory the dedup does not see. A Milvus server
-writes both halves in one transaction (one timestamp), so a read there sees the old
-row or the new one, and needs no gate.
+row in a loop and another querying it, a share of the queries come back empty
+(docs/design/store-gate.md). Through the corpus cache that is a memory missing from a
+user's corpus until the next full reload, and through the write path a memory the
+dedup does not see. A Milvus server writes both halves in one transaction (one
+timestamp), so a read there sees the old row or the new one, and needs no gate.
 
 Where the store is milvus-lite, every store call that reads holds the
 :class:`StoreGate` shared and every upsert holds it exclusively: ``flock`` s on files

@@ -14,11 +14,11 @@ id, owner, count, time, and the placeholder vector Milvus requires of every
 collection. Neither engine can change a field of a row in place (milvus-lite
 refuses pymilvus' ``partial_update``), so keeping the counts in the memory rows
 meant re-reading each accessed row with its vector and writing it back whole every
-flush: ~300 ms per 500 rows, against ~40 for the slim rows. Every read of memory
-rows merges their access rows in (the higher count and the later time win, so
-counts a memory row carries from before, or from an import, still count), on the
-store's thread beside the read; a memory row turned into a tombstone loses its
-access row in the same call, and a purge removes any left.
+flush, several times the cost of writing slim rows (docs/design/access-counts.md).
+Every read of memory rows merges their access rows in (the higher count and the later
+time win, so counts a memory row carries from before, or from an import, still
+count), on the store's thread beside the read; a memory row turned into a tombstone
+loses its access row in the same call, and a purge removes any left.
 """
 
 from __future__ import annotations
@@ -325,13 +325,12 @@ class MemoryStore:
         """Insert or replace rows given column by column (every field of ``fields``).
 
         ``MilvusClient.upsert`` takes rows and packs them into the request cell by
-        cell in Python, ~20 µs a cell on this project's 2-core host, with the GIL
-        held: 40 ms of this process's CPU for 2,000 access rows (beside 33 ms in the
-        store's server), 63–71 ms for 500 memory rows (beside ~100 ms). Its
+        cell in Python with the GIL held, so an access flush or a bulk batch holds the
+        interpreter for tens of milliseconds (docs/design/store-schema.md). Its
         connection's columnar upsert (what the ORM's ``Collection.upsert`` sends; the
-        same request to milvus-lite and a server) packs whole columns: 2 and 15 ms.
-        Unlike milvus-lite's server, it checks VARCHAR lengths, as a Milvus server
-        does. The connection is reached through pymilvus's ``_get_connection``
+        same request to milvus-lite and a server) packs whole columns, at a fraction
+        of that. Unlike milvus-lite's server, it checks VARCHAR lengths, as a Milvus
+        server does. The connection is reached through pymilvus's ``_get_connection``
         (pinned in constraints.txt; the store tests write and read through both
         paths); a client without it takes the row upsert.
         """

@@ -28,8 +28,8 @@ SCHEMA_VERSION = 2
 SCHEMA_TAG = f"memory-sidecar schema v{SCHEMA_VERSION}"
 #: Version 1 kept ``related_ids`` as an ARRAY of VARCHAR; version 2 keeps the same ids
 #: as one VARCHAR holding a JSON array. milvus-lite returns ARRAY fields slowly from a
-#: query, more so the bigger the collection: on a 100,000-row store, 650 ms of a
-#: 1,200-row load of one user, against ~25 ms for a VARCHAR. A version-1 collection
+#: query, more so the bigger the collection: on a large store they are most of the
+#: time of loading one user's rows (docs/design/store-schema.md). A version-1 collection
 #: is still opened and written as it is (:attr:`MemoryStore.links_as_array`);
 #: ``sidecar store migrate`` copies it into a version-2 one.
 LEGACY_SCHEMA_TAG = "memory-sidecar schema v1"
@@ -187,7 +187,7 @@ def record_to_row(record: MemoryRecord, *, links_as_array: bool = False) -> dict
 def _vector(values: Any) -> tuple[float, ...] | None:
     """A row's vector as a record holds it. pymilvus returns a FLOAT_VECTOR as a list
     of Python floats (from the protobuf's repeated float), taken as is: converting
-    each of 384 components was most of the cost of reading a row."""
+    each component again would be most of the cost of reading a row."""
     if values is None:
         return None
     if type(values) is list and values and type(values[0]) is float:

@@ -10,7 +10,7 @@ them apart from the memory rows, see :mod:`sidecar.memory.store.milvus`: nothing
 memory row is read or rewritten). Once every batch is written, the counts this
 process's corpus cache holds are updated (``CACHE_SLICE`` at a time, letting requests
 run between). Three store calls per batch, whatever the number of owners: the calls'
-fixed cost dominated when each owner's few memories made a round of their own.
+fixed cost would dominate if each owner's few memories made a round of their own.
 
 No owner's write lock is taken (a batch spans many owners, and the host-wide locks
 are per bucket of owners, which one task cannot hold two of): a memory deleted
@@ -160,10 +160,9 @@ class AccessTracker:
     async def _apply_to_cache(self, written: dict[str, list[AccessStat]]) -> None:
         """The corpus cache takes the flush's counts once all are written, a few units
         (``CACHE_SLICE`` counts) at a time, letting requests run in between: each
-        count is a copy of a cached row (~7 µs), and each unit's scopes take their
-        new rows once per flush. A whole batch at once held the event loop ~20 ms
-        (38–41 ms before rows were found by position; 2,000 counts over 100 units of
-        1,200 rows). A cancel leaves the rest to the cache's next full reload (counts
+        count is a copy of a cached row, and each unit's scopes take their new rows
+        once per flush, so a whole batch at once would hold the event loop for tens of
+        milliseconds. A cancel leaves the rest to the cache's next full reload (counts
         are advisory)."""
         piece: dict[str, list[AccessStat]] = {}
         size = 0

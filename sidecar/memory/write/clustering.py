@@ -61,8 +61,8 @@ def split_clusters(
     best_score = -math.inf
     best: npt.NDArray[np.int64] | None = None
     data = np.asarray(vectors, dtype=np.float64)
-    # One OpenMP thread: KMeans on a few hundred rows is 20x faster without the
-    # thread start-up, and the result cannot depend on the machine's core count.
+    # One OpenMP thread: on a few hundred rows KMeans spends more time starting
+    # threads than computing, and the result cannot depend on the machine's core count.
     with threadpool_limits(limits=1, user_api="openmp"), warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         for k in range(lower, upper + 1):

@@ -60,8 +60,8 @@ def expand_links(
     referrer itself never) only collects (memory, referrer's share, decay) triples
     over the corpus' cached adjacency; the scores are computed in one vectorised
     step, in the scores' dtype exactly as the formula reads (a per-link loop over
-    NumPy scalars cost a third of a request's retrieval; for the ~40 referrers of a
-    request, plain lists beat array operations, measured)."""
+    NumPy scalars is slow; for the few dozen referrers of a request, plain lists
+    collect faster than array operations)."""
     if not config.enabled or config.max_link_depth == 0 or corpus.size == 0:
         return direct, {}
     referrers = top_indices(direct, pool, evidence)

@@ -4,8 +4,8 @@ A *named topic* is a category whose name came with its memories (the extraction
 LLM's ``topic``, an import's label; ``source="topic"``, see
 :mod:`sidecar.memory.model.categories`). Its leaves (the topic itself, or the
 subcategories ``evolve`` split it into) are groups of memories their writer said
-belong together — evidence that clusters made up by KMeans are not (measured: they
-lower recall on LoCoMo), so only named topics take part.
+belong together — evidence that clusters made up by KMeans are not (as evidence they
+lower recall; docs/design/named-topics.md), so only named topics take part.
 
 For one query, over base scores ``s`` and the evidence gate:
 
