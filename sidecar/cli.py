@@ -109,6 +109,30 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_eval_writes(args: argparse.Namespace) -> int:
+    import warnings
+
+    from sidecar.evaluation.writes.dataset import load_write_dataset
+    from sidecar.evaluation.writes.report import format_text, write_json
+    from sidecar.evaluation.writes.runner import WriteEvalOptions, run_write_eval
+    from sidecar.logs import configure_logging
+
+    config = load_config(args.config)
+    configure_logging(config.logging.model_copy(update={"level": "WARNING"}))
+    warnings.filterwarnings("ignore", "pkg_resources is deprecated", UserWarning)
+    dataset = load_write_dataset(args.dataset)
+    options = WriteEvalOptions(llm_url=args.llm_url, consolidate=not args.no_consolidation)
+    result = asyncio.run(run_write_eval(dataset, config, options))
+    print(format_text(result), flush=True)
+    if args.json is not None:
+        write_json(result, args.json)
+        print(f"wrote {args.json}")
+    if result.final.leaks:
+        print(f"error: {len(result.final.leaks)} cross-user leaks", file=sys.stderr)
+        return 3
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sidecar", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -190,6 +214,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("--quiet", action="store_true", help="no progress bars")
     evaluate.set_defaults(func=_cmd_eval)
+
+    writes = commands.add_parser(
+        "eval-writes",
+        help="measure the write path: duplicates, near misses, contradictions, junk",
+        description="Send every turn of a write dataset (docs/write-eval.md) through "
+        "the write queue, extraction, dedup and the store, then score what is stored "
+        "and what the request path injects, before and after consolidation.",
+    )
+    writes.add_argument("--dataset", required=True, help="write-eval dataset JSON file")
+    writes.add_argument("--config", help="YAML config file (default: all defaults)")
+    writes.add_argument(
+        "--llm-url",
+        help="OpenAI-compatible base URL for extraction and the dedup judge (e.g. the "
+        "mock LLM); default: the config's llm.base_url, else the heuristics",
+    )
+    writes.add_argument("--json", help="also write every number to this JSON file")
+    writes.add_argument(
+        "--no-consolidation", action="store_true", help="score without the consolidation pass"
+    )
+    writes.set_defaults(func=_cmd_eval_writes)
     add_admin_commands(commands)
     return parser
 

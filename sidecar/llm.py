@@ -88,10 +88,29 @@ def parse_json_loose(text: str) -> Any:
 def answer_text(raw: bytes) -> str | None:
     """The first choice's message text of a chat completion's JSON body (None when
     it has none); :class:`LLMBadOutput` when the body is not a chat completion."""
+    return _answer(_completion(raw))
+
+
+def _completion(raw: bytes) -> Any:
     try:
-        completion = json.loads(raw)
+        return json.loads(raw)
     except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, nested too deep
         raise LLMBadOutput("the LLM's response is not JSON") from exc
+
+
+def token_usage(completion: Any) -> tuple[int, int]:
+    """(prompt, completion) tokens a chat completion reports; (0, 0) without usage."""
+    usage = completion.get("usage") if isinstance(completion, dict) else None
+    if not isinstance(usage, dict):
+        return 0, 0
+    counts = []
+    for key in ("prompt_tokens", "completion_tokens"):
+        value = usage.get(key)
+        counts.append(value if isinstance(value, int) and value >= 0 else 0)
+    return counts[0], counts[1]
+
+
+def _answer(completion: Any) -> str | None:
     choices = completion.get("choices") if isinstance(completion, dict) else None
     if not isinstance(choices, list):
         raise LLMBadOutput("the LLM's response is not a chat completion")
@@ -222,10 +241,14 @@ class LLMClient:
                 self._metrics.llm_calls.labels(task=task, outcome="unavailable").inc()
                 raise LLMUnavailable(f"{task}: {type(exc).__name__}") from exc
         try:
-            content = answer_text(raw)
+            completion = _completion(raw)
+            content = _answer(completion)
         except LLMBadOutput:
             self._metrics.llm_calls.labels(task=task, outcome="bad_output").inc()
             raise
+        prompt_tokens, completion_tokens = token_usage(completion)
+        self._metrics.llm_tokens.labels(task=task, kind="prompt").inc(prompt_tokens)
+        self._metrics.llm_tokens.labels(task=task, kind="completion").inc(completion_tokens)
         if content is None or not content.strip():
             self._metrics.llm_calls.labels(task=task, outcome="empty").inc()
             raise LLMBadOutput(f"{task}: empty answer")

@@ -141,6 +141,17 @@ class Metrics:
         self.llm_calls = Counter(
             p + "llm_calls", "LLM calls by task and outcome", ["task", "outcome"], registry=reg
         )
+        self.consolidated = Counter(
+            p + "consolidated_memories",
+            "Memories folded into another that states the same fact (consolidation)",
+            registry=reg,
+        )
+        self.llm_tokens = Counter(
+            p + "llm_tokens",
+            "LLM tokens the server reported using, by task and kind (prompt, completion)",
+            ["task", "kind"],
+            registry=reg,
+        )
         self.llm_seconds = Histogram(
             p + "llm_seconds",
             "LLM call latency by task",
@@ -312,6 +323,13 @@ class Metrics:
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""
         return generate_latest(self.registry)
+
+    def llm_token_total(self) -> float:
+        """Every LLM token the servers reported, all tasks and kinds together."""
+        total = 0.0
+        for metric in self.llm_tokens.collect():
+            total += sum(s.value for s in metric.samples if s.name.endswith("_total"))
+        return total
 
     def value(self, name: str, labels: dict[str, str] | None = None) -> float:
         """A sample's current value (0 when absent) — for tests and the CLI."""

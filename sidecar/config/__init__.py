@@ -58,6 +58,7 @@ from sidecar.config.server import (
 )
 from sidecar.config.store import CacheConfig, StoreConfig
 from sidecar.config.write import (
+    ConsolidationConfig,
     EnrichmentConfig,
     ExtractionConfig,
     HierarchyBuildConfig,
@@ -73,6 +74,7 @@ __all__ = [
     "AdminToken",
     "AssociativeConfig",
     "CacheConfig",
+    "ConsolidationConfig",
     "DeepSearchConfig",
     "EmbeddingConfig",
     "EnrichmentConfig",

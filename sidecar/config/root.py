@@ -19,6 +19,7 @@ from sidecar.config.request import Profile, request_budget_ms
 from sidecar.config.server import AdminConfig, LoggingConfig, ServerConfig
 from sidecar.config.store import CacheConfig, StoreConfig
 from sidecar.config.write import (
+    ConsolidationConfig,
     EnrichmentConfig,
     HierarchyBuildConfig,
     RetentionConfig,
@@ -64,6 +65,7 @@ class SidecarConfig(_Model):
     llm: LLMConfig = LLMConfig()
     write_queue: WriteQueueConfig = WriteQueueConfig()
     retention: RetentionConfig = RetentionConfig()
+    consolidation: ConsolidationConfig = ConsolidationConfig()
     logging: LoggingConfig = LoggingConfig()
     envoy: EnvoyConfig = EnvoyConfig()
     #: Name of the profile used when Envoy names none.

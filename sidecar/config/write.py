@@ -201,3 +201,19 @@ class RetentionConfig(_Model):
         if self.importance_weight + self.access_weight + self.recency_weight <= 0:
             raise ValueError("at least one retention weight must be positive")
         return self
+
+
+class ConsolidationConfig(_Model):
+    """Merging a user's memories that state the same fact
+    (``sidecar.memory.write.consolidation``): on a schedule for the users written for
+    since the last pass, and on demand (``sidecar memories consolidate``, the admin
+    API). The richest wording is kept; the others become ``merged`` rows that point
+    at it (its history). Never across users, never two facts that differ in a name,
+    number, polarity or value."""
+
+    #: Run the scheduled passes (on demand it always runs).
+    enabled: bool = True
+    #: Seconds between scheduled passes (0: on demand only).
+    interval_s: float = Field(default=600.0, ge=0)
+    #: Users consolidated per scheduled pass at most, those with the most writes first.
+    max_owners_per_tick: int = Field(default=200, ge=1, le=100_000)

@@ -25,14 +25,16 @@ from sidecar.memory.read.service import MemoryService
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.milvus import MemoryStore
 from sidecar.memory.write.access import AccessTracker
+from sidecar.memory.write.consolidation import Consolidator
+from sidecar.memory.write.consolidation import scheduled as consolidation_scheduled
 from sidecar.memory.write.dedup import DedupJudge
 from sidecar.memory.write.enrich import Enricher
 from sidecar.memory.write.extraction import FactExtractor
-from sidecar.memory.write.gateway import WriteGateway
+from sidecar.memory.write.gateway import NotedOwners, WriteGateway
 from sidecar.memory.write.hierarchy import Hierarchy
 from sidecar.memory.write.locks import HostLocks, KeyedLocks, host_locks_for
 from sidecar.memory.write.queue import Doorbell, WriteQueue
-from sidecar.memory.write.retention import NotedOwners, Retention
+from sidecar.memory.write.retention import Retention
 from sidecar.memory.write.writer import MemoryWriter
 from sidecar.metrics import Metrics
 from sidecar.runtime.gc_control import GCControl
@@ -57,6 +59,8 @@ class Components:
     writes: WriteGateway
     writer: MemoryWriter
     queue: WriteQueue
+    #: Merges a user's memories that state the same fact (scheduled and on demand).
+    consolidator: Consolidator
     #: False when the embedder was handed in: its owner closes it.
     owns_embedder: bool = True
     #: The write path's enricher (with the categorizer wired in, when enabled).
@@ -142,13 +146,15 @@ class Components:
         # written, retention pruning, the category tree's writes, admin edits (and,
         # with several workers, across the host's processes).
         owner_host, tree_host = host_locks_for(config), host_locks_for(config, "tree-locks")
-        noted = NotedOwners(config.retention)
+        # The scheduled jobs' owners to look at, told by the gateway.
+        to_prune = NotedOwners(scheduled=config.retention.prune_interval_s > 0)
+        to_consolidate = NotedOwners(scheduled=consolidation_scheduled(config.consolidation))
         writes = WriteGateway(
             store,
             cache,
             max_content_chars=config.store.max_content_chars,
             locks=KeyedLocks(owner_host),
-            on_stored=(noted.note,),
+            on_stored=(to_prune.note, to_consolidate.note),
         )
         hierarchy = (
             Hierarchy(
@@ -168,9 +174,13 @@ class Components:
             writes,
             config.retention,
             metrics,
-            noted=noted,
+            noted=to_prune,
             # Every cache has reloaded in full since (see sidecar.memory.store.tombstones).
             purge_after_ms=int(2 * config.cache.full_reload_s * 1000),
+        )
+
+        consolidator = Consolidator(
+            store, writes, config.consolidation, metrics, noted=to_consolidate
         )
 
         def extraction_config(profile: str) -> ExtractionConfig:
@@ -217,6 +227,7 @@ class Components:
             writes,
             writer,
             queue,
+            consolidator,
             owns_embedder,
             enricher,
             hierarchy,
@@ -230,16 +241,19 @@ class Components:
         )
 
     def start_write_upkeep(self) -> None:
-        """The category tree's schedule and retention: run by the process that writes
-        the turns (a worker, or its writer with ``write_queue.own_process``)."""
+        """The category tree's schedule, retention and consolidation: run by the
+        process that writes the turns (a worker, or its writer with
+        ``write_queue.own_process``)."""
         if self.hierarchy is not None:
             self.hierarchy.start()
         if self.retention is not None:
             self.retention.start()
+        self.consolidator.start()
 
     async def stop_write_upkeep(self) -> None:
         """Before the last turns are drained: over-cap owners are pruned next time,
         a half-done evolve is repaired next time."""
+        await self.consolidator.stop()
         if self.retention is not None:
             await self.retention.stop()
         if self.hierarchy is not None:

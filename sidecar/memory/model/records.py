@@ -37,6 +37,9 @@ class Status(StrEnum):
     ACTIVE = "active"
     SUPERSEDED = "superseded"  # replaced by a newer fact (``superseded_by``)
     ARCHIVED = "archived"  # given up by retention (the per-user cap)
+    #: The same fact as another memory (``superseded_by``): dropped by the dedup
+    #: judge or folded in by consolidation, kept as that memory's history.
+    MERGED = "merged"
     #: Deleted (admin delete, forget, retention ``action: delete``): a hollow row — no
     #: text, links or categories — left so other workers' and replicas' caches drop
     #: the memory at their next delta refresh; purged later (:mod:`tombstones`).

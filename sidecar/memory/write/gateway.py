@@ -44,6 +44,23 @@ from sidecar.memory.write.sanitize import clean_text, is_meaningful
 StoredObserver = Callable[[str], None]
 
 
+class NotedOwners:
+    """The owners that got new content since a scheduled job last looked at them,
+    with how many writes (only when the job is scheduled): handed to the gateway as
+    an observer, read by the job's next pass (retention, consolidation), which takes
+    the most written first."""
+
+    def __init__(self, *, scheduled: bool) -> None:
+        self._scheduled = scheduled
+        #: owner -> writes since the job's last pass over them.
+        self.counts: dict[str, int] = {}
+
+    def note(self, owner: str) -> None:
+        """Rows were stored for ``owner``."""
+        if self._scheduled:
+            self.counts[owner] = self.counts.get(owner, 0) + 1
+
+
 class WriteGateway:
     """See the module docstring. ``locks`` are shared with every other job that
     rewrites an owner's rows; ``on_stored`` is told of each owner that got new

@@ -60,7 +60,7 @@ from sidecar.memory.model.records import MemoryRecord, MemoryType, Status, now_m
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.milvus import MemoryStore
 from sidecar.memory.store.tombstones import purge
-from sidecar.memory.write.gateway import WriteGateway
+from sidecar.memory.write.gateway import NotedOwners, WriteGateway
 from sidecar.metrics import Metrics
 from sidecar.tasks import cancel_and_wait
 
@@ -106,22 +106,6 @@ def prune_order(
     )
 
 
-class NotedOwners:
-    """The owners that got new content since their last cap check, with how many
-    writes (only when checks are scheduled): the write gateway tells it
-    (:meth:`note`), retention's next tick checks the most written first."""
-
-    def __init__(self, config: RetentionConfig) -> None:
-        self._scheduled = config.prune_interval_s > 0
-        #: owner -> writes since their last check.
-        self.counts: dict[str, int] = {}
-
-    def note(self, owner: str) -> None:
-        """Rows were stored for ``owner``: check it at the next tick."""
-        if self._scheduled:
-            self.counts[owner] = self.counts.get(owner, 0) + 1
-
-
 class Retention:
     """Enforces the per-user cap (one per process). Archives and deletes go through
     the write gateway (under the owner's lock, written through the caches)."""
@@ -144,7 +128,7 @@ class Retention:
         self._config = config
         self._metrics = metrics
         self._clock = clock
-        self._noted = noted or NotedOwners(config)
+        self._noted = noted or NotedOwners(scheduled=config.prune_interval_s > 0)
         self._pending = self._noted.counts
         self._task: asyncio.Task[None] | None = None
 

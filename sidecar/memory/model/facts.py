@@ -1,0 +1,158 @@
+"""What a fact says, read by rules from its text: the write path's notion of "the same
+fact", "a different fact" and "a newer value of the same thing".
+
+A :class:`FactShape` holds
+
+* ``negated``: the fact is negated ("does not", "never", "no longer", "quit", "-free");
+* ``signature``: its content words — stems, with a past form marked as such
+  ("visited" and "visiting" differ, "lives" and "living" do not) — and numbers;
+* ``entities``: names (capitalised words), numbers, e-mail addresses and phone
+  numbers;
+* ``slot`` and ``value`` (see :mod:`sidecar.memory.model.slots`): the attribute of
+  the user the fact sets, and its value, where the fact has one ("User lives in
+  Phoenix" -> ``residence`` = ``phoenix``); ``accumulates`` when the user may hold
+  several values at once (allergies, languages, hobbies);
+* ``change``: a change cue ("moved", "switched", "now", "new", "anymore", "quit",
+  "started", "used to").
+
+:func:`equivalent` says two facts state the same thing (the same slot and value and
+polarity, or the same content, entities and polarity); :func:`differs` says they can
+never be one fact (another entity, number or polarity). Both are conservative:
+anything unclear is neither, and the write path keeps both facts.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from sidecar.memory.model.slots import find_slot
+from sidecar.memory.model.text import STOPWORDS, normalize, stem
+
+_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
+_NUMBER = re.compile(r"\d[\d.,:/-]*\d|\d")
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+_PHONE = re.compile(r"(?:\+|\b)\d[\d ()./-]{5,}\d\b")
+_CAPITALISED = re.compile(r"\b[A-Z][\w'’-]*")
+
+#: Irregular past forms: a past and a present form of one verb are different facts.
+IRREGULAR_PAST = frozenset(
+    """was were had did went got made took said saw came left felt knew thought told
+    gave found became began bought brought built caught chose drove ate fell flew
+    forgot grew heard held hurt kept lost met paid ran rode sold sent sat slept spoke
+    spent stood stole swam taught tore threw understood woke won wore wrote broke
+    quit""".split()
+)
+_FILLER = STOPWORDS | {
+    "user", "users", "s", "t", "also", "really", "just", "very", "actually", "pretty",
+    "quite", "still", "currently", "now", "lol", "haha",
+}  # fmt: skip
+_NEGATION = re.compile(
+    r"\b(?:not|no|never|none|nobody|nothing|neither|nor|without|cannot|"
+    r"no\s+longer|any\s?more|quit|quitted|stopped|gave\s+up|avoids?|free)\b|n['’]t\b",
+    re.IGNORECASE,
+)
+_CHANGE = re.compile(
+    r"\b(?:moved|moving|relocated|switched|switching|changed|new|now|nowadays|anymore|"
+    r"any\s+more|no\s+longer|quit|quitting|started|starting|used\s+to|became|left|"
+    r"joined|finally|these\s+days|since)\b",
+    re.IGNORECASE,
+)
+#: Capitalised words that are not names.
+_NOT_NAMES = frozenset(
+    """User I I'm I've I'd I'll The A An My We Our It This That These Those He She They
+    And But Or So If When Then There Here Monday Tuesday Wednesday Thursday Friday
+    Saturday Sunday""".split()
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FactShape:
+    negated: bool
+    signature: frozenset[str]
+    entities: frozenset[str]
+    slot: str | None = None
+    value: str | None = None
+    accumulates: bool = False
+    change: bool = False
+
+
+def _feature(word: str) -> str | None:
+    base = word.split("'")[0].split("’")[0]
+    if not base or base in _FILLER:
+        return None
+    if base.isdigit():
+        return base
+    past = base in IRREGULAR_PAST or (base.endswith("ed") and len(base) > 4)
+    return stem(base) + ("@past" if past else "")
+
+
+def _entities(text: str) -> frozenset[str]:
+    found: set[str] = set()
+    found.update(e.lower() for e in _EMAIL.findall(text))
+    found.update(re.sub(r"\D", "", p) for p in _PHONE.findall(text))
+    found.update(n.replace(",", "") for n in _NUMBER.findall(_EMAIL.sub(" ", text)))
+    for match in _CAPITALISED.finditer(text):
+        word = match.group(0).rstrip("'’")
+        start = match.start()
+        sentence_start = start == 0 or text[:start].rstrip().endswith((".", "!", "?", ":"))
+        if word in _NOT_NAMES or word.split("'")[0] in _NOT_NAMES or sentence_start:
+            continue
+        found.add(normalize(word.split("'")[0].split("’")[0]))
+    return frozenset(found)
+
+
+@lru_cache(maxsize=8192)
+def shape(text: str) -> FactShape:
+    """The shape of one fact's text (cached: a memory's text is read many times)."""
+    words = [w.replace("’", "'") for w in _WORD.findall(normalize(text))]
+    signature = frozenset(f for f in (_feature(w) for w in words) if f is not None)
+    slot = find_slot(text)
+    return FactShape(
+        negated=bool(_NEGATION.search(text)),
+        signature=signature,
+        entities=_entities(text),
+        slot=slot.name if slot is not None else None,
+        value=slot.value if slot is not None else None,
+        accumulates=slot.accumulates if slot is not None else False,
+        change=bool(_CHANGE.search(text)),
+    )
+
+
+def equivalent(a: FactShape, b: FactShape) -> bool:
+    """``a`` and ``b`` state the same fact."""
+    if a.negated != b.negated:
+        return False
+    if a.slot is not None and a.slot == b.slot and a.value is not None:
+        return a.value == b.value
+    return a.signature == b.signature and a.entities == b.entities
+
+
+def differs(a: FactShape, b: FactShape) -> bool:
+    """``a`` and ``b`` can never be one fact: another polarity, another entity or
+    number, another value of one slot, or content words that one has and the other
+    lacks (in both directions)."""
+    if a.negated != b.negated or a.entities != b.entities:
+        return True
+    if a.slot is not None and a.slot == b.slot and a.value != b.value:
+        return True
+    return bool(a.signature - b.signature) and bool(b.signature - a.signature)
+
+
+def richer(new: FactShape, old: FactShape) -> bool:
+    """``new`` says everything ``old`` says and more (same polarity, a superset of
+    its content words and entities)."""
+    return (
+        new.negated == old.negated
+        and new.signature > old.signature
+        and new.entities >= old.entities
+    )
+
+
+def conflicts(new: FactShape, old: FactShape) -> bool:
+    """``new`` sets the same single-valued slot as ``old`` to another value (or the
+    same value with the other polarity): ``old`` is no longer true."""
+    if new.slot is None or new.slot != old.slot or new.accumulates:
+        return False
+    return new.value != old.value or new.negated != old.negated

@@ -1,0 +1,236 @@
+"""Subject-attribute slots: which attribute of the user (or of someone or something of
+the user's) a fact sets, and to what value.
+
+A fact is written about "User" (the extractor's form): "User lives in Phoenix",
+"User's sister works at Siemens", "User's dog is called Biscuit". The subject is
+"User" or "User's <owner>" (sister, dog, partner, ...); the predicate names the
+attribute; the value is the phrase after it, cut at punctuation or a function word:
+
+====================  ==========================================  =============
+attribute             predicates                                  values
+====================  ==========================================  =============
+residence             lives / is based / settled / moved ... in   single
+employer              works / is employed ... at, for; joined     single
+occupation            works as; is a <profession>                 single
+name                  is called / named / goes by / name is       single
+diet                  is vegetarian / vegan ...; eats meat        single
+alcohol, smoking      drinks alcohol / booze; smokes              single, yes/no
+favorite:<thing>      favourite <thing> is                        single
+phone, email          phone number is; an e-mail address          single
+birthday, age         birthday is; was born on; is N years old    single
+car, team             drives; supports / is a fan of              single
+native language       native language / mother tongue is          single
+language              speaks                                      accumulates
+allergy               is allergic to; has a <x> allergy           accumulates
+hobby                 plays; hobby is                             accumulates
+pets                  has a dog / cat ...                         accumulates
+====================  ==========================================  =============
+
+A negated fact keeps its slot with the value negated ("User no longer lives in
+Minneapolis": residence = "not minneapolis"); yes/no attributes fold the polarity
+into the value. A single-valued slot set to another value is a contradiction; an
+accumulating one is not. Anything the table does not cover has no slot, and the
+write path treats it by its words alone.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sidecar.memory.model.text import STOPWORDS
+
+_SUBJECT = (
+    r"\bUser(?:['’]s\s+(?P<owner>(?:best\s+|younger\s+|older\s+|little\s+|big\s+)?"
+    r"[a-z]+))?"
+    r"(?:\s+(?:currently|now|still|also|finally|just|recently|officially|actually|"
+    r"really|has|have|had|been|is|was|will|be|no\s+longer|not|never|does|did|"
+    r"usually|always))*\s+"
+)
+#: "User's favourite food is", "User's sister's name is": an attribute of the user's.
+_POSSESSIVE = r"\bUser['’]s\s+(?:(?P<owner>[a-z]+)['’]s\s+)?"
+_VALUE = r"(?P<value>[^\s,.;:!?()]+(?:\s+[^\s,.;:!?()]+){0,3})"
+_NEGATION = re.compile(
+    r"\b(?:not|no|never|no\s+longer|any\s?more|quit|quitted|stopped|gave\s+up|"
+    r"cannot)\b|n['’]t\b|-free\b",
+    re.IGNORECASE,
+)
+_PROFESSIONS = (
+    "nurse|teacher|doctor|physician|surgeon|engineer|developer|programmer|designer|"
+    "lawyer|attorney|accountant|chef|cook|student|architect|pharmacist|journalist|"
+    "writer|author|electrician|plumber|firefighter|paramedic|dentist|vet|veterinarian|"
+    "scientist|researcher|manager|consultant|barista|mechanic|pilot|photographer|"
+    "musician|artist|translator|librarian|therapist|carpenter|farmer|police officer|"
+    "software engineer|data scientist|professor|lecturer|midwife|social worker|"
+    "paralegal|baker|bartender|waiter|waitress|cashier|driver|courier|analyst|"
+    "economist|historian|illustrator|animator|editor|tutor|coach|trainer|"
+    "physiotherapist|psychologist|radiologist|optician|surveyor|welder|"
+    "product manager|project manager|civil servant|postdoc|phd student|intern"
+)
+_DIETS = "vegetarian|vegan|pescatarian|pescetarian|keto|carnivore|omnivore|flexitarian"
+_PETS = "dog|cat|puppy|kitten|rabbit|bunny|hamster|parrot|budgie|tortoise|turtle|horse|snake|lizard|ferret|guinea pig|goldfish|fish"  # noqa: E501
+#: "quit smoking", "gave up drinking": the verb before a yes/no attribute.
+_GIVE_UP = r"(?:(?:quit|stopped|gave\s+up|given\s+up|cut\s+out)\s+)?"
+#: Yes/no attributes stated without the subject first ("No booze for User").
+LOOSE_FLAGS: tuple[tuple[str, re.Pattern[str], str], ...] = (
+    (
+        "alcohol",
+        re.compile(
+            r"\b(?:no|zero)\s+(?:alcohol|booze|drinking)\b|\b(?:alcohol|booze)-free\b|"
+            r"\b(?:sober|teetotal\w*|tee-total\w*)\b",
+            re.IGNORECASE,
+        ),
+        "no",
+    ),
+    ("smoking", re.compile(r"\bnon-?smoker\b", re.IGNORECASE), "no"),
+    ("eats meat", re.compile(r"\b(?:no|zero)\s+meat\b|\bmeat-free\b", re.IGNORECASE), "no"),
+)
+_NUMBER_WORDS = r"(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten)"
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """The attribute a fact sets (``owner:attribute`` for someone or something of the
+    user's), its value, and whether the user may hold several values at once."""
+
+    name: str
+    value: str
+    accumulates: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    attribute: str
+    pattern: re.Pattern[str]
+    accumulates: bool = False
+    #: yes/no attributes: the value is the polarity.
+    boolean: bool = False
+
+
+def _rule(
+    attribute: str, predicate: str, *, accumulates: bool = False, possessive: bool = False
+) -> _Rule:
+    subject = _POSSESSIVE if possessive else _SUBJECT
+    return _Rule(attribute, re.compile(subject + predicate, re.IGNORECASE), accumulates)
+
+
+def _flag(attribute: str, predicate: str) -> _Rule:
+    return _Rule(
+        attribute, re.compile(_SUBJECT + predicate, re.IGNORECASE), accumulates=False, boolean=True
+    )
+
+
+RULES: tuple[_Rule, ...] = (
+    _rule(
+        "residence",
+        r"(?:lives?|living|lived|resides?|residing|based|settled|moved|moving|relocated|"
+        r"relocating|moving\s+back|moved\s+back)\s+(?:in|to|into)\s+(?:a\s+\w+\s+in\s+)?" + _VALUE,
+    ),
+    _rule("residence", r"(?:home|flat|apartment|house)\s+is\s+in\s+" + _VALUE),
+    _rule(
+        "employer",
+        r"(?:works?|working|worked|employed|started\s+working|got\s+a\s+job|"
+        r"has\s+a\s+job|job)\s+(?:at|for|with)\s+" + _VALUE,
+    ),
+    _rule("employer", r"(?:joined|joining)\s+(?P<value>[A-Z][\w&'’-]*(?:\s+[A-Z][\w&'’-]*){0,2})"),
+    _rule("occupation", r"(?:works?|working|worked)\s+as\s+(?:an?\s+)?" + _VALUE),
+    _rule("occupation", rf"(?:an?\s+)(?P<value>(?:\w+\s+)?(?:{_PROFESSIONS}))\b"),
+    _rule(
+        "name",
+        r"(?:is\s+called|called|named|goes\s+by|prefers\s+to\s+be\s+called|"
+        r"wants\s+to\s+be\s+called|likes\s+to\s+be\s+called)\s+(?P<value>[\w'’-]+)",
+    ),
+    _rule("name", r"(?:nick)?name\s+is\s+(?P<value>[\w'’-]+)", possessive=True),
+    _rule("diet", rf"(?:an?\s+)?(?:strict\s+|full\s+|mostly\s+)?(?P<value>{_DIETS})\b"),
+    _flag("eats meat", _GIVE_UP + r"(?:eats?|eating|ate)\s+(?:any\s+)?meat\b"),
+    _flag(
+        "alcohol",
+        _GIVE_UP + r"(?:drinks?|drinking|drank|touches?)\s+(?:any\s+)?"
+        r"(?:alcohol|booze|beer|wine|spirits|liquor)\b",
+    ),
+    _flag("smoking", _GIVE_UP + r"(?:smokes?|smoking|smoked|(?:a\s+)?smoker)\b"),
+    _rule(
+        "favorite",
+        r"(?:favou?rite|fave)\s+(?P<thing>[a-z]+(?:\s+[a-z]+)?)\s+is\s+(?:a\s+|the\s+)?" + _VALUE,
+        possessive=True,
+    ),
+    _rule(
+        "phone",
+        r"(?:(?:new\s+)?(?:phone|mobile|cell)(?:\s+number)?|(?:new\s+)?number)\s+is\s+"
+        r"(?P<value>[+\d][\d ()./-]{5,}\d)",
+        possessive=True,
+    ),
+    _rule(
+        "email",
+        r"(?:e-?mail(?:\s+address)?)\s+is\s+(?P<value>[\w.+-]+@[\w-]+(?:\.[\w-]+)+)",
+        possessive=True,
+    ),
+    _rule("birthday", r"birthday\s+is\s+(?:on\s+|in\s+)?" + _VALUE, possessive=True),
+    _rule("birthday", r"was\s+born\s+(?:on\s+|in\s+)?" + _VALUE),
+    _rule("age", r"(?:is|turned|turns)\s+(?P<value>\d{1,3})(?:\s+years?\s+old)?\b"),
+    _rule("car", r"(?:drives|driving)\s+(?:an?\s+|the\s+)?" + _VALUE),
+    _rule("car", r"car\s+is\s+(?:an?\s+|the\s+)?" + _VALUE, possessive=True),
+    _rule(
+        "team",
+        r"(?:supports|supporting|roots\s+for|is\s+a\s+fan\s+of|follows)\s+(?:the\s+)?" + _VALUE,
+    ),
+    _rule(
+        "native language",
+        r"(?:native\s+language|mother\s+tongue|first\s+language)\s+is\s+" + _VALUE,
+        possessive=True,
+    ),
+    _rule("language", r"(?:speaks?|speaking)\s+(?:fluent\s+)?" + _VALUE, accumulates=True),
+    _rule("allergy", r"(?:is\s+)?allergic\s+to\s+" + _VALUE, accumulates=True),
+    _rule("allergy", r"has\s+an?\s+(?P<value>\w+)\s+allergy", accumulates=True),
+    _rule("hobby", r"(?:plays|playing)\s+(?:the\s+)?" + _VALUE, accumulates=True),
+    _rule("hobby", r"hobby\s+is\s+" + _VALUE, accumulates=True, possessive=True),
+    _rule(
+        "pets",
+        rf"(?:has|owns|got|adopted)\s+(?:an?\s+|{_NUMBER_WORDS}\s+)(?P<value>{_PETS})s?\b",
+        accumulates=True,
+    ),
+)
+
+_ARTICLES = frozenset({"a", "an", "the", "user's", "users", "my", "his", "her", "their"})
+_KEEP_INSIDE = frozenset({"of", "de", "la", "le", "del", "von", "van", "and"})
+
+
+def _clean_value(raw: str) -> str:
+    words = [w for w in raw.replace("’", "'").lower().split() if w]
+    while words and words[0] in _ARTICLES:
+        words.pop(0)
+    kept: list[str] = []
+    for word in words:
+        if word in STOPWORDS and not (kept and word in _KEEP_INSIDE):
+            break
+        kept.append(word.rstrip("'"))
+    while kept and kept[-1] in _KEEP_INSIDE:
+        kept.pop()
+    return " ".join(kept)
+
+
+def find_slot(text: str) -> Slot | None:
+    """The slot ``text`` sets, if a rule covers it (the first rule that matches)."""
+    for rule in RULES:
+        match = rule.pattern.search(text)
+        if match is None:
+            continue
+        negated = bool(_NEGATION.search(match.group(0)))
+        owner = (match.groupdict().get("owner") or "").lower()
+        attribute = rule.attribute
+        thing = match.groupdict().get("thing")
+        if thing:
+            attribute = f"{attribute}:{_clean_value(thing) or thing.lower()}"
+        name = f"{owner}:{attribute}" if owner else attribute
+        if rule.boolean:
+            return Slot(name, "no" if negated else "yes")
+        value = _clean_value(match.group("value"))
+        if attribute == "phone":
+            value = re.sub(r"\D", "", match.group("value"))
+        if not value:
+            continue
+        return Slot(name, f"not {value}" if negated else value, rule.accumulates)
+    for attribute, pattern, value in LOOSE_FLAGS:
+        if pattern.search(text):
+            return Slot(attribute, value)
+    return None

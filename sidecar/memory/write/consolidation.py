@@ -1,0 +1,150 @@
+"""Consolidation: one memory per fact.
+
+The dedup judge sees a new fact's nearest memories only; facts stated in different
+words over many turns, or written by several workers at once, can still end up in
+several memories. Consolidation groups a user's active memories that state the same
+fact (:func:`~sidecar.memory.model.facts.equivalent`: the same slot, value and
+polarity, or the same content words, names, numbers and polarity), keeps the
+richest wording of each group — most content words, then the longest text, then the
+oldest — and turns the others into ``merged`` rows that point at it
+(``superseded_by``): its history, never injected, never judged against. Two facts
+that differ in a name, number, polarity or a slot's value are never one group, and
+a group never spans users.
+
+It runs on demand (``sidecar memories consolidate``, the admin API) and every
+``consolidation.interval_s`` for the users written for since the last pass, under
+each user's write lock, through the write gateway (so every cache sees it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sidecar.config import ConsolidationConfig
+from sidecar.errors import SidecarError
+from sidecar.memory.model.facts import FactShape, shape
+from sidecar.memory.model.records import MemoryRecord, Status, now_ms
+from sidecar.memory.store.filters import build_filter
+from sidecar.memory.store.protocol import Store
+from sidecar.memory.write.gateway import NotedOwners, WriteGateway
+from sidecar.metrics import Metrics
+from sidecar.tasks import cancel_and_wait
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsolidationReport:
+    user: str
+    #: Active memories before.
+    memories: int
+    #: Groups of two or more memories that stated one fact.
+    groups: int
+    #: Memories folded into another (now ``merged``).
+    merged: int
+
+
+def fact_key(fact: FactShape) -> tuple[object, ...]:
+    """Memories with one key state the same fact."""
+    if fact.slot is not None and fact.value is not None:
+        return ("slot", fact.slot, fact.value, fact.negated)
+    return ("words", fact.signature, fact.entities, fact.negated)
+
+
+def _richness(record: MemoryRecord) -> tuple[int, int, int, str]:
+    fact = shape(record.content)
+    return (-len(fact.signature), -len(record.content), record.created_at, record.id)
+
+
+def plan_merges(records: Sequence[MemoryRecord]) -> list[tuple[MemoryRecord, list[MemoryRecord]]]:
+    """Each group of active memories that state one fact: the memory kept and the
+    ones folded into it (groups of one are left out)."""
+    groups: dict[tuple[object, ...], list[MemoryRecord]] = {}
+    for record in records:
+        if record.status != Status.ACTIVE or not record.content:
+            continue
+        groups.setdefault(fact_key(shape(record.content)), []).append(record)
+    plans = []
+    for members in groups.values():
+        if len(members) > 1:
+            ranked = sorted(members, key=_richness)
+            plans.append((ranked[0], ranked[1:]))
+    plans.sort(key=lambda plan: plan[0].id)
+    return plans
+
+
+def scheduled(config: ConsolidationConfig) -> bool:
+    """Whether consolidation runs on a schedule (else only on demand)."""
+    return config.enabled and config.interval_s > 0
+
+
+class Consolidator:
+    """See the module docstring (one per process)."""
+
+    def __init__(
+        self,
+        store: Store,
+        writes: WriteGateway,
+        config: ConsolidationConfig,
+        metrics: Metrics,
+        *,
+        noted: NotedOwners | None = None,
+    ) -> None:
+        self._store = store
+        self._writes = writes
+        self._config = config
+        self._metrics = metrics
+        self._noted = noted or NotedOwners(scheduled=scheduled(config))
+        self._pending = self._noted.counts
+        self._task: asyncio.Task[None] | None = None
+
+    async def consolidate(self, owner: str) -> ConsolidationReport:
+        """Merge ``owner``'s memories that state the same fact."""
+        async with self._writes.lock(owner):
+            rows = await self._store.scan(build_filter(owner=owner), with_vectors=True)
+            plans = plan_merges(rows)
+            now = now_ms()
+            folded = [
+                other.with_changes(
+                    status=Status.MERGED,
+                    superseded_by=kept.id,
+                    updated_at=max(now, other.updated_at),
+                )
+                for kept, others in plans
+                for other in others
+            ]
+            if folded:
+                await self._writes.put(folded)
+        self._metrics.consolidated.inc(len(folded))
+        return ConsolidationReport(owner, len(rows), len(plans), len(folded))
+
+    async def tick(self) -> int:
+        """Consolidate the owners with the most writes since their last pass (at most
+        ``max_owners_per_tick``); the memories merged in all."""
+        chosen = sorted(self._pending.items(), key=lambda kv: (-kv[1], kv[0]))
+        total = 0
+        for owner, count in chosen[: self._config.max_owners_per_tick]:
+            self._pending.pop(owner, None)
+            try:
+                total += (await self.consolidate(owner)).merged
+            except SidecarError as exc:  # the next pass tries again
+                self._pending[owner] = self._pending.get(owner, 0) + count
+                log.warning("consolidation failed: %s", type(exc).__name__)
+        return total
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._config.interval_s)
+            await self.tick()
+
+    def start(self) -> None:
+        """Start the schedule (no-op when disabled or ``interval_s`` is 0)."""
+        if scheduled(self._config) and self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="consolidation")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        await cancel_and_wait(task)
