@@ -42,9 +42,11 @@ from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import MemoryRecord, Status
 
 #: A paraphrase user's memory belongs to a labelled fact at this cosine ...
-ATTRIBUTION_COSINE = 0.5
+ATTRIBUTION_COSINE = 0.4
 #: ... or when it carries this share of the fact's content words.
 ATTRIBUTION_SHARE = 0.5
+#: Sources this close in cosine to the most similar are told apart by shared words.
+NEAR_TIE = 0.05
 _NAME_OR_NUMBER = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z'’-]+|\d[\d.,:/-]*\d|\d)\b")
 
 
@@ -120,6 +122,10 @@ async def _cosines(embedder: Embedder, left: list[str], right: list[str]) -> np.
         return np.zeros((len(left), len(right)), dtype=np.float32)
     vectors = await embedder.embed(left + right)
     return np.asarray(vectors[: len(left)] @ vectors[len(left) :].T)
+
+
+def _overlap(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a or b else 0.0
 
 
 async def score(dataset: WriteDataset, snapshot: Snapshot, embedder: Embedder) -> WriteScores:
@@ -211,7 +217,12 @@ async def score(dataset: WriteDataset, snapshot: Snapshot, embedder: Embedder) -
         for i, memory in enumerate(memories):
             if not spoken:
                 continue
-            source = spoken[int(np.argmax(sims[i]))]
+            # The most similar thing said; among near ties, the one sharing most words.
+            mine = features(memory.content)
+            top = float(np.max(sims[i]))
+            close = [j for j in range(len(spoken)) if sims[i][j] >= top - NEAR_TIE]
+            best = max(close, key=lambda j: (_overlap(mine, features(spoken[j])), sims[i][j]))
+            source = spoken[best]
             if negative(memory.content) != negative(source):
                 flipped.append(f"{user}: {memory.content!r} from {source!r}")
 

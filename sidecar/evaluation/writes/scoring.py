@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from sidecar.memory.model.text import STOPWORDS, normalize, stem
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+|\s+[-–—]\s+")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+|\s+[-–—]\s+|;\s+")
 
 #: Irregular past forms (a present and a past form of one verb are different facts).
 IRREGULAR_PAST = frozenset(
@@ -40,7 +40,8 @@ IRREGULAR_PAST = frozenset(
 _FILLER = STOPWORDS | {"user", "users", "s", "t", "also", "really", "just", "very"}
 
 _NEGATION = re.compile(
-    r"\b(?:no|not|never|none|nobody|nothing|neither|nor|without|cannot|"
+    r"\b(?:no|not|never|none|nobody|nothing|neither|nor|without|cannot|zero|"
+    r"dont|doesnt|didnt|cant|wont|isnt|wasnt|havent|hasnt|aint|"
     r"no\s+longer|any\s?more|quit|quitted|stopped|gave\s+up|avoids?|avoiding|free)\b"
     r"|n['’]t\b",
     re.IGNORECASE,
@@ -78,9 +79,10 @@ def sentences(text: str) -> list[str]:
 
 
 def matches(text: str, keywords: Iterable[str]) -> bool:
-    """Every keyword occurs in ``text`` as a word or phrase, case-insensitively."""
-    haystack = " " + " ".join(words(text)) + " "
-    return all(" " + " ".join(words(k)) + " " in haystack for k in keywords)
+    """Every keyword occurs in ``text``, case-insensitively ("swim" matches
+    "swimming", "863" a number ending in it)."""
+    haystack = normalize(text)
+    return all(normalize(k) in haystack for k in keywords)
 
 
 def _feature(word: str) -> str | None:

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from sidecar.memory.model.slots import find_slot
+from sidecar.memory.model.slots import compatible, find_slot
 from sidecar.memory.model.text import STOPWORDS, normalize, stem
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
@@ -84,7 +84,9 @@ def _feature(word: str) -> str | None:
         return None
     if base.isdigit():
         return base
-    past = base in IRREGULAR_PAST or (base.endswith("ed") and len(base) > 4)
+    past = base in IRREGULAR_PAST or (
+        base.endswith("ed") and not base.endswith("eed") and len(base) > 4
+    )
     return stem(base) + ("@past" if past else "")
 
 
@@ -120,13 +122,22 @@ def shape(text: str) -> FactShape:
     )
 
 
-def equivalent(a: FactShape, b: FactShape) -> bool:
-    """``a`` and ``b`` state the same fact."""
-    if a.negated != b.negated:
+def same_value(a: str | None, b: str | None) -> bool:
+    """Two values of one slot name the same thing: equal, or one names a part of the
+    other ("bucks" / "milwaukee bucks"), with the same polarity."""
+    if a is None or b is None:
+        return a == b
+    if a.startswith("not ") != b.startswith("not "):
         return False
+    wa, wb = {stem(w) for w in a.split()}, {stem(w) for w in b.split()}
+    return wa <= wb or wb <= wa
+
+
+def equivalent(a: FactShape, b: FactShape) -> bool:
+    """``a`` and ``b`` state the same fact (a slot's value carries its polarity)."""
     if a.slot is not None and a.slot == b.slot and a.value is not None:
-        return a.value == b.value
-    return a.signature == b.signature and a.entities == b.entities
+        return same_value(a.value, b.value)
+    return a.negated == b.negated and a.signature == b.signature and a.entities == b.entities
 
 
 def differs(a: FactShape, b: FactShape) -> bool:
@@ -135,7 +146,7 @@ def differs(a: FactShape, b: FactShape) -> bool:
     lacks (in both directions)."""
     if a.negated != b.negated or a.entities != b.entities:
         return True
-    if a.slot is not None and a.slot == b.slot and a.value != b.value:
+    if a.slot is not None and a.slot == b.slot and not same_value(a.value, b.value):
         return True
     return bool(a.signature - b.signature) and bool(b.signature - a.signature)
 
@@ -155,4 +166,34 @@ def conflicts(new: FactShape, old: FactShape) -> bool:
     same value with the other polarity): ``old`` is no longer true."""
     if new.slot is None or new.slot != old.slot or new.accumulates:
         return False
-    return new.value != old.value or new.negated != old.negated
+    if _years(new) and _years(old) and _years(new) != _years(old):
+        return False  # events of other years ("married in 2015", "engaged in 2014")
+    return not same_value(new.value, old.value) and not compatible(new.slot, new.value, old.value)
+
+
+#: Words of a change cue, left out when two facts' shared words are compared.
+_CUE_WORDS = frozenset(
+    {"now", "new", "nowaday", "anymore", "longer", "switch", "chang", "moved@past"}
+)
+
+
+def replaces(new: FactShape, old: FactShape) -> bool:
+    """Without a slot: ``new`` says, with a change cue ("now", "new", "switched",
+    "no longer", "quit", ...), another value of what ``old`` says — they share a
+    content word besides the cue (the same verb or noun: "drives", "number"), and
+    differ in a name, number or content word on both sides. A fact without a cue,
+    or that differs only in polarity, is never taken for a replacement."""
+    if not new.change or (new.slot is not None and new.slot == old.slot):
+        return False
+    if new.negated != old.negated or _years(new) != _years(old):
+        return False
+    shared = (new.signature & old.signature) - _CUE_WORDS
+    if not shared:
+        return False
+    return bool(new.signature - old.signature) and bool(old.signature - new.signature - _CUE_WORDS)
+
+
+def _years(fact: FactShape) -> frozenset[str]:
+    return frozenset(
+        e for e in fact.entities if len(e) == 4 and e.isdigit() and e[:2] in ("19", "20")
+    )

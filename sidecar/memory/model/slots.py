@@ -41,14 +41,27 @@ from dataclasses import dataclass
 from sidecar.memory.model.text import STOPWORDS
 
 _SUBJECT = (
-    r"\bUser(?:['’]s\s+(?P<owner>(?:best\s+|younger\s+|older\s+|little\s+|big\s+)?"
+    r"\bUser(?:\s+and\s+others)?(?:['’]s\s+(?P<owner>(?:best\s+|younger\s+|older\s+|little\s+|big\s+)?"
     r"[a-z]+))?"
     r"(?:\s+(?:currently|now|still|also|finally|just|recently|officially|actually|"
     r"really|has|have|had|been|is|was|will|be|no\s+longer|not|never|does|did|"
-    r"usually|always))*\s+"
+    r"usually|always|severely|very|extremely|deathly|mildly|badly|slightly|so|super|"
+    r"seriously|totally|honestly|genuinely|technically|basically|proudly))*\s+"
 )
 #: "User's favourite food is", "User's sister's name is": an attribute of the user's.
-_POSSESSIVE = r"\bUser['’]s\s+(?:(?P<owner>[a-z]+)['’]s\s+)?"
+_POSSESSIVE = (
+    r"\bUser['’]s\s+(?:(?P<owner>[a-z]+)['’]s\s+)?"
+    r"(?:(?:work|personal|home|private|new|old|main|current|real|full)\s+)?"
+)
+#: Single-valued attributes stated as "User's <attribute> is <value>".
+_ATTRIBUTES = (
+    r"surname|last\s+name|first\s+name|middle\s+name|maiden\s+name|full\s+name|"
+    r"gp|doctor|dentist|therapist|landlord|boss|manager|address|postcode|zip\s+code|"
+    r"job\s+title|title|salary|height|weight|blood\s+type|star\s+sign|shoe\s+size|"
+    r"pronouns|username|handle|employer|company|university|school|hometown"
+)
+#: A person named with a title ("Dr. Hartley").
+_TITLED = r"(?:(?:dr|mr|mrs|ms|prof)\.?\s+)?"
 _VALUE = r"(?P<value>[^\s,.;:!?()]+(?:\s+[^\s,.;:!?()]+){0,3})"
 _NEGATION = re.compile(
     r"\b(?:not|no|never|no\s+longer|any\s?more|quit|quitted|stopped|gave\s+up|"
@@ -70,7 +83,10 @@ _PROFESSIONS = (
 _DIETS = "vegetarian|vegan|pescatarian|pescetarian|keto|carnivore|omnivore|flexitarian"
 _PETS = "dog|cat|puppy|kitten|rabbit|bunny|hamster|parrot|budgie|tortoise|turtle|horse|snake|lizard|ferret|guinea pig|goldfish|fish"  # noqa: E501
 #: "quit smoking", "gave up drinking": the verb before a yes/no attribute.
-_GIVE_UP = r"(?:(?:quit|stopped|gave\s+up|given\s+up|cut\s+out)\s+)?"
+_GIVE_UP = (
+    r"(?:(?:quit|stopped|gave\s+up|given\s+up|cut\s+out|started|starting|began|"
+    r"resumed)\s+)?"
+)
 #: Yes/no attributes stated without the subject first ("No booze for User").
 LOOSE_FLAGS: tuple[tuple[str, re.Pattern[str], str], ...] = (
     (
@@ -83,7 +99,19 @@ LOOSE_FLAGS: tuple[tuple[str, re.Pattern[str], str], ...] = (
         "no",
     ),
     ("smoking", re.compile(r"\bnon-?smoker\b", re.IGNORECASE), "no"),
-    ("eats meat", re.compile(r"\b(?:no|zero)\s+meat\b|\bmeat-free\b", re.IGNORECASE), "no"),
+    (
+        "diet",
+        re.compile(r"\b(?:no|zero)\s+meat\b|\bmeat-free\b|\bplant-based\b", re.IGNORECASE),
+        "no meat",
+    ),
+    (
+        "smoking",
+        re.compile(
+            r"\bwithout\s+(?:a\s+(?:single\s+)?)?cigarettes?\b|\bquit\s+smoking\b",
+            re.IGNORECASE,
+        ),
+        "no",
+    ),
 )
 _NUMBER_WORDS = r"(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten)"
 
@@ -103,8 +131,8 @@ class _Rule:
     attribute: str
     pattern: re.Pattern[str]
     accumulates: bool = False
-    #: yes/no attributes: the value is the polarity.
-    boolean: bool = False
+    #: yes/no attributes: the value is the polarity, named (yes, no).
+    flag: tuple[str, str] | None = None
 
 
 def _rule(
@@ -114,10 +142,8 @@ def _rule(
     return _Rule(attribute, re.compile(subject + predicate, re.IGNORECASE), accumulates)
 
 
-def _flag(attribute: str, predicate: str) -> _Rule:
-    return _Rule(
-        attribute, re.compile(_SUBJECT + predicate, re.IGNORECASE), accumulates=False, boolean=True
-    )
+def _flag(attribute: str, predicate: str, values: tuple[str, str] = ("yes", "no")) -> _Rule:
+    return _Rule(attribute, re.compile(_SUBJECT + predicate, re.IGNORECASE), flag=values)
 
 
 RULES: tuple[_Rule, ...] = (
@@ -127,13 +153,72 @@ RULES: tuple[_Rule, ...] = (
         r"relocating|moving\s+back|moved\s+back)\s+(?:in|to|into)\s+(?:a\s+\w+\s+in\s+)?" + _VALUE,
     ),
     _rule("residence", r"(?:home|flat|apartment|house)\s+is\s+in\s+" + _VALUE),
+    _rule("residence", r"(?:stays?|staying)\s+in\s+" + _VALUE),
+    _rule("residence", r"an?\s+(?P<value>[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)?)\s+resident\b"),
+    _Rule(
+        "residence",
+        re.compile(
+            r"^(?P<value>[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)?)\s+is\s+where\s+User\s+"
+            r"(?:lives|is\s+based|is\s+living)",
+            re.IGNORECASE,
+        ),
+    ),
+    _rule(
+        "residence",
+        r"(?:new\s+)?(?:home|flat|apartment|house|place)(?:['’]s)?\s+(?:is\s+)?in\s+" + _VALUE,
+        possessive=True,
+    ),
     _rule(
         "employer",
         r"(?:works?|working|worked|employed|started\s+working|got\s+a\s+job|"
         r"has\s+a\s+job|job)\s+(?:at|for|with)\s+" + _VALUE,
     ),
     _rule("employer", r"(?:joined|joining)\s+(?P<value>[A-Z][\w&'’-]*(?:\s+[A-Z][\w&'’-]*){0,2})"),
-    _rule("occupation", r"(?:works?|working|worked)\s+as\s+(?:an?\s+)?" + _VALUE),
+    _rule(
+        "occupation",
+        r"(?:works?|working|worked|starts?|starting|started|employed)\s+as\s+(?:an?\s+)?" + _VALUE,
+    ),
+    _rule("occupation", r"(?:teaches|teaching|taught)\s+(?P<value>\w+)"),
+    _rule(
+        "occupation",
+        r"(?:job|profession|occupation)\s+is\s+(?:an?\s+)?" + _VALUE,
+        possessive=True,
+    ),
+    _rule(
+        "workplace",
+        r"(?:works?|working)\s+(?P<value>from\s+home|remotely|remote|hybrid)\b",
+    ),
+    _rule("workplace", r"(?:commutes?|commuting)\s+(?:in)?to\s+(?:the\s+office\s+in\s+)?" + _VALUE),
+    _Rule(
+        "name",
+        re.compile(
+            r"\bUser(?:\s+and\s+others)?\s+(?:has\s+|have\s+)?renamed\s+(?:the|User['’]s)\s+"
+            r"(?P<owner>[a-z]+)\b.*?\b(?:to|answers\s+to|called|named)\s+"
+            r"(?P<value>[A-Z][\w'’-]*)",
+            re.IGNORECASE,
+        ),
+    ),
+    _Rule(
+        "favorite",
+        re.compile(
+            r"^(?:the\s+)?(?P<value>[\w'’ -]+?)\s+(?:is|has\s+(?:become|overtaken\s+\w+"
+            r"(?:\s+\w+)?\s+as))\s+(?:hands\s+down\s+|definitely\s+|easily\s+|now\s+)?"
+            r"User['’]s\s+(?:new\s+)?(?:favou?rite|number\s+one|top|go-to|fave)\s+"
+            r"(?P<thing>[a-z]+)",
+            re.IGNORECASE,
+        ),
+    ),
+    _rule(
+        "relationship",
+        r"(?:is|got|became|has\s+been)\s+(?:now\s+|officially\s+|happily\s+)?"
+        r"(?P<value>single|married|engaged|divorced|separated|widowed)\b",
+    ),
+    _rule(
+        "relationship",
+        r"(?:girlfriend|boyfriend|partner|wife|husband|fianc[ée]e?|spouse)\s+"
+        r"(?:is\s+(?:called\s+|named\s+)?)?(?P<value>[A-Z][\w'’-]+)",
+        possessive=True,
+    ),
     _rule("occupation", rf"(?:an?\s+)(?P<value>(?:\w+\s+)?(?:{_PROFESSIONS}))\b"),
     _rule(
         "name",
@@ -141,8 +226,15 @@ RULES: tuple[_Rule, ...] = (
         r"wants\s+to\s+be\s+called|likes\s+to\s+be\s+called)\s+(?P<value>[\w'’-]+)",
     ),
     _rule("name", r"(?:nick)?name\s+is\s+(?P<value>[\w'’-]+)", possessive=True),
-    _rule("diet", rf"(?:an?\s+)?(?:strict\s+|full\s+|mostly\s+)?(?P<value>{_DIETS})\b"),
-    _flag("eats meat", _GIVE_UP + r"(?:eats?|eating|ate)\s+(?:any\s+)?meat\b"),
+    _rule(
+        "diet",
+        rf"(?:an?\s+)?(?:strict(?:ly)?\s+|full(?:y)?\s+|mostly\s+)?(?P<value>{_DIETS})\b",
+    ),
+    _flag(
+        "diet",
+        _GIVE_UP + r"(?:eats?|eating|ate)\s+(?:any\s+)?(?:meat|chicken|beef|pork)\b",
+        ("meat eater", "no meat"),
+    ),
     _flag(
         "alcohol",
         _GIVE_UP + r"(?:drinks?|drinking|drank|touches?)\s+(?:any\s+)?"
@@ -166,10 +258,25 @@ RULES: tuple[_Rule, ...] = (
         possessive=True,
     ),
     _rule("birthday", r"birthday\s+is\s+(?:on\s+|in\s+)?" + _VALUE, possessive=True),
+    _rule(
+        "attribute",
+        rf"(?P<thing>{_ATTRIBUTES})\s+(?:is|are)\s+(?:now\s+)?{_TITLED}" + _VALUE,
+        possessive=True,
+    ),
+    _rule(
+        "attribute",
+        rf"(?:switched|moved|changed)\s+to\s+(?:a\s+)?(?:new\s+)?(?P<thing>{_ATTRIBUTES})"
+        rf"[,:]?\s+{_TITLED}" + _VALUE,
+    ),
     _rule("birthday", r"was\s+born\s+(?:on\s+|in\s+)?" + _VALUE),
     _rule("age", r"(?:is|turned|turns)\s+(?P<value>\d{1,3})(?:\s+years?\s+old)?\b"),
     _rule("car", r"(?:drives|driving)\s+(?:an?\s+|the\s+)?" + _VALUE),
     _rule("car", r"car\s+is\s+(?:an?\s+|the\s+)?" + _VALUE, possessive=True),
+    _rule(
+        "team",
+        r"(?:is\s+an?\s+)(?:huge\s+|big\s+|massive\s+|die-hard\s+)?"
+        r"(?P<value>(?:[A-Z][\w'’.-]*\s+){1,3})(?:fan|supporter)\b",
+    ),
     _rule(
         "team",
         r"(?:supports|supporting|roots\s+for|is\s+a\s+fan\s+of|follows)\s+(?:the\s+)?" + _VALUE,
@@ -181,8 +288,21 @@ RULES: tuple[_Rule, ...] = (
     ),
     _rule("language", r"(?:speaks?|speaking)\s+(?:fluent\s+)?" + _VALUE, accumulates=True),
     _rule("allergy", r"(?:is\s+)?allergic\s+to\s+" + _VALUE, accumulates=True),
-    _rule("allergy", r"has\s+an?\s+(?P<value>\w+)\s+allergy", accumulates=True),
+    _rule(
+        "allergy",
+        r"(?:has|have|got|suffers?\s+from)\s+(?:an?\s+)?(?:severe\s+|bad\s+|mild\s+)?"
+        r"(?:allergy\s+to\s+)?(?P<value>\w+)(?:\s+allergy)?\b(?=\s+allergy|\s*[.,!]|$)",
+        accumulates=True,
+    ),
+    _rule("allergy", r"(?:is\s+)?(?P<value>\w+)[- ]allergic\b", accumulates=True),
+    _rule("allergy", r"(?P<value>\w+)\s+allergy\s+is\b", accumulates=True, possessive=True),
     _rule("hobby", r"(?:plays|playing)\s+(?:the\s+)?" + _VALUE, accumulates=True),
+    _rule(
+        "hobby",
+        r"(?:is\s+)?(?:really\s+|very\s+|super\s+)?(?:into|taken\s+up|took\s+up|"
+        r"taking\s+up)\s+" + _VALUE,
+        accumulates=True,
+    ),
     _rule("hobby", r"hobby\s+is\s+" + _VALUE, accumulates=True, possessive=True),
     _rule(
         "pets",
@@ -191,6 +311,19 @@ RULES: tuple[_Rule, ...] = (
     ),
 )
 
+#: Words that end a value though they are not function words ("swimming instead").
+_VALUE_STOP = frozenset(
+    """instead now again every daily weekly monthly too anymore lately recently most
+    each mostly only full-time part-time already""".split()
+)
+#: Values that mean the same, per attribute.
+_ALIASES: dict[str, dict[str, str]] = {
+    "workplace": {"from home": "remote", "remotely": "remote", "remote": "remote"},
+    "diet": {"pescetarian": "pescatarian"},
+}
+#: Things a favourite is of that mean the same.
+_THINGS = {"meal": "food", "dish": "food", "cuisine": "food", "beverage": "drink"}
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _ARTICLES = frozenset({"a", "an", "the", "user's", "users", "my", "his", "her", "their"})
 _KEEP_INSIDE = frozenset({"of", "de", "la", "le", "del", "von", "van", "and"})
 
@@ -201,12 +334,26 @@ def _clean_value(raw: str) -> str:
         words.pop(0)
     kept: list[str] = []
     for word in words:
-        if word in STOPWORDS and not (kept and word in _KEEP_INSIDE):
+        if (word in STOPWORDS and not (kept and word in _KEEP_INSIDE)) or word in _VALUE_STOP:
             break
         kept.append(word.rstrip("'"))
     while kept and kept[-1] in _KEEP_INSIDE:
         kept.pop()
     return " ".join(kept)
+
+
+#: Values of one slot that can both be true ("no meat" and "pescatarian").
+_COMPATIBLE: dict[str, tuple[frozenset[str], ...]] = {
+    "diet": (frozenset({"no meat", "vegetarian", "vegan", "pescatarian"}),),
+}
+
+
+def compatible(slot: str, a: str | None, b: str | None) -> bool:
+    """Whether two different values of ``slot`` can hold at once (one is a looser
+    statement of the other)."""
+    groups = _COMPATIBLE.get(slot.rsplit(":", 1)[-1], ())
+    loose = {"no meat"}
+    return any(a in g and b in g and (a in loose or b in loose) for g in groups)
 
 
 def find_slot(text: str) -> Slot | None:
@@ -220,17 +367,25 @@ def find_slot(text: str) -> Slot | None:
         attribute = rule.attribute
         thing = match.groupdict().get("thing")
         if thing:
-            attribute = f"{attribute}:{_clean_value(thing) or thing.lower()}"
+            thing = " ".join(thing.lower().split())
+            thing = _THINGS.get(thing, thing)
+            attribute = thing if attribute == "attribute" else f"{attribute}:{thing}"
         name = f"{owner}:{attribute}" if owner else attribute
-        if rule.boolean:
-            return Slot(name, "no" if negated else "yes")
-        value = _clean_value(match.group("value"))
+        if rule.flag is not None:
+            return Slot(name, rule.flag[1] if negated else rule.flag[0])
+        raw = " ".join(match.group("value").lower().split())
+        value = _ALIASES.get(attribute, {}).get(raw) or _clean_value(match.group("value"))
         if attribute == "phone":
             value = re.sub(r"\D", "", match.group("value"))
+        elif attribute == "occupation" and value:
+            value = value.split()[-1]  # the head noun: "registered nurse" is a nurse
         if not value:
             continue
         return Slot(name, f"not {value}" if negated else value, rule.accumulates)
     for attribute, pattern, value in LOOSE_FLAGS:
         if pattern.search(text):
             return Slot(attribute, value)
+    email = _EMAIL.search(text)
+    if email is not None:  # an address the user gave: the user's e-mail
+        return Slot("email", email.group(0).lower())
     return None

@@ -2,19 +2,25 @@
 
 Decisions (:class:`Decision`):
 
-* ``NOOP``      the fact is already known (near-identical, or a paraphrase);
-* ``UPDATE``    it is known, but the new wording is richer: the memory's text is
-                replaced (and re-embedded), its id and history kept;
-* ``SUPERSEDE`` it contradicts a memory (same slot, another value): the old one is
-                kept, marked superseded by the new one, and leaves retrieval;
+* ``NOOP``      the fact is already known: the same slot and value, or the same
+                content words, names, numbers and polarity; the writer keeps the
+                dropped wording as a ``merged`` row of the memory's history;
+* ``UPDATE``    it is known, but the new wording says more: the memory's text is
+                replaced (and re-embedded), its id kept;
+* ``SUPERSEDE`` it replaces a memory (the same single-valued slot with another
+                value, whatever their similarity): the old one is kept, marked
+                superseded by the new one, and leaves retrieval;
 * ``ADD``       it is new.
 
-Near-identical facts (cosine >= ``duplicate_threshold`` or the same content
-tokens) never reach the LLM. In the gray zone the LLM judge decides when one is
-configured; otherwise a conservative rule decides — a paraphrase needs high
-similarity and no new names or numbers; a contradiction needs the same slot
-(predicate) with a different name/number; anything unclear is ADDed, because a
-duplicate is cheaper to clean up than a lost fact.
+Facts are compared by their shapes (:mod:`sidecar.memory.model.facts`): two facts
+that differ in a content word, a name, a number or polarity (dog / cat, left /
+right, visited / visiting) are never one. A memory that sets the fact's slot is a
+candidate whatever its similarity. The same words, names, numbers and polarity
+never reach the LLM; the rest does when an LLM judge is configured (the rule is the
+fallback, and the LLM may not merge facts with another name, number or polarity);
+without one the rule decides, and anything unclear is added, because a duplicate
+is cheaper to clean up (:mod:`sidecar.memory.write.consolidation`) than a lost
+fact.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from typing import Any
 from sidecar.config import ExtractionConfig
 from sidecar.errors import LLMError
 from sidecar.llm import ChatMessage, ChatModel, task_tag
-from sidecar.memory.model.text import tokens
+from sidecar.memory.model.facts import conflicts, differs, equivalent, replaces, richer, shape
 from sidecar.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -61,78 +67,84 @@ class Judgement:
     by: str = "rule"  # rule | llm | exact
 
 
-#: Predicate groups: two facts about the same slot use a word from the same group.
-SLOTS: tuple[frozenset[str], ...] = tuple(
-    frozenset(tokens(" ".join(words)))
-    for words in (
-        ("live", "lives", "living", "moved", "move", "reside", "relocated", "based", "home",
-         "stay", "resident", "apartment", "city"),
-        ("work", "works", "job", "employed", "profession", "career", "occupation", "role"),
-        ("name", "named", "called"),
-        ("age", "old", "born", "birthday"),
-        ("married", "wife", "husband", "partner", "spouse", "girlfriend", "boyfriend"),
-        ("favourite", "favorite", "prefer", "prefers", "preferred"),
-        ("study", "studies", "studying", "major", "degree", "university", "school"),
-    )
-)  # fmt: skip
-
-_ENTITY = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][\w'-]+|\d[\d.,:/-]*)")
-
-
-def entities(text: str) -> frozenset[str]:
-    """Names and numbers in ``text`` (capitalised words not starting the text,
-    numbers); "User" is not an entity."""
-    found = {m.group(1).strip(".,").casefold() for m in _ENTITY.finditer(text)}
-    return frozenset(found - {"user", "user's", "i"})
-
-
-def _slots(words: set[str]) -> set[int]:
-    return {i for i, slot in enumerate(SLOTS) if words & slot}
+#: Cue words of a replacement within an accumulating slot ("took up swimming instead").
+_REPLACES = re.compile(r"\b(?:instead|anymore|any\s+more|no\s+longer|replaced)\b", re.I)
 
 
 def rule_judgement(
     fact: str, candidates: Sequence[Candidate], config: ExtractionConfig
 ) -> Judgement:
-    """The conservative non-LLM decision (see the module docstring)."""
-    new_tokens = set(tokens(fact))
-    new_entities = entities(fact)
+    """The conservative non-LLM decision (see the module docstring).
+
+    1. A candidate that sets the same slot (whatever its similarity): the same
+       value and polarity is the same fact (NOOP, or UPDATE when the new wording
+       says more); another value of a single-valued slot, or a replacement cue in an
+       accumulating one, supersedes it.
+    2. Otherwise by words: the same content words, names, numbers and polarity is
+       the same fact; a candidate that differs in any of them is never merged;
+       above ``paraphrase_threshold`` the wording that says more wins (UPDATE, or
+       NOOP when the stored one already says it).
+    3. Anything else is added: a duplicate is cheaper to clean up (consolidation
+       does) than a lost fact.
+    """
+    new = shape(fact)
+    if new.slot is not None:
+        same = [c for c in candidates if shape(c.text).slot == new.slot]
+        for candidate in same:
+            old = shape(candidate.text)
+            if equivalent(new, old):
+                if richer(new, old):
+                    return Judgement(Decision.UPDATE, candidate.id, fact)
+                # The same attribute with the same value: clear without a judge.
+                return Judgement(Decision.NOOP, candidate.id, by="exact")
+        if same and (
+            conflicts(new, shape(same[0].text)) or (new.accumulates and _REPLACES.search(fact))
+        ):
+            return Judgement(Decision.SUPERSEDE, same[0].id)
     for candidate in candidates:  # best first
-        old_tokens = set(tokens(candidate.text))
-        old_entities = entities(candidate.text)
-        same_words = new_tokens == old_tokens and bool(new_tokens)
-        if candidate.cosine >= config.duplicate_threshold or same_words:
-            richer = new_tokens > old_tokens or new_entities > old_entities
-            if richer:
-                return Judgement(Decision.UPDATE, candidate.id, fact)
-            return Judgement(Decision.NOOP, candidate.id)
-        # A paraphrase: no new names/numbers, and either the names agree or at most
-        # one new content word ("suffers", "severely"; predicate words such as
-        # "resides" for "lives" and shared word stems such as allergy/allergic
-        # do not count).
-        novel = _prefixes(new_tokens - _slot_words(new_tokens)) - _prefixes(old_tokens)
-        if (
-            candidate.cosine >= config.paraphrase_threshold
-            and new_entities <= old_entities
-            and (bool(old_entities) or len(novel) <= 1)
-        ):
-            return Judgement(Decision.NOOP, candidate.id)
-        if (
-            candidate.cosine >= config.contradiction_threshold
-            and new_entities
-            and old_entities
-            and not (new_entities & old_entities)
-            and _slots(new_tokens) & _slots(old_tokens)
-        ):
+        if candidate.cosine < config.contradiction_threshold:
+            continue
+        old = shape(candidate.text)
+        if equivalent(new, old):
+            return Judgement(Decision.NOOP, candidate.id, by="exact")
+        if replaces(new, old):
             return Judgement(Decision.SUPERSEDE, candidate.id)
+        if differs(new, old) or candidate.cosine < config.paraphrase_threshold:
+            continue
+        if richer(new, old):
+            return Judgement(Decision.UPDATE, candidate.id, fact)
+        if richer(old, new) or candidate.cosine >= config.duplicate_threshold:
+            return Judgement(Decision.NOOP, candidate.id)
     return Judgement(Decision.ADD)
 
 
-def _prefixes(words: set[str], length: int = 5) -> set[str]:
-    return {w[:length] for w in words}
+def relevant(
+    fact: str, candidates: Sequence[Candidate], config: ExtractionConfig
+) -> list[Candidate]:
+    """The candidates worth judging: similar enough, or setting the same slot."""
+    slot = shape(fact).slot
+    return [
+        c
+        for c in candidates
+        if c.cosine >= config.contradiction_threshold
+        or (slot is not None and shape(c.text).slot == slot)
+    ]
 
 
-def _slot_words(words: set[str]) -> set[str]:
-    return {w for slot in SLOTS for w in slot if w in words}
+def guarded(judgement: Judgement, fact: str, candidates: Sequence[Candidate]) -> Judgement:
+    """The LLM's decision, except that two facts with another name, number or polarity
+    are never one (a NOOP or UPDATE into such a memory becomes an ADD)."""
+    if judgement.decision not in (Decision.NOOP, Decision.UPDATE) or judgement.target is None:
+        return judgement
+    target = next((c for c in candidates if c.id == judgement.target), None)
+    if target is None:
+        return judgement
+    new, old = shape(fact), shape(target.text)
+    if new.negated != old.negated or not (
+        new.entities <= old.entities or old.entities <= new.entities
+    ):
+        return Judgement(Decision.ADD, by=judgement.by)
+    return judgement
 
 
 JUDGE_PROMPT = (
@@ -184,12 +196,11 @@ class DedupJudge:
         self, fact: str, candidates: Sequence[Candidate], config: ExtractionConfig
     ) -> Judgement:
         """Exact and clear cases by rule; the gray zone by the LLM when configured."""
-        shortlist = [c for c in candidates if c.cosine >= config.contradiction_threshold]
+        shortlist = relevant(fact, candidates, config)
         if not shortlist:
             return self._count(Judgement(Decision.ADD, by="exact"))
         rule = rule_judgement(fact, shortlist, config)
-        best = shortlist[0]
-        clear = best.cosine >= config.duplicate_threshold or rule.decision == Decision.NOOP
+        clear = rule.by == "exact"  # the same words, names, numbers and polarity
         if clear or not (config.use_llm and self._llm.configured):
             return self._count(rule)
         messages: list[ChatMessage] = [
@@ -202,7 +213,7 @@ class DedupJudge:
             log.warning("dedup judge failed (%s); using the rule", type(exc).__name__)
             return self._count(rule)
         judged = parse_judgement(value, shortlist)
-        return self._count(judged if judged is not None else rule)
+        return self._count(guarded(judged, fact, shortlist) if judged is not None else rule)
 
     def _count(self, judgement: Judgement) -> Judgement:
         self._metrics.facts.labels(decision=f"{judgement.decision}_{judgement.by}").inc()

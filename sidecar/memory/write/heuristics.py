@@ -1,74 +1,177 @@
-"""The non-LLM fact extractor: first-person statements rewritten about "User".
+"""The non-LLM fact extractor: what the user says about themselves, rewritten about
+"User", without changing what it means.
 
-It is the fallback when no extraction LLM is configured or the LLM fails, so it is
-deliberately conservative: it keeps declarative first-person sentences, drops
-questions and requests, and marks its facts with lower confidence.
+It is the fallback whenever no extraction LLM is configured or the LLM fails, so it
+is conservative. Sentence by sentence:
+
+* interjections and chit-chat before a statement go ("Morning! Anyway, I ..."); a
+  "No" is only an interjection when it stands alone ("No, I ...", not "No booze for
+  me");
+* questions, requests and greetings are never facts; instructions to the assistant
+  ("never book anything before 10", "I want you to ...") are constraints;
+* a first-person statement is rewritten in the third person with its negation and
+  modality kept ("I don't drink" -> "User does not drink", "I used to smoke" ->
+  "User used to smoke"); verbs are conjugated only when they are present-tense base
+  forms (no "User hads"); common chat spellings are read as meant ("dont", "im");
+* a statement without its subject ("Moved to Phoenix last week", "Officially
+  single again", "New number: 0151 ...") is read as the user's;
+* a sentence that leans on the one before it ("That's my focus time", "I never take
+  meetings then", "They're my team") is joined to the fact the same turn stated
+  just before it, or dropped when there is none;
+* one-off states of the moment ("so tired today", "my alarm didn't go off this
+  morning") are not stored, nor facts with too little content to mean anything on
+  their own ("Sorry, I was away").
 """
 
 from __future__ import annotations
 
 import re
 
+from sidecar.memory.model.facts import shape
 from sidecar.memory.model.records import MemoryType
 from sidecar.memory.model.turns import Fact
 
 HEURISTIC_CONFIDENCE = 0.6
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-_FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|my|me|mine|myself|we|our|us)\b", re.I)
+_SENTENCE = re.compile(
+    r"(?<!\b(?:dr|mr|ms|st|vs|jr|sr)\.)(?<!\bmrs\.)(?<!\bprof\.)(?<=[.!?])\s+|\n+|;\s+|"
+    r",\s+(?=(?:please\s+)?(?:don't|dont|do\s+not|never|always)\s+"
+    r"(?!have\b|had\b|been\b|was\b|were\b|did\b|do\b|does\b))",
+    re.IGNORECASE,
+)
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
+_FIRST_PERSON = re.compile(
+    r"\b(i|i'm|i've|i'd|i'll|my|me|mine|myself|we|we're|we've|our|us)\b", re.I
+)
+_INTERJECTION = re.compile(
+    r"^(?:(?:hi|hello|hey|heya|hiya|yo|morning|evening|good\s+(?:morning|evening|afternoon)|"
+    r"thanks|thank\s+you|thx|cheers|ok|okay|oh|ah|ugh|urgh|argh|um|uh|hmm|well|so|anyway|"
+    r"anyways|btw|by\s+the\s+way|fyi|lol|haha+|yeah|yep|yup|yes|sure|cool|great|nice|"
+    r"right|sorry|oops|wow|honestly|basically|also|and|but|quick\s+q|quick\s+question|"
+    r"no(?=\s*[,!.:-]))\b[\s,!.:;…-]*)+",
+    re.IGNORECASE,
+)
+_PREFACE = re.compile(
+    r"^(?:please\s+)?(?:remember|note|keep\s+in\s+mind|just\s+so\s+you\s+know|"
+    r"for\s+the\s+record|for\s+context|fyi)(?:\s+that)?[\s,:]+",
+    re.IGNORECASE,
+)
 _REQUEST_START = re.compile(
     r"^(can|could|would|will|please|tell|help|what|why|how|when|where|who|which|do|does|"
-    r"did|is|are|should|let's|lets|show|give|write|explain|find)\b",
+    r"did|is|are|should|let's|lets|show|give|write|explain|find|use|make|send|book|remind|"
+    r"schedule|add|set|check|list|suggest|recommend|translate|draft|plan|create|fix|"
+    r"summari[sz]e|compare|any|got\s+any|pick|choose|name|describe|imagine)\b",
     re.I,
 )
 _CONSTRAINT = re.compile(
-    r"^(?:please\s+)?(always|never|don't ever|do not ever)\b|"
-    r"\b(i want you to|i need you to|i'd like you to)\b",
-    re.I,
+    r"^(?:please\s+)?(?P<how>always|never|don't\s+ever|do\s+not\s+ever|don't|do\s+not)\s+"
+    r"(?P<rest>(?P<verb>[a-z]+)\b.*)$",
+    re.IGNORECASE,
 )
-_GREETING = re.compile(
-    r"^(hi|hello|hey|thanks|thank you|ok|okay|great|cool|sure|yes|no)\b[\s,!.]*", re.I
-)
+_WANT_YOU = re.compile(r"\bi(?:\s+want|\s+need|'d\s+like|\s+would\s+like)\s+you\s+to\s+", re.I)
 _PROCEDURAL = re.compile(
     r"\bi (usually|always|typically|normally|generally|tend to|prefer to)\b", re.I
 )
-
-_IRREGULAR = {
-    "am": "is",
-    "'m": "is",
-    "have": "has",
-    "'ve": "has",
-    "do": "does",
-    "go": "goes",
-    "was": "was",
-    "can": "can",
-    "could": "could",
-    "will": "will",
-    "would": "would",
-    "should": "should",
-    "must": "must",
-    "might": "might",
-    "may": "may",
-    "'d": "would",
-    "'ll": "will",
-}
-_NEGATIONS = {"don't": "does not", "do not": "does not", "can't": "cannot", "won't": "will not"}
+#: Spelling of chat messages, read as meant.
+_CHAT_SPELLING = (
+    (re.compile(r"\bim\b", re.I), "I'm"),
+    (re.compile(r"\bive\b", re.I), "I've"),
+    (re.compile(r"\b(?:dont|dnot|donot)\b", re.I), "don't"),
+    (re.compile(r"\bdoesnt\b", re.I), "doesn't"),
+    (re.compile(r"\bdidnt\b", re.I), "didn't"),
+    (re.compile(r"\bcant\b", re.I), "can't"),
+    (re.compile(r"\bwont\b", re.I), "won't"),
+    (re.compile(r"\bisnt\b", re.I), "isn't"),
+    (re.compile(r"\bwasnt\b", re.I), "wasn't"),
+    (re.compile(r"\bhavent\b", re.I), "haven't"),
+    (re.compile(r"\bhasnt\b", re.I), "hasn't"),
+    (re.compile(r"\bu\b", re.I), "you"),
+)
+#: Verb forms after "I" that stay as they are in the third person.
+_SAME = frozenset("""was can could will would should must might may shall used""".split())
+_IRREGULAR = {"am": "is", "'m": "is", "have": "has", "'ve": "has", "do": "does", "go": "goes",
+              "'d": "would", "'ll": "will", "be": "is", "were": "was"}  # fmt: skip
+_NEGATIONS = {
+    "don't": "does not", "do not": "does not", "can't": "cannot", "cannot": "cannot",
+    "won't": "will not", "didn't": "did not", "haven't": "has not", "wasn't": "was not",
+    "wouldn't": "would not", "couldn't": "could not", "shouldn't": "should not",
+    "am not": "is not", "'m not": "is not",
+}  # fmt: skip
+#: Past forms: never conjugated ("I had" -> "User had", not "User hads").
+PAST = frozenset(
+    """was were had did went got made took said saw came left felt knew thought told gave
+    found became began bought brought built caught chose drove ate fell flew forgot grew
+    heard held kept lost met paid ran rode sold sent sat slept spoke spent stood swam
+    taught tore threw understood woke won wore wrote broke fought led meant sang shot
+    drank drew hid rang rose shook stuck swore""".split()
+)
 #: Adverbs between "I" and its verb: "I usually go" -> "User usually goes".
 _ADVERBS = frozenset(
     {
         "usually", "always", "often", "sometimes", "never", "really", "also", "just",
         "still", "typically", "normally", "generally", "mostly", "rarely", "actually",
         "recently", "currently", "now", "already", "finally", "even", "only", "mainly",
+        "ever", "once", "first", "personally", "literally", "honestly", "definitely",
+        "absolutely", "seriously", "totally", "kinda", "barely", "hardly", "almost",
+        "officially", "genuinely", "basically", "probably",
     }
 )  # fmt: skip
-_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
+_IMPLIED_I = re.compile(
+    r"^(?:just\s+|finally\s+|recently\s+)?(?P<verb>[a-z]+ed|got|went|took|gave|made|"
+    r"bought|left|quit|sold|began|started|moved|switched|signed|adopted|traded|handed|"
+    r"joined|finished|became|met|found|lost|won|broke|spent|sent|been)\b",
+    re.IGNORECASE,
+)
+#: "Spirited Away is ...": a sentence whose first words are its subject.
+_NAMED_SUBJECT = re.compile(r"^\S+(?:\s+\S+){0,2}\s+(?:is|are|was|were|'s)\b", re.I)
+_NOUN_STATEMENT = re.compile(
+    r"^(?:my\s+)?(?P<new>new\s+)?(?P<what>(?:(?:mobile|phone|cell|home|work|personal)\s+)?"
+    r"(?:number|phone|mobile|e-?mail|address|routine|job|role|schedule|plan|car|flat|"
+    r"place|home|gp|doctor|dentist))\s*[:=]\s*(?P<value>\S.*)$",
+    re.IGNORECASE,
+)
+_STATUS = re.compile(
+    r"^(?:(?:officially|finally|now|happily|newly|recently|still|proudly)\s+)*"
+    r"(?P<status>single|married|engaged|divorced|separated|retired|unemployed|sober|"
+    r"vegan|vegetarian|pescatarian|teetotal)\b(?P<rest>[^?]*)$",
+    re.IGNORECASE,
+)
+_FROM_NOW_ON = re.compile(r"\b(?:from\s+now\s+on|going\s+forward|in\s+future)\b", re.I)
+#: A change stated without its object ("I've quit for good"): the sentence before it
+#: in the same turn says what changed.
+_BARE_CHANGE = re.compile(
+    r"\b(?:quit|stopped|given\s+up|gave\s+up|started|switched|kicked\s+the\s+habit)"
+    r"(?:\s+(?:for\s+good|now|again|completely|altogether|too|at\s+last))?\s*\.?$",
+    re.IGNORECASE,
+)
+_LEADING_REFERENCE = re.compile(
+    r"^(?:that|this|it|those|these|they|he|she|which)(?:'s|'re|'ll|\s+(?:is|was|are|were|"
+    r"will|has|had|makes|means|explains|answers|loves|hates))\b",
+    re.IGNORECASE,
+)
+_TRAILING_REFERENCE = re.compile(r"\b(?:then|there)\s*$", re.IGNORECASE)
+_ONE_OFF = re.compile(
+    r"\b(?:today|tonight|this\s+(?:morning|afternoon|evening)|right\s+now|"
+    r"at\s+the\s+moment|yesterday|last\s+night|just\s+now)\b",
+    re.IGNORECASE,
+)
+_MOOD = re.compile(
+    r"\b(?:tired|exhausted|sleepy|hungry|bored|cranky|grumpy|stressed|sick|sad|annoyed|"
+    r"knackered|wiped|hungover|sore|ill|unwell|hyped|excited|nervous|anxious)\b",
+    re.IGNORECASE,
+)
+
+
+def is_past(word: str) -> bool:
+    """A past form ("had", "moved"; not "need" or "feed")."""
+    return word in PAST or (word.endswith("ed") and not word.endswith("eed") and len(word) > 3)
 
 
 def _third_person(verb: str) -> str:
     lower = verb.lower()
     if lower in _IRREGULAR:
         return _IRREGULAR[lower]
-    if lower.endswith("ed") or not lower.isalpha():
+    if lower in _SAME or is_past(lower) or not lower.isalpha():
         return verb
     if re.search(r"(s|sh|ch|x|z|o)$", lower):
         return verb + "es"
@@ -92,7 +195,7 @@ def _conjugate_after_i(match: re.Match[str]) -> str:
 
 def _first_person_body(sentence: str) -> str:
     """The pronoun rewrites without capitalisation or a final full stop."""
-    text = sentence.translate(_APOSTROPHES).strip().rstrip(".!")
+    text = sentence.strip().rstrip(".!")
     for neg, repl in _NEGATIONS.items():
         text = re.sub(rf"\bI {neg}\b", f"User {repl}", text, flags=re.I)
     text = re.sub(r"\bI'm\b|\bI am\b", "User is", text, flags=re.I)
@@ -101,39 +204,144 @@ def _first_person_body(sentence: str) -> str:
     text = re.sub(r"\bI'll\b", "User will", text, flags=re.I)
     adverbs = "|".join(sorted(_ADVERBS))
     text = re.sub(rf"\bI ((?:(?:{adverbs}) )*[\w']+)", _conjugate_after_i, text, flags=re.I)
+    text = re.sub(r"\bI\b", "User", text)
     text = re.sub(r"\b(my|mine)\b", "User's", text, flags=re.I)
     text = re.sub(r"\bmyself\b", "themselves", text, flags=re.I)
     text = re.sub(r"\bme\b", "User", text, flags=re.I)
+    text = re.sub(r"\bwe're\b", "User and others are", text, flags=re.I)
+    text = re.sub(r"\bwe've\b", "User and others have", text, flags=re.I)
+    text = re.sub(r"\bwe'd\b", "User and others would", text, flags=re.I)
+    text = re.sub(r"\bwe'll\b", "User and others will", text, flags=re.I)
     text = re.sub(r"\bwe\b", "User and others", text, flags=re.I)
+    text = re.sub(r"\bus\b", "User and others", text)
     return re.sub(r"\bour\b", "User's", text, flags=re.I)
 
 
 def rewrite_first_person(sentence: str) -> str:
     """``I live in Berlin`` -> ``User lives in Berlin.`` (best effort)."""
-    text = _first_person_body(sentence)
+    text = _first_person_body(sentence.translate(_APOSTROPHES))
     return text[:1].upper() + text[1:] + "."
+
+
+def _prepare(raw: str) -> str:
+    sentence = " ".join(raw.translate(_APOSTROPHES).split())
+    for pattern, replacement in _CHAT_SPELLING:
+        sentence = pattern.sub(replacement, sentence)
+    for _ in range(3):
+        stripped = _PREFACE.sub("", _INTERJECTION.sub("", sentence)).strip()
+        if stripped == sentence:
+            break
+        sentence = stripped
+    head, colon, tail = sentence.partition(": ")
+    preface = colon and len(head.split()) <= 3 and not _FIRST_PERSON.search(head)
+    if preface and _FIRST_PERSON.search(tail):
+        sentence = tail.strip()  # "Switched sides: I root for ..." -> the statement
+    return sentence
+
+
+def _constraint(sentence: str) -> Fact | None:
+    if _REQUEST_START.match(sentence) and _FROM_NOW_ON.search(sentence):
+        # "Use my other address from now on": an instruction that lasts.
+        body = _first_person_body(sentence)
+        text = f"User wants the assistant to {body[:1].lower()}{body[1:]}."
+        return Fact(text, MemoryType.CONSTRAINT, 0.8, HEURISTIC_CONFIDENCE, "heuristic")
+    want = _WANT_YOU.search(sentence)
+    if want is not None:
+        body = _first_person_body(sentence[want.end() :])
+        text = f"User wants the assistant to {body[:1].lower()}{body[1:]}."
+        return Fact(text, MemoryType.CONSTRAINT, 0.8, HEURISTIC_CONFIDENCE, "heuristic")
+    match = _CONSTRAINT.match(sentence)
+    if match is None:
+        return None
+    verb = match.group("verb").lower()
+    if is_past(verb) or verb in _SAME or verb in _IRREGULAR or verb in (
+        "has", "is", "been", "seemed", "know", "knew", "remember", "worry", "mind",
+    ):  # fmt: skip
+        return None  # "Never learned", "Always has been": not an instruction
+    how = match.group("how").lower()
+    how = {"always": "always", "never": "never"}.get(how, "never" if "ever" in how else "not")
+    body = _first_person_body(match.group("rest"))
+    text = f"User wants the assistant to {how} {body[:1].lower()}{body[1:]}."
+    return Fact(text, MemoryType.CONSTRAINT, 0.8, HEURISTIC_CONFIDENCE, "heuristic")
+
+
+def _statement(sentence: str) -> str | None:
+    """The sentence as a statement about User, or None when it is none."""
+    noun = _NOUN_STATEMENT.match(sentence)
+    if noun is not None:
+        new = "new " if noun.group("new") else ""
+        value = noun.group("value").rstrip(".! ")
+        return f"User's {new}{noun.group('what').lower()} is {value}."
+    status = _STATUS.match(sentence)
+    if status is not None and not _FIRST_PERSON.search(sentence):
+        rest = _first_person_body(status.group("rest")).rstrip(".! ")
+        return f"User is {status.group('status').lower()}{' ' + rest if rest else ''}."
+    if (
+        _IMPLIED_I.match(sentence)
+        and not re.match(r"^I\b", sentence, re.I)
+        and not _NAMED_SUBJECT.match(sentence)
+    ):
+        return rewrite_first_person("I " + sentence[:1].lower() + sentence[1:])
+    if _FIRST_PERSON.search(sentence):
+        return rewrite_first_person(sentence)
+    return None
+
+
+def _joined(text: str) -> str:
+    """``text`` as the second clause of a joined fact (its first letter lower-cased,
+    unless it is "User")."""
+    return text if text.startswith("User") else text[:1].lower() + text[1:]
+
+
+def _capitalised(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _meaningful(text: str) -> bool:
+    """Enough content to mean something on its own: a slot, two content words, or
+    one with a negation or a name or number ("User does not do mornings")."""
+    fact = shape(text)
+    if fact.slot is not None or len(fact.signature) >= 2:
+        return True
+    return bool(fact.signature) and (fact.negated or bool(fact.entities))
 
 
 def extract_heuristic(user_text: str, *, max_facts: int) -> list[Fact]:
     """Facts from the user's own words, in order, without duplicates."""
     facts: list[Fact] = []
     seen: set[str] = set()
-    for raw in _SENTENCE.split(user_text.translate(_APOSTROPHES)):
-        sentence = _GREETING.sub("", raw.strip()).strip()
-        if len(sentence) < 6 or sentence.endswith("?"):
+    before = ""  # the turn's previous statement, extracted or not (context)
+    for raw in _SENTENCE.split(user_text):
+        sentence = _prepare(raw)
+        if len(sentence) < 6 or sentence.rstrip().endswith("?"):
             continue
-        if _CONSTRAINT.search(sentence):
-            body = re.sub(r"^(please\s+)", "", sentence.rstrip(".!"), flags=re.I)
-            body = re.sub(r"^i(?: want| need|'d like) you to\s+", "", body, flags=re.I)
-            body = _first_person_body(body)
-            text = f"User wants the assistant to {body[:1].lower()}{body[1:]}."
-            fact = Fact(text, MemoryType.CONSTRAINT, 0.8, HEURISTIC_CONFIDENCE, "heuristic")
-        elif _FIRST_PERSON.search(sentence) and not _REQUEST_START.match(sentence):
+        context, before = before, sentence
+        fact = _constraint(sentence)
+        if fact is None:
+            if _REQUEST_START.match(sentence):
+                continue
+            text = _statement(sentence)
+            if text is None:
+                continue
+            if _BARE_CHANGE.search(text) and context and not _REQUEST_START.match(context):
+                # "Three weeks without a cigarette. I've quit for good."
+                text = _capitalised(f"{_first_person_body(context).rstrip('.!')}; {_joined(text)}")
+            if not _meaningful(text):
+                continue
+            if (_ONE_OFF.search(text) or _MOOD.search(text)) and shape(text).slot is None:
+                continue  # a state of the moment, not a fact about the user
+            leaning = _LEADING_REFERENCE.match(sentence) or _TRAILING_REFERENCE.search(
+                sentence.rstrip(".! ")
+            )
             kind = MemoryType.PROCEDURAL if _PROCEDURAL.search(sentence) else MemoryType.SEMANTIC
-            text = rewrite_first_person(sentence)
+            if leaning:
+                if not facts or facts[-1].memory_type == MemoryType.CONSTRAINT:
+                    continue  # nothing in this turn it could refer to
+                previous = facts.pop()
+                seen.discard(previous.text.casefold())
+                text = f"{previous.text[:-1]}; {_joined(text)}"
+                kind = previous.memory_type
             fact = Fact(text, kind, 0.5, HEURISTIC_CONFIDENCE, "heuristic")
-        else:
-            continue
         key = fact.text.casefold()
         if key not in seen:
             seen.add(key)

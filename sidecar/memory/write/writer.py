@@ -13,6 +13,7 @@ import numpy.typing as npt
 
 from sidecar.config import ExtractionConfig
 from sidecar.memory.embedding.protocol import Embedder
+from sidecar.memory.model.facts import shape
 from sidecar.memory.model.records import (
     MemoryRecord,
     Scope,
@@ -20,6 +21,7 @@ from sidecar.memory.model.records import (
     as_vector,
     content_hash,
     memory_id,
+    now_ms,
 )
 from sidecar.memory.model.turns import Fact, Turn
 from sidecar.memory.read.corpus import Corpus
@@ -140,15 +142,20 @@ class MemoryWriter:
         pending = _TurnRows(corpus, turn.user_id)
         result = WriteResult()
         topics: dict[str, str] = {}
+        merged: list[MemoryRecord] = []
         for fact, text, vector in zip(facts, texts, vectors, strict=True):
-            candidates = pending.candidates(vector, config.dedup_candidates)
+            candidates = pending.candidates(vector, config.dedup_candidates, shape(text).slot)
             judgement = await self._judge.judge(text, candidates, config)
+            if judgement.decision == Decision.NOOP:
+                merged.extend(_merged_row(turn, fact, text, vector, judgement, pending.get))
             written = await self._apply(turn, fact, text, vector, judgement, pending.get)
             if written and fact.topic and judgement.decision != Decision.UPDATE:
                 topics[written[0].id] = fact.topic  # a new row (an update keeps its home)
             pending.put(written)
             result = result.counted(judgement.decision)
         await self._writes.store(turn.user_id, pending.rows(), self._enricher, topics)
+        if merged:  # the dropped wordings, as the history of what they duplicate
+            await self._writes.put(merged)
         return result
 
     async def _apply(
@@ -202,6 +209,43 @@ class MemoryWriter:
         return [record]
 
 
+def _merged_row(
+    turn: Turn,
+    fact: Fact,
+    text: str,
+    vector: npt.NDArray[np.float32],
+    judgement: Judgement,
+    lookup: Callable[[str], MemoryRecord | None],
+) -> list[MemoryRecord]:
+    """A fact judged a duplicate of ``judgement.target``, kept as a ``merged`` row of
+    that memory's history (so nothing disappears silently): nothing when its text
+    is the target's own or another memory of the owner's."""
+    rid = memory_id(turn.user_id, text)
+    if judgement.target is None or rid == judgement.target:
+        return []
+    existing = lookup(rid)
+    if existing is not None and existing.status != Status.MERGED:
+        return []
+    return [
+        MemoryRecord(
+            id=rid,
+            user_id=turn.user_id,
+            content=text,
+            embedding=as_vector(vector),
+            memory_type=fact.memory_type,
+            status=Status.MERGED,
+            superseded_by=judgement.target,
+            source=fact.source,
+            session_id=turn.session_id,
+            importance=fact.importance,
+            confidence=fact.confidence,
+            created_at=turn.created_at,
+            updated_at=max(now_ms(), turn.created_at),
+            content_hash=content_hash(text),
+        )
+    ]
+
+
 class _TurnRows:
     """The rows one turn writes, over the owner's corpus snapshot: dedup candidates
     come from both (a row this turn changed replaces its stored version), so facts
@@ -231,9 +275,12 @@ class _TurnRows:
     def rows(self) -> list[MemoryRecord]:
         return list(self._rows.values())
 
-    def candidates(self, vector: npt.NDArray[np.float32], limit: int) -> list[Candidate]:
+    def candidates(
+        self, vector: npt.NDArray[np.float32], limit: int, slot: str | None = None
+    ) -> list[Candidate]:
         """The owner's active memories most similar to ``vector`` (best first; ties
-        by position: the snapshot in corpus order, then this turn's rows)."""
+        by position: the snapshot in corpus order, then this turn's rows), then those
+        that set ``slot`` whatever their similarity."""
         extra = [
             r
             for r in self._rows.values()
@@ -247,7 +294,13 @@ class _TurnRows:
             parts.append(np.asarray([r.embedding for r in extra], dtype=np.float32) @ vector)
         similarity = np.concatenate(parts)
         mask = np.concatenate([self._mine, np.ones(len(extra), dtype=bool)])
-        return [
-            Candidate(records[i].id, records[i].content, float(similarity[i]))
-            for i in top_indices(similarity, limit, mask)
-        ]
+        chosen = list(top_indices(similarity, limit, mask))
+        if slot is not None:
+            taken = set(chosen)
+            same = [
+                int(i)
+                for i in np.flatnonzero(mask)
+                if int(i) not in taken and shape(records[int(i)].content).slot == slot
+            ]
+            chosen.extend(sorted(same, key=lambda i: (-similarity[i], i)))
+        return [Candidate(records[i].id, records[i].content, float(similarity[i])) for i in chosen]

@@ -25,7 +25,6 @@ from sidecar.memory.write.dedup import (
     Decision,
     DedupJudge,
     Judgement,
-    entities,
     render_judge_input,
     rule_judgement,
 )
@@ -75,12 +74,6 @@ async def say(components: Components, user: str, text: str, at: int) -> None:
     await components.writer.write_turn(turn)
 
 
-def test_entities_are_names_and_numbers() -> None:
-    assert entities("User moved to Lisbon last month.") == {"lisbon"}
-    assert entities("User has 2 cats.") == {"2"}
-    assert entities("User is a nurse.") == frozenset()
-
-
 @pytest.mark.parametrize(
     ("new", "old", "cosine", "decision"),
     [
@@ -89,8 +82,31 @@ def test_entities_are_names_and_numbers() -> None:
         ("User resides in Berlin.", "User lives in Berlin.", 0.85, Decision.NOOP),
         ("User moved to Lisbon.", "User lives in Berlin.", 0.55, Decision.SUPERSEDE),
         ("User's favourite colour is green.", "User's favourite colour is blue.", 0.77,
-         Decision.ADD),  # no names: unclear without a judge -> keep both
+         Decision.SUPERSEDE),  # one favourite colour at a time
         ("User has a dog named Rex.", "User has two cats.", 0.53, Decision.ADD),
+        # Near misses: another content word, name, number, day or tense is another fact,
+        # however similar.
+        ("User's cat absolutely loses it during thunderstorms.",
+         "User's dog absolutely loses it during thunderstorms.", 0.93, Decision.ADD),
+        ("User's right knee has tendinitis.", "User's left knee has tendinitis.", 0.95,
+         Decision.ADD),
+        ("User drinks tea in the evening.", "User drinks coffee in the evening.", 0.9,
+         Decision.ADD),
+        ("User's sister lives in Lyon.", "User's brother lives in Lyon.", 0.94, Decision.ADD),
+        ("User is visiting Portugal in June.", "User visited Portugal in June.", 0.93,
+         Decision.ADD),
+        ("User has standup on Thursdays.", "User has standup on Tuesdays.", 0.96, Decision.ADD),
+        ("User does not drink coffee.", "User drinks coffee.", 0.9, Decision.ADD),
+        ("User has 3 kids.", "User has 2 kids.", 0.95, Decision.ADD),
+        # The same slot supersedes whatever the similarity ...
+        ("User moved to Phoenix.", "User lives in Minneapolis, loves the lakes.", 0.3,
+         Decision.SUPERSEDE),
+        ("User's new number is 0151 222 9876.", "User's phone number is 0176 555 1234.", 0.4,
+         Decision.SUPERSEDE),
+        # ... but an accumulating slot does not (two allergies at once).
+        ("User is allergic to shellfish.", "User is allergic to peanuts.", 0.8, Decision.ADD),
+        # A negation is kept apart from its positive.
+        ("User no longer lives in Berlin.", "User lives in Berlin.", 0.9, Decision.SUPERSEDE),
     ],
 )  # fmt: skip
 def test_rule(new: str, old: str, cosine: float, decision: Decision) -> None:
@@ -101,7 +117,7 @@ def test_rule(new: str, old: str, cosine: float, decision: Decision) -> None:
 # -- the judge alone (a scripted LLM) -------------------------------------------------------
 
 GREEN = "User's favourite colour is green."
-GRAY = [Candidate("blue", "User's favourite colour is blue.", 0.77)]  # the rule: ADD
+GRAY = [Candidate("blue", "User's favourite colour is blue.", 0.77)]  # the rule: SUPERSEDE
 
 
 async def test_the_judge_asks_the_llm_only_in_the_gray_zone() -> None:
@@ -142,9 +158,9 @@ async def test_the_judge_asks_the_llm_only_in_the_gray_zone() -> None:
 async def test_the_judge_falls_back_to_the_rule(llm: FakeLLM) -> None:
     metrics = Metrics()
     judged = await DedupJudge(llm, metrics).judge(GREEN, GRAY, ExtractionConfig())
-    assert judged == Judgement(Decision.ADD)  # what the rule says of the pair
+    assert judged == Judgement(Decision.SUPERSEDE, "blue")  # what the rule says of the pair
     assert llm.tasks() == ["dedup"]
-    assert metrics.value("memory_sidecar_facts_total", {"decision": "add_rule"}) == 1
+    assert metrics.value("memory_sidecar_facts_total", {"decision": "supersede_rule"}) == 1
 
 
 # -- through the write pipeline ------------------------------------------------------------
@@ -225,7 +241,9 @@ async def test_judge_failure_falls_back_to_the_rule(
         await say(components, "g", "My favourite colour is blue.", 1)
         await say(components, "g", "My favourite colour is green.", 2)
         active = await components.store.query(build_filter(owner="g"))
-        assert len(active) == 2  # extraction fell back to heuristics, judge to the rule: ADD
+        # Extraction fell back to the heuristics, the judge to the rule: one favourite
+        # colour at a time.
+        assert [r.content for r in active] == ["User's favourite colour is green."]
         failed = components.metrics.value(
             "memory_sidecar_llm_calls_total", {"task": "extract", "outcome": "bad_output"}
         )
