@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from sidecar.memory.model.facts import FactShape, equivalent, shape
 from sidecar.memory.model.records import Hit, normalize_text
 
 HEADER = (
@@ -60,6 +61,23 @@ def _line(hit: Hit, text: str, category: str | None) -> str:
         day = datetime.fromtimestamp(hit.record.created_at / 1000, tz=UTC).date().isoformat()
         return f"- {label}{text} ({day})"
     return f"- {label}{text}"
+
+
+def distinct_hits(hits: Sequence[Hit], limit: int) -> list[Hit]:
+    """The first ``limit`` of ``hits`` (ranked) that state different facts: a memory
+    that states what a better-ranked one already states (the same slot and value,
+    or the same words, names, numbers and polarity) gives its place to the next."""
+    kept: list[Hit] = []
+    shapes: list[FactShape] = []
+    for hit in hits:
+        fact = shape(hit.record.content)
+        if any(equivalent(fact, other) for other in shapes):
+            continue
+        kept.append(hit)
+        shapes.append(fact)
+        if len(kept) >= limit:
+            break
+    return kept
 
 
 def assemble_context(

@@ -34,7 +34,12 @@ from typing import Protocol
 from sidecar.config import Profile, RetrievalConfig
 from sidecar.memory.model.records import Hit, Scope
 from sidecar.memory.read.ambiguity import History
-from sidecar.memory.read.context import CHARS_PER_TOKEN, MemoryContext, assemble_context
+from sidecar.memory.read.context import (
+    CHARS_PER_TOKEN,
+    MemoryContext,
+    assemble_context,
+    distinct_hits,
+)
 from sidecar.memory.read.corpus import Corpus
 from sidecar.memory.read.deep_ranking import PrimaryConfidence
 from sidecar.memory.read.deep_search import DeepReport, DeepResult, DeepSearcher
@@ -45,6 +50,9 @@ from sidecar.memory.read.rewrite import QueryRewriter, RewriteResult, fuse_rewri
 from sidecar.memory.read.service import MemoryService
 from sidecar.metrics import Metrics
 
+#: How much further than ``top_k`` the request path searches, so that memories that
+#: duplicate a better one give their places to the next (:func:`distinct_hits`).
+SEARCH_DEPTH = 2
 #: What answers a scope whose corpus is not loaded yet (store-side, no waiting).
 COLD_FALLBACK = "dense-milvus"
 
@@ -175,7 +183,7 @@ class RequestPipeline:
         if len(queries) == 1:
             return hits
         more = await self._ranked(queries[1], request.scope, config)
-        return fuse_rewrite_hits(hits, more, config.top_k)
+        return fuse_rewrite_hits(hits, more, config.top_k * SEARCH_DEPTH)
 
     async def deep_search(
         self, query: Query, hits: list[Hit], request: MemoryRequest
@@ -204,8 +212,11 @@ class RequestPipeline:
         return result.hits[: retrieval.top_k], report
 
     def assemble(self, hits: list[Hit], request: MemoryRequest) -> MemoryContext:
-        """The block to inject (within ``injection.max_tokens``); the accesses of the
+        """The block to inject: the best ``top_k`` memories that state different facts
+        (the search looks further than ``top_k`` so that a duplicate's place goes to
+        the next memory), within ``injection.max_tokens``; the accesses of the
         memories in it are recorded."""
+        hits = distinct_hits(hits, request.profile.retrieval.top_k)
         injection = request.profile.injection
         names = self._category_names(request.scope, hits) if injection.category_labels else None
         context = assemble_context(
@@ -229,7 +240,7 @@ class RequestPipeline:
         """``_unranked``, through the ranking cache of the corpus snapshot."""
         started = time.perf_counter()
         retriever, corpus = self._target(scope, config)
-        k = config.top_k
+        k = config.top_k * SEARCH_DEPTH
         if config.ranking_cache_ttl_s <= 0 or retriever.name in STORE_SIDE_STRATEGIES:
             hits = await self.memory.rank(retriever, query, scope, corpus, config, k)
             self.memory.observe(retriever.name, started)
