@@ -315,7 +315,7 @@ class Metrics:
         )
         self.admin_rows = Counter(
             p + "admin_rows",
-            "Rows changed by admin operations (add, update, delete, forget, import)",
+            "Rows changed by admin operations (add, update, delete, forget, import, consolidate)",
             ["operation"],
             registry=reg,
         )

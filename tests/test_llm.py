@@ -329,3 +329,24 @@ def test_refused_follows_the_exception_chain() -> None:
     looped.__context__ = OSError("middle")
     looped.__context__.__context__ = looped
     assert not refused(looped)
+
+
+async def test_the_tokens_the_server_reports_are_counted(
+    llm: LLMClient, mock_llm: MockLLM, metrics: Metrics
+) -> None:
+    await llm.chat("echo", [{"role": "user", "content": "hi there"}])
+    prompt = metrics.value("memory_sidecar_llm_tokens_total", {"task": "echo", "kind": "prompt"})
+    answer = metrics.value(
+        "memory_sidecar_llm_tokens_total", {"task": "echo", "kind": "completion"}
+    )
+    assert prompt > 0
+    assert answer > 0
+    assert metrics.llm_token_total() == prompt + answer
+
+
+def test_usage_is_read_where_the_server_gives_it() -> None:
+    from sidecar.llm import token_usage
+
+    assert token_usage({"usage": {"prompt_tokens": 12, "completion_tokens": 3}}) == (12, 3)
+    assert token_usage({"usage": {"prompt_tokens": "x"}}) == (0, 0)
+    assert token_usage({}) == (0, 0)

@@ -47,6 +47,7 @@ from sidecar.config import AdminConfig
 from sidecar.errors import EmbeddingError, InvalidInput, SidecarError, StoreError
 from sidecar.logs import clean_request_id, request_context
 from sidecar.memory.store.filters import validate_identifier
+from sidecar.memory.write.consolidation import ConsolidationReport
 from sidecar.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -160,6 +161,15 @@ def forget_json(report: ForgetReport) -> dict[str, Any]:
     }
 
 
+def consolidation_json(report: ConsolidationReport) -> dict[str, Any]:
+    return {
+        "user": report.user,
+        "memories": report.memories,
+        "groups": report.groups,
+        "merged": report.merged,
+    }
+
+
 def import_json(report: ImportReport) -> dict[str, Any]:
     return {
         "user": report.user,
@@ -202,6 +212,7 @@ class MemoryApi:
             ("GET", f"{memory}/history", "history", self._history, False),
             ("GET", f"{users}/search", "search", self._search, False),
             ("DELETE", users, "forget", self._forget, False),
+            ("POST", f"{users}/consolidate", "consolidate", self._consolidate, False),
             ("GET", f"{users}/export", "export", self._export, False),
             ("POST", f"{users}/import", "import", self._import, True),
         ]
@@ -343,6 +354,9 @@ class MemoryApi:
 
     async def _forget(self, call: Call) -> web.StreamResponse:
         return web.json_response(forget_json(await self.admin.forget(call.user)))
+
+    async def _consolidate(self, call: Call) -> web.StreamResponse:
+        return web.json_response(consolidation_json(await self.admin.consolidate(call.user)))
 
     async def _export(self, call: Call) -> web.StreamResponse:
         query = parse(ExportQuery, call.query(), "query")

@@ -144,6 +144,12 @@ async def _history(admin: Any, args: argparse.Namespace) -> Any:
     return history_json(await admin.history(args.user, args.id))
 
 
+async def _consolidate(admin: Any, args: argparse.Namespace) -> dict[str, Any]:
+    from sidecar.admin.api import consolidation_json
+
+    return consolidation_json(await admin.consolidate(args.user))
+
+
 async def _forget(admin: Any, args: argparse.Namespace) -> dict[str, Any]:
     from sidecar.admin.api import forget_json
 
@@ -170,6 +176,7 @@ ACTIONS: Mapping[str, Action] = MappingProxyType(
         "update": _update,
         "delete": _delete,
         "history": _history,
+        "consolidate": _consolidate,
         "export": _export,
         "import": _import,
     }
@@ -327,6 +334,7 @@ def add_commands(commands: Any) -> None:
     update = action("update", "change a memory (new text is embedded again)")
     update.add_argument("id", help="memory id")
     _memory_fields(update, content_required=False)
+    action("consolidate", "merge the user's memories that state the same fact")
     forget = action("forget", "delete every row of the user")
     forget.add_argument("--yes", action="store_true", help="confirm")
     export = action("export", "write every row of the user as JSON lines")

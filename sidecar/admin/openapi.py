@@ -156,6 +156,23 @@ def _envelopes() -> dict[str, Any]:
                 },
             },
         },
+        "ConsolidationReport": {
+            "type": "object",
+            "required": ["user", "memories", "groups", "merged"],
+            "properties": {
+                "user": {"type": "string"},
+                "memories": {**integer, "description": "Active memories before."},
+                "groups": {
+                    **integer,
+                    "description": "Groups of two or more memories that stated one fact.",
+                },
+                "merged": {
+                    **integer,
+                    "description": "Memories folded into the richest of their group "
+                    "(now status merged, in its history).",
+                },
+            },
+        },
         "ForgetReport": {
             "type": "object",
             "required": ["user", "deleted", "journal"],
@@ -317,6 +334,14 @@ def build_openapi() -> dict[str, Any]:
             "delete": op(
                 "Forget the user: delete every row they own and their unwritten turns",
                 {"200": _json(_ref("ForgetReport"), "What was deleted.")},
+                params=[user],
+            )
+        },
+        f"{base}/consolidate": {
+            "post": op(
+                "Merge the user's memories that state the same fact into the richest one "
+                "(the others become its history)",
+                {"200": _json(_ref("ConsolidationReport"), "What was merged.")},
                 params=[user],
             )
         },

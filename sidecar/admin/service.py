@@ -50,6 +50,7 @@ from sidecar.memory.read.service import MemoryService
 from sidecar.memory.store.filters import build_filter, validate_identifier
 from sidecar.memory.store.milvus import MemoryStore
 from sidecar.memory.store.tombstones import mark_forgotten
+from sidecar.memory.write.consolidation import ConsolidationReport, Consolidator
 from sidecar.memory.write.enrich import Enricher
 from sidecar.memory.write.gateway import WriteGateway
 from sidecar.memory.write.journal import TurnJournal
@@ -127,6 +128,7 @@ class MemoryAdmin:
         metrics: Metrics,
         journal: TurnJournal | None = None,
         tree_lock: Callable[[str], OwnerLock] | None = None,
+        consolidator: Consolidator | None = None,
     ) -> None:
         self._config = config
         self._store = store
@@ -142,6 +144,9 @@ class MemoryAdmin:
         self._writes = writes
         #: The category tree's per-owner lock (``evolve``), taken by ``forget``.
         self._tree_lock = tree_lock
+        self._consolidator = consolidator or Consolidator(
+            store, writes, config.consolidation, metrics
+        )
         self._transfer = MemoryTransfer(
             config=config,
             store=store,
@@ -171,6 +176,7 @@ class MemoryAdmin:
             metrics=components.metrics,
             journal=journal,
             tree_lock=components.hierarchy.lock if components.hierarchy is not None else None,
+            consolidator=components.consolidator,
         )
 
     @property
@@ -350,6 +356,13 @@ class MemoryAdmin:
             await self._writes.delete([current])
         self._metrics.admin_rows.labels(operation="delete").inc()
         return current
+
+    async def consolidate(self, user: str) -> ConsolidationReport:
+        """Merge the user's memories that state the same fact (see
+        :mod:`sidecar.memory.write.consolidation`)."""
+        report = await self._consolidator.consolidate(owner_id(user))
+        self._metrics.admin_rows.labels(operation="consolidate").inc(report.merged)
+        return report
 
     async def forget(self, user: str) -> ForgetReport:
         """Delete every row the user owns (memories of any status, categories), drop

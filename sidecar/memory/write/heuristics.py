@@ -113,7 +113,7 @@ _ADVERBS = frozenset(
         "recently", "currently", "now", "already", "finally", "even", "only", "mainly",
         "ever", "once", "first", "personally", "literally", "honestly", "definitely",
         "absolutely", "seriously", "totally", "kinda", "barely", "hardly", "almost",
-        "officially", "genuinely", "basically", "probably",
+        "officially", "genuinely", "basically", "probably", "no", "longer",
     }
 )  # fmt: skip
 _IMPLIED_I = re.compile(

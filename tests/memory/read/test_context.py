@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sidecar.memory.model.records import Hit, MemoryRecord, normalize_text
-from sidecar.memory.read.context import HEADER, MemoryContext, assemble_context
+from sidecar.memory.read.context import HEADER, MemoryContext, assemble_context, distinct_hits
 
 DAY_MS = int(datetime(2026, 11, 20, 15, 30, tzinfo=UTC).timestamp() * 1000)
 
@@ -160,3 +160,15 @@ def test_memory_text_cannot_close_the_block() -> None:
     assert context.count == 2
     assert context.text.count("</memory>") == 1
     assert context.text.count("<memory>") == 1
+
+
+def test_memories_that_state_one_fact_give_their_place_to_the_next() -> None:
+    ranked = [
+        hit("User lives in Berlin.", id="a"),
+        hit("User is based in Berlin.", id="b"),  # the same fact: skipped
+        hit("User's dog hates storms.", id="c"),
+        hit("User's cat hates storms.", id="d"),  # another fact: kept
+        hit("User drinks coffee.", id="e"),
+    ]
+    assert [h.record.id for h in distinct_hits(ranked, 3)] == ["a", "c", "d"]
+    assert [h.record.id for h in distinct_hits(ranked, 10)] == ["a", "c", "d", "e"]

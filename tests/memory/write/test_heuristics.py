@@ -273,3 +273,86 @@ def test_never_crashes_and_respects_the_contract(text: str, max_facts: int) -> N
 )
 def test_rewrite_first_person(sentence: str, expected: str) -> None:
     assert rewrite_first_person(sentence) == expected
+
+
+# -- what the issue quoted: extraction that never changes meaning -------------------------
+
+
+@pytest.mark.parametrize(
+    ("said", "fact"),
+    [
+        ("No booze for me, ever.", "No booze for User, ever."),
+        ("No Friday afternoon meetings for me, please.",
+         "No Friday afternoon meetings for User, please."),
+        ("I don't eat meat anymore.", "User does not eat meat anymore."),
+        ("I no longer live in Leeds.", "User no longer lives in Leeds."),
+        ("I used to smoke.", "User used to smoke."),
+        ("I'm not a morning person.", "User is not a morning person."),
+        ("I had to explain it twice.", "User had to explain it twice."),
+        ("I left accounting in 2020.", "User left accounting in 2020."),
+        ("I dont drink.", "User does not drink."),
+        ("i dnot drink", "User does not drink."),
+        ("Im t1d so I need to watch my carbs.", "User is t1d so User needs to watch User's carbs."),
+        ("Honestly the best decision I ever made was a four-day week.",
+         "The best decision User ever made was a four-day week."),
+    ],
+)  # fmt: skip
+def test_negation_modality_and_grammar_are_kept(said: str, fact: str) -> None:
+    assert texts(said) == [fact]
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "That's my focus time.",  # what is "that"?
+        "I never take meetings then.",  # when is "then"?
+        "They're my team.",
+        "ugh so tired today",
+        "My alarm didn't go off this morning.",
+        "Sorry, I was away.",
+        "haha ok thanks!",
+        "Never learned, it just never seemed worth it.",  # not an instruction
+        "Always has been.",
+    ],
+)
+def test_fragments_moods_and_chit_chat_are_not_stored(said: str) -> None:
+    assert texts(said) == []
+
+
+def test_a_sentence_that_leans_on_the_previous_one_is_joined_to_it() -> None:
+    assert texts("I block 2-4pm every day. That's my focus time.") == [
+        "User blocks 2-4pm every day; that's User's focus time."
+    ]
+    assert texts("Three weeks without a single cigarette. I've quit for good.") == [
+        "Three weeks without a single cigarette; User has quit for good."
+    ]
+
+
+@pytest.mark.parametrize(
+    ("said", "fact"),
+    [
+        ("Moved to Phoenix last week.", "User moved to Phoenix last week."),
+        ("Officially single again.", "User is single again."),
+        ("New number: 07700 900863.", "User's new number is 07700 900863."),
+        ("Switched sides: I root for the White Sox now.", "User roots for the White Sox now."),
+        ("Morning! Rain again. Anyway, I'm vegetarian.", "User is vegetarian."),
+    ],
+)
+def test_statements_without_their_subject_or_after_chit_chat_are_the_users(
+    said: str, fact: str
+) -> None:
+    assert texts(said) == [fact]
+
+
+def test_an_instruction_from_now_on_is_a_constraint() -> None:
+    found = one("Use my work address for invoices from now on.")
+    assert found.memory_type == MemoryType.CONSTRAINT
+    assert (
+        found.text
+        == "User wants the assistant to use User's work address for invoices from now on."
+    )
+    clause = texts("i dont do mornings, dont book anything before 10")
+    assert clause == [
+        "User does not do mornings.",
+        "User wants the assistant to not book anything before 10.",
+    ]

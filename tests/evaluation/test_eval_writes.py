@@ -1,0 +1,106 @@
+"""``sidecar eval-writes``: the dataset format, the evaluation's own judgements, and a
+floor on this project's write-path set (heuristics, no LLM) that CI holds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sidecar.config import SidecarConfig
+from sidecar.errors import InvalidInput
+from sidecar.evaluation.writes.dataset import load_write_dataset, parse_write_dataset
+from sidecar.evaluation.writes.report import format_text, to_json
+from sidecar.evaluation.writes.runner import WriteEvalOptions, run_write_eval
+from sidecar.evaluation.writes.scoring import covers, distinguishing, fragment, matches, negative
+from sidecar.memory.embedding.protocol import Embedder
+
+DATASET = Path(__file__).resolve().parents[1] / "data" / "write_eval.json"
+
+
+def test_keywords_are_a_word_or_a_list_and_users_are_disjoint() -> None:
+    data = parse_write_dataset(
+        {
+            "contradictions": [
+                {
+                    "user_id": "c1",
+                    "before": "I live in Leeds.",
+                    "after": "I moved to York.",
+                    "query": "Where do I live?",
+                    "expect_current": "York",
+                    "expect_superseded": ["Leeds"],
+                }
+            ]
+        }
+    )
+    assert data.contradictions[0].expect_current == ["York"]
+    with pytest.raises(InvalidInput, match="disjoint"):
+        parse_write_dataset(
+            {
+                "distinct_near_misses": [{"user_id": "u", "a": "x y", "b": "y z"}],
+                "multi_user": [
+                    {"pair_id": "p", "user_id": "u", "turn": "I am Ann."},
+                    {"pair_id": "p", "user_id": "v", "turn": "I am Bo."},
+                ],
+            }
+        )
+    with pytest.raises(InvalidInput, match="fewer than two"):
+        parse_write_dataset({"multi_user": [{"pair_id": "p", "user_id": "u", "turn": "Hi."}]})
+
+
+def test_the_evaluations_judgements() -> None:
+    assert matches("User's new number is 07700 900863.", ["863"])
+    assert matches("User took up swimming.", ["swim"])
+    assert not matches("User lives in Leeds.", ["York"])
+    only_a, only_b = distinguishing("My dog hates storms.", "My cat hates storms.")
+    assert (only_a, only_b) == ({"dog"}, {"cat"})
+    assert covers("User's dog hates storms.", only_a)
+    assert not covers("User's cat hates storms.", only_a)
+    # Tense tells two visits apart.
+    assert distinguishing("I visited Rome.", "I'm visiting Rome.") == ({"visit@past"}, {"visit"})
+    assert negative("i dont drink")
+    assert negative("No booze for me.")
+    assert not negative("I drink.")
+    assert fragment("That's User's focus time.")
+    assert fragment("User never takes meetings then.")
+    assert fragment("Thanks!")
+    assert fragment("User is so tired today.")
+    assert not fragment("User lives in Leeds.")
+
+
+@pytest.fixture(scope="module")
+async def dev_run(config: SidecarConfig, embedder: Embedder) -> Any:
+    return await run_write_eval(
+        load_write_dataset(DATASET), config, WriteEvalOptions(), embedder=embedder
+    )
+
+
+async def test_the_write_path_floor_on_the_projects_set(dev_run: Any) -> None:
+    """The figures the README gives, with a little room for the embedding model's
+    float noise across machines: a drop below them is a regression."""
+    scores = to_json(dev_run)
+    assert scores["multi_user"]["leaks"] == 0
+    assert scores["negation"]["flipped"] == 0
+    assert scores["near_miss"]["merged"] <= 1
+    assert scores["contradiction"]["correct"] >= 13
+    assert scores["contradiction"]["old_injected"] <= 3
+    assert scores["junk"]["share"] <= 0.08
+    assert scores["paraphrase"]["memories_per_fact"]["max"] <= 11
+    assert dev_run.dead_letters == 0
+
+
+async def test_the_report_has_the_documented_keys(dev_run: Any, tmp_path: Path) -> None:
+    document = to_json(dev_run)
+    assert set(document) >= {
+        "paraphrase", "near_miss", "contradiction", "multi_user", "junk", "negation",
+        "llm_tokens_per_turn", "before_consolidation",
+    }  # fmt: skip
+    assert set(document["paraphrase"]["memories_per_fact"]) == {"median", "max"}
+    assert "facts_stored_once" in document["paraphrase"]
+    assert document["llm_tokens_per_turn"] is None  # no LLM configured
+    text = format_text(dev_run)
+    assert "contradiction.correct" in text
+    assert "junk.share" in text
+    json.dumps(document)  # serialisable as it is

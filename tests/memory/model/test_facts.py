@@ -1,0 +1,98 @@
+"""A fact's shape and slot, read by rules: the write path's "same fact", "another
+fact" and "a newer value"."""
+
+from __future__ import annotations
+
+import pytest
+
+from sidecar.memory.model.facts import conflicts, differs, equivalent, replaces, richer, shape
+from sidecar.memory.model.slots import find_slot
+
+
+@pytest.mark.parametrize(
+    ("text", "slot", "value"),
+    [
+        ("User lives in Leipzig.", "residence", "leipzig"),
+        ("User lives in leipzig these days haha", "residence", "leipzig"),
+        ("User no longer lives in Minneapolis.", "residence", "not minneapolis"),
+        ("First night in User's new flat in Glasgow.", "residence", "glasgow"),
+        ("Berlin is where User lives.", "residence", "berlin"),
+        ("User's sister works at Siemens.", "sister:employer", "siemens"),
+        ("User's dog is called Biscuit.", "dog:name", "biscuit"),
+        ("User and others renamed the dog, he answers to Pepper now.", "dog:name", "pepper"),
+        ("User does not drink alcohol.", "alcohol", "no"),
+        ("No booze for User, ever.", "alcohol", "no"),
+        ("User quit smoking last year.", "smoking", "no"),
+        ("User has started eating meat again.", "diet", "meat eater"),
+        ("User is a vegetarian.", "diet", "vegetarian"),
+        ("User's favourite food is ramen.", "favorite:food", "ramen"),
+        ("Ramen has overtaken everything else as User's number one meal.", "favorite:food",
+         "ramen"),
+        ("User's new number is 0151 222 9876.", "phone", "01512229876"),
+        ("User works as a registered nurse.", "occupation", "nurse"),
+        ("User is allergic to penicillin.", "allergy", "penicillin"),
+        ("User is single again.", "relationship", "single"),
+        ("User's GP is Dr. Hartley.", "gp", "hartley"),
+        ("User wants the assistant to use a.b@example.org for work.", "email", "a.b@example.org"),
+    ],
+)  # fmt: skip
+def test_slots(text: str, slot: str, value: str) -> None:
+    found = find_slot(text)
+    assert found is not None, text
+    assert (found.name, found.value) == (slot, value)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "User's sister lives in Porto.",  # the sister's residence, not the user's
+        "User's dog absolutely loses it during thunderstorms.",
+        "User likes long walks.",
+    ],
+)
+def test_a_fact_the_rules_do_not_cover_has_no_user_slot(text: str) -> None:
+    found = find_slot(text)
+    assert found is None or ":" in found.name
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("User's dog loses it during thunderstorms.", "User's cat loses it during thunderstorms."),
+        ("User tore User's left ACL.", "User tore User's right ACL."),
+        ("User visited Portugal last spring.", "User is visiting Portugal again in June."),
+        ("User has gym on Tuesdays.", "User has gym on Thursdays."),
+        ("User drinks coffee.", "User does not drink coffee."),
+        ("User has 2 kids.", "User has 3 kids."),
+    ],
+)
+def test_near_misses_differ_and_are_never_one_fact(a: str, b: str) -> None:
+    assert differs(shape(a), shape(b))
+    assert not equivalent(shape(a), shape(b))
+
+
+def test_paraphrases_of_one_slot_are_one_fact_and_the_richer_wording_is_known() -> None:
+    a, b = shape("User lives in Berlin."), shape("User is based in Berlin.")
+    assert equivalent(a, b)
+    assert richer(shape("User lives in Berlin, Germany."), a)
+    assert equivalent(shape("User is a Milwaukee Bucks fan."), shape("User is a huge bucks fan."))
+
+
+def test_another_value_of_a_single_valued_slot_conflicts_but_an_accumulating_one_does_not() -> None:
+    assert conflicts(shape("User moved to Phoenix."), shape("User lives in Minneapolis."))
+    assert not conflicts(
+        shape("User is allergic to shellfish."), shape("User is allergic to nuts.")
+    )
+    # "No meat" is a looser statement of a vegetarian diet, not another diet.
+    assert not conflicts(shape("User does not eat meat."), shape("User is vegetarian."))
+    # Events of other years are history, not a change of state.
+    assert not conflicts(
+        shape("User and others got engaged in June 2014."), shape("User got married in June 2015.")
+    )
+
+
+def test_a_change_cue_with_another_value_of_the_same_thing_replaces_it() -> None:
+    # Without a slot for it: the same verb, another object, and a change cue.
+    assert replaces(shape("User now commutes by bike."), shape("User commutes by car."))
+    assert not replaces(shape("User commutes by bike."), shape("User commutes by car."))
+    assert not replaces(shape("User now has a cat."), shape("User has a dog named Rex."))
