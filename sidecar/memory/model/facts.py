@@ -178,12 +178,16 @@ _CUE_WORDS = frozenset(
 
 
 def replaces(new: FactShape, old: FactShape) -> bool:
-    """Without a slot: ``new`` says, with a change cue ("now", "new", "switched",
-    "no longer", "quit", ...), another value of what ``old`` says — they share a
-    content word besides the cue (the same verb or noun: "drives", "number"), and
-    differ in a name, number or content word on both sides. A fact without a cue,
-    or that differs only in polarity, is never taken for a replacement."""
-    if not new.change or (new.slot is not None and new.slot == old.slot):
+    """Without a slot: ``new`` is the same statement as ``old`` with the other
+    polarity, or says, with a change cue ("now", "new", "switched", "no longer",
+    "quit", ...), another value of what ``old`` says — they share a content word
+    besides the cue (the same verb or noun: "drives", "number") and differ in a
+    name, number or content word on both sides."""
+    if new.slot is not None and new.slot == old.slot:
+        return False
+    if new.negated != old.negated and _same_content(new, old):
+        return True  # "User does not drink coffee (anymore)" after "User drinks coffee"
+    if not new.change:
         return False
     if new.negated != old.negated or _years(new) != _years(old):
         return False
@@ -191,6 +195,11 @@ def replaces(new: FactShape, old: FactShape) -> bool:
     if not shared:
         return False
     return bool(new.signature - old.signature) and bool(old.signature - new.signature - _CUE_WORDS)
+
+
+def _same_content(a: FactShape, b: FactShape) -> bool:
+    """The same content words (a change cue aside), names and numbers."""
+    return a.signature - _CUE_WORDS == b.signature - _CUE_WORDS and a.entities == b.entities
 
 
 def _years(fact: FactShape) -> frozenset[str]:

@@ -113,6 +113,31 @@ LOOSE_FLAGS: tuple[tuple[str, re.Pattern[str], str], ...] = (
         "no",
     ),
 )
+#: People and animals of the user's whose name is an attribute of theirs.
+_RELATIONS = (
+    r"daughter|son|sister|brother|wife|husband|partner|spouse|mum|mom|mother|dad|father|"
+    r"cousin|niece|nephew|aunt|uncle|grandma|grandpa|grandmother|grandfather|kid|child|"
+    r"boyfriend|girlfriend|fianc[ée]e?|best\s+friend|dog|cat|puppy|kitten|rabbit|horse"
+)
+#: Relations of whom the user has one at a time: another name is a contradiction.
+_SINGLE_RELATIONS = frozenset(
+    {"wife", "husband", "partner", "spouse", "boyfriend", "girlfriend", "fiance", "fiancee",
+     "fiancée", "mum", "mom", "mother", "dad", "father", "dog", "cat"}
+)  # fmt: skip
+#: "User is a <noun>" names an occupation when the noun looks like one ...
+_OCCUPATION_HEAD = r"[a-z-]+(?:er|or|ist|ian|ant|ent|eon|ess|ic)"
+#: ... and is none of these.
+_NOT_OCCUPATIONS = frozenset(
+    """fan person believer lover member user owner speaker player reader learner
+    beginner smoker drinker runner swimmer climber cyclist gamer supporter regular
+    winner teenager foreigner stranger newcomer partner patient client resident parent
+    sister brother mother father daughter son cousin neighbour neighbor other number
+    order letter introvert extrovert optimist pessimist perfectionist procrastinator
+    insomniac diabetic vegetarian vegan native local visitor tourist traveller traveler
+    collector fighter survivor donor sleeper eater cook baker walker hiker skier
+    surfer dancer singer writer talker thinker worrier planner fanatic addict
+    enthusiast geek nerd""".split()
+)
 _NUMBER_WORDS = r"(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten)"
 
 
@@ -173,6 +198,11 @@ RULES: tuple[_Rule, ...] = (
         r"(?:works?|working|worked|employed|started\s+working|got\s+a\s+job|"
         r"has\s+a\s+job|job)\s+(?:at|for|with)\s+" + _VALUE,
     ),
+    _rule(
+        "employer",
+        r"(?:started|starting|got|landed|has|have|took|accepted)\s+an?\s+(?:new\s+)?"
+        r"(?:job|role|position)\s+(?:at|with)\s+" + _VALUE,
+    ),
     _rule("employer", r"(?:joined|joining)\s+(?P<value>[A-Z][\w&'’-]*(?:\s+[A-Z][\w&'’-]*){0,2})"),
     _rule(
         "occupation",
@@ -199,6 +229,25 @@ RULES: tuple[_Rule, ...] = (
         ),
     ),
     _Rule(
+        "name",
+        re.compile(
+            r"\bUser['’]s\s+(?:little\s+|younger\s+|older\s+|big\s+|eldest\s+|youngest\s+)?"
+            rf"(?P<owner>{_RELATIONS})(?:['’]s\s+name\s+is|\s+is\s+(?:called|named))\s+"
+            r"(?P<value>[A-Z][\w'’-]+)"
+        ),
+    ),
+    _Rule(
+        "name",
+        re.compile(
+            rf"\bUser\s+(?:has|had)\s+an?\s+(?P<owner>{_RELATIONS})\s+(?:called|named)\s+"
+            r"(?P<value>[A-Z][\w'’-]+)"
+        ),
+    ),
+    _Rule(
+        "name",
+        re.compile(rf"^(?P<value>[A-Z][\w'’-]+)\s+is\s+User['’]s\s+(?P<owner>{_RELATIONS})\b"),
+    ),
+    _Rule(
         "favorite",
         re.compile(
             r"^(?:the\s+)?(?P<value>[\w'’ -]+?)\s+(?:is|has\s+(?:become|overtaken\s+\w+"
@@ -207,6 +256,19 @@ RULES: tuple[_Rule, ...] = (
             r"(?P<thing>[a-z]+)",
             re.IGNORECASE,
         ),
+    ),
+    _Rule(
+        "relationship",
+        re.compile(
+            _SUBJECT + r"(?:broke\s+up|split\s+up|separated|divorced|got\s+divorced)\b",
+            re.IGNORECASE,
+        ),
+        flag=("single", "single"),
+    ),
+    _rule(
+        "diet",
+        rf"(?:gone|went|turned|become|became|going|switched\s+to\s+being)\s+"
+        rf"(?:fully\s+|completely\s+)?(?P<value>{_DIETS})\b",
     ),
     _rule(
         "relationship",
@@ -220,6 +282,11 @@ RULES: tuple[_Rule, ...] = (
         possessive=True,
     ),
     _rule("occupation", rf"(?:an?\s+)(?P<value>(?:\w+\s+)?(?:{_PROFESSIONS}))\b"),
+    _rule(
+        "occupation",
+        rf"(?:is|works\s+as|has\s+been|was)\s+an?\s+(?P<value>(?:[a-z-]+\s+){{0,2}}"
+        rf"{_OCCUPATION_HEAD})\b(?!\s+(?:of|at\s+heart|in\s+training|fan))",
+    ),
     _rule(
         "name",
         r"(?:is\s+called|called|named|goes\s+by|prefers\s+to\s+be\s+called|"
@@ -379,6 +446,10 @@ def find_slot(text: str) -> Slot | None:
             value = re.sub(r"\D", "", match.group("value"))
         elif attribute == "occupation" and value:
             value = value.split()[-1]  # the head noun: "registered nurse" is a nurse
+            if value in _NOT_OCCUPATIONS:
+                continue
+        if attribute == "name" and owner and owner.split()[-1] not in _SINGLE_RELATIONS:
+            return Slot(name, value, accumulates=True)  # two daughters, two sisters
         if not value:
             continue
         return Slot(name, f"not {value}" if negated else value, rule.accumulates)

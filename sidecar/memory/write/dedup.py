@@ -67,6 +67,9 @@ class Judgement:
     by: str = "rule"  # rule | llm | exact
 
 
+#: A fact with a change cue is compared with memories at least this similar: the
+#: value it replaces often shares little wording with it.
+CHANGE_FLOOR = 0.35
 #: Cue words of a replacement within an accumulating slot ("took up swimming instead").
 _REPLACES = re.compile(r"\b(?:instead|anymore|any\s+more|no\s+longer|replaced)\b", re.I)
 
@@ -102,13 +105,13 @@ def rule_judgement(
         ):
             return Judgement(Decision.SUPERSEDE, same[0].id)
     for candidate in candidates:  # best first
+        old = shape(candidate.text)
+        if candidate.cosine >= CHANGE_FLOOR and replaces(new, old):
+            return Judgement(Decision.SUPERSEDE, candidate.id)
         if candidate.cosine < config.contradiction_threshold:
             continue
-        old = shape(candidate.text)
         if equivalent(new, old):
             return Judgement(Decision.NOOP, candidate.id, by="exact")
-        if replaces(new, old):
-            return Judgement(Decision.SUPERSEDE, candidate.id)
         if differs(new, old) or candidate.cosine < config.paraphrase_threshold:
             continue
         if richer(new, old):
@@ -122,12 +125,14 @@ def relevant(
     fact: str, candidates: Sequence[Candidate], config: ExtractionConfig
 ) -> list[Candidate]:
     """The candidates worth judging: similar enough, or setting the same slot."""
-    slot = shape(fact).slot
+    new = shape(fact)
+    floor = min(CHANGE_FLOOR, config.contradiction_threshold) if new.change else None
     return [
         c
         for c in candidates
         if c.cosine >= config.contradiction_threshold
-        or (slot is not None and shape(c.text).slot == slot)
+        or (new.slot is not None and shape(c.text).slot == new.slot)
+        or (floor is not None and c.cosine >= floor)
     ]
 
 

@@ -124,6 +124,7 @@ _IMPLIED_I = re.compile(
 )
 #: "Spirited Away is ...": a sentence whose first words are its subject.
 _NAMED_SUBJECT = re.compile(r"^\S+(?:\s+\S+){0,2}\s+(?:is|are|was|were|'s)\b", re.I)
+_GERUND = re.compile(r"^(?:still\s+|currently\s+|now\s+)?[a-z]{3,}ing\b(?!\s+(?:is|was)\b)", re.I)
 _NOUN_STATEMENT = re.compile(
     r"^(?:my\s+)?(?P<new>new\s+)?(?P<what>(?:(?:mobile|phone|cell|home|work|personal)\s+)?"
     r"(?:number|phone|mobile|e-?mail|address|routine|job|role|schedule|plan|car|flat|"
@@ -284,6 +285,9 @@ def _statement(sentence: str) -> str | None:
         return rewrite_first_person("I " + sentence[:1].lower() + sentence[1:])
     if _FIRST_PERSON.search(sentence):
         return rewrite_first_person(sentence)
+    if _GERUND.match(sentence) and not _NAMED_SUBJECT.match(sentence):
+        # "Living in Lisbon these days": the user's present state.
+        return rewrite_first_person("I'm " + sentence[:1].lower() + sentence[1:])
     return None
 
 

@@ -96,7 +96,8 @@ async def say(components: Components, user: str, text: str, at: int) -> None:
         ("User is visiting Portugal in June.", "User visited Portugal in June.", 0.93,
          Decision.ADD),
         ("User has standup on Thursdays.", "User has standup on Tuesdays.", 0.96, Decision.ADD),
-        ("User does not drink coffee.", "User drinks coffee.", 0.9, Decision.ADD),
+        # The same statement with the other polarity is never one fact: the newer wins.
+        ("User does not drink coffee.", "User drinks coffee.", 0.9, Decision.SUPERSEDE),
         ("User has 3 kids.", "User has 2 kids.", 0.95, Decision.ADD),
         # The same slot supersedes whatever the similarity ...
         ("User moved to Phoenix.", "User lives in Minneapolis, loves the lakes.", 0.3,
