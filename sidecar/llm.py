@@ -64,25 +64,109 @@ def strip_reasoning(text: str) -> str:
 
 
 def parse_json_loose(text: str) -> Any:
-    """The first JSON value in ``text``: tolerates think tags, code fences and
-    prose before or after. Raises :class:`LLMBadOutput` when there is none.
+    """The first JSON value in ``text``: tolerates think tags, code fences, prose
+    before or after, trailing commas, and an answer cut off by the token limit (the
+    complete elements before the cut are kept). Raises :class:`LLMBadOutput` when
+    there is none.
     """
     cleaned = strip_reasoning(text)
-    candidates = [m.group(1) for m in _FENCE.finditer(cleaned)] + [cleaned]
-    decoder = json.JSONDecoder()
+    candidates = [m.group(1).strip() for m in _FENCE.finditer(cleaned)] + [cleaned.strip()]
     for candidate in candidates:
-        candidate = candidate.strip()
-        for start, char in enumerate(candidate):
-            if char not in "{[":
-                continue
-            try:
-                value, _ = decoder.raw_decode(candidate, start)
-            except json.JSONDecodeError:
-                continue
-            except RecursionError:  # nested too deep: give up on this candidate (each
-                break  # later start inside it would parse it all again)
+        # The value that starts at the first bracket, as it is, without trailing
+        # commas, or closed after its last complete element; then any later one.
+        fixed = _without_trailing_commas(candidate)
+        for attempt in (candidate, fixed, _complete_prefix(fixed)):
+            value = _first_value(attempt, only_first=True)
+            if value is not _NONE:
+                return value
+        value = _first_value(candidate, only_first=False)
+        if value is not _NONE:
             return value
     raise LLMBadOutput("no JSON value in the LLM answer")
+
+
+_NONE = object()
+
+
+def _without_trailing_commas(candidate: str) -> str:
+    """``candidate`` without commas right before a closing bracket, outside strings
+    (``[1, 2,]`` -> ``[1, 2]``; ``"a, ]"`` stays as it is)."""
+    out: list[str] = []
+    in_string = escaped = False
+    for char in candidate:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "}]":
+            end = len(out)
+            while end and out[end - 1].isspace():
+                end -= 1
+            if end and out[end - 1] == ",":
+                del out[end - 1]
+        out.append(char)
+    return "".join(out)
+
+
+def _first_value(candidate: str, *, only_first: bool) -> Any:
+    """The JSON value starting at the first bracket of ``candidate`` (or, unless
+    ``only_first``, at any later one); ``_NONE`` when there is none."""
+    decoder = json.JSONDecoder()
+    for start, char in enumerate(candidate):
+        if char not in "{[":
+            continue
+        try:
+            value, _ = decoder.raw_decode(candidate, start)
+        except json.JSONDecodeError:
+            if only_first:
+                break
+            continue
+        except RecursionError:  # nested too deep: give up on this candidate (each
+            break  # later start inside it would parse it all again)
+        return value
+    return _NONE
+
+
+def _complete_prefix(candidate: str) -> str:
+    """A JSON text cut off mid-value, closed after its last complete element
+    (``{"facts": [{...}, {"text": "Us`` -> ``{"facts": [{...}]}``); ``""`` when
+    nothing before the cut is complete."""
+    start = min((i for i in (candidate.find("{"), candidate.find("[")) if i >= 0), default=-1)
+    if start < 0:
+        return ""
+    stack: list[str] = []
+    in_string = escaped = False
+    safe: tuple[int, list[str]] | None = None
+    for index in range(start, len(candidate)):
+        char = candidate[index]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+            continue
+        if char == '"':
+            in_string = True
+        elif char in "{[":
+            stack.append("}" if char == "{" else "]")
+        elif char in "}]":
+            if not stack:
+                return ""
+            stack.pop()
+            if not stack:
+                return candidate[start : index + 1]
+            safe = (index + 1, list(stack))
+    if safe is None:
+        return ""
+    cut, open_ = safe
+    return candidate[start:cut] + "".join(reversed(open_))
 
 
 def answer_text(raw: bytes) -> str | None:

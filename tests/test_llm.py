@@ -71,6 +71,20 @@ def test_strip_reasoning(text: str, expected: str) -> None:
         ('{"first": 1} {"second": 2}', {"first": 1}),
         ('```json\n{"broken": \n```\n{"a": 9}', {"a": 9}),
         ('{"text": "Grüße 😀"}', {"text": "Grüße 😀"}),
+        # What small instruction-tuned models produce at the end of their budget.
+        ('{"facts": [{"text": "User has a dog"},]}', {"facts": [{"text": "User has a dog"}]}),
+        ('{"a": 1, "b": [1, 2,],\n}', {"a": 1, "b": [1, 2]}),
+        (
+            '{"facts": [{"text": "User lives in Oslo"}, {"text": "User wor',
+            {"facts": [{"text": "User lives in Oslo"}]},
+        ),
+        (
+            '<think>two facts</think>```json\n{"facts": [{"text": "A"}, {"text": "B"}, {"te',
+            {"facts": [{"text": "A"}, {"text": "B"}]},
+        ),
+        ('[{"text": "x, ]"}, {"text": "y"', [{"text": "x, ]"}]),
+        ('{"text": "comma, } inside"}', {"text": "comma, } inside"}),
+        ('Answer: {"facts": [], "note": "none",}', {"facts": [], "note": "none"}),
     ],
 )
 def test_parse_json_loose(text: str, expected: object) -> None:
@@ -92,6 +106,7 @@ def test_parse_json_loose(text: str, expected: object) -> None:
         "```json\n{oops\n```",
         "Sure! Here are the results you asked for: {facts: [oops, this is not JSON",
         "[" * 5_000,  # nested past the parser's recursion limit, never closed
+        '{"facts": [{"text": "cut before any element closed',
     ],
 )
 def test_parse_json_loose_without_json_raises_bad_output(text: str) -> None:
