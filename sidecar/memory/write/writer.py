@@ -186,20 +186,7 @@ class MemoryWriter:
                     importance=max(target.importance, fact.importance),
                 )
             ]
-        record = MemoryRecord(
-            id=memory_id(turn.user_id, text),
-            user_id=turn.user_id,
-            content=text,
-            embedding=as_vector(vector),
-            memory_type=fact.memory_type,
-            source=fact.source,
-            session_id=turn.session_id,
-            importance=fact.importance,
-            confidence=fact.confidence,
-            created_at=turn.created_at,
-            updated_at=turn.created_at,
-            content_hash=content_hash(text),
-        )
+        record = _fact_row(turn, fact, text, vector, updated_at=turn.created_at)
         if judgement.decision == Decision.SUPERSEDE and target is not None:
             # Never a blind delete: the old memory stays, marked, out of retrieval.
             old = target.with_changes(
@@ -227,23 +214,46 @@ def _merged_row(
     if existing is not None and existing.status != Status.MERGED:
         return []
     return [
-        MemoryRecord(
-            id=rid,
-            user_id=turn.user_id,
-            content=text,
-            embedding=as_vector(vector),
-            memory_type=fact.memory_type,
+        _fact_row(
+            turn,
+            fact,
+            text,
+            vector,
+            updated_at=max(now_ms(), turn.created_at),
             status=Status.MERGED,
             superseded_by=judgement.target,
-            source=fact.source,
-            session_id=turn.session_id,
-            importance=fact.importance,
-            confidence=fact.confidence,
-            created_at=turn.created_at,
-            updated_at=max(now_ms(), turn.created_at),
-            content_hash=content_hash(text),
         )
     ]
+
+
+def _fact_row(
+    turn: Turn,
+    fact: Fact,
+    text: str,
+    vector: npt.NDArray[np.float32],
+    *,
+    updated_at: int,
+    status: Status = Status.ACTIVE,
+    superseded_by: str = "",
+) -> MemoryRecord:
+    """The stored row of ``fact`` as worded by ``text`` (its id is the owner's and
+    the text's)."""
+    return MemoryRecord(
+        id=memory_id(turn.user_id, text),
+        user_id=turn.user_id,
+        content=text,
+        embedding=as_vector(vector),
+        memory_type=fact.memory_type,
+        status=status,
+        superseded_by=superseded_by,
+        source=fact.source,
+        session_id=turn.session_id,
+        importance=fact.importance,
+        confidence=fact.confidence,
+        created_at=turn.created_at,
+        updated_at=updated_at,
+        content_hash=content_hash(text),
+    )
 
 
 class _TurnRows:
