@@ -56,7 +56,8 @@ _NEGATION = re.compile(
 _CHANGE = re.compile(
     r"\b(?:moved|moving|relocated|switched|switching|changed|new|now|nowadays|anymore|"
     r"any\s+more|no\s+longer|quit|quitting|started|starting|used\s+to|became|left|"
-    r"joined|finally|these\s+days|since)\b",
+    r"joined|finally|these\s+days|since|swapped|swapping|traded|replaced|upgraded|"
+    r"from\s+now\s+on|go-to|instead|no\s+more)\b",
     re.IGNORECASE,
 )
 #: Capitalised words that are not names.
@@ -65,6 +66,19 @@ _NOT_NAMES = frozenset(
     And But Or So If When Then There Here Monday Tuesday Wednesday Thursday Friday
     Saturday Sunday""".split()
 )
+
+
+#: "quit vaping", "stopped doing yoga", "no longer drinks coffee": what the user stopped.
+_STOPPED = re.compile(
+    r"\b(?:quit|quitted|stopped|gave\s+up|given\s+up|kicked|no\s+longer|no\s+more|sold|"
+    r"got\s+rid\s+of|traded\s+in|ditched|dropped\s+out\s+of|moved\s+out\s+of|"
+    r"moved\s+away\s+from)\s+"
+    r"(?:the\s+|User['’]s\s+|doing\s+|going\s+to\s+)?(?P<what>[^,.;:!?]+)|"
+    r"\b(?:does|do|did)\s+not\s+(?P<before>[^,.;:!?]+?)\s+any\s?more\b",
+    re.IGNORECASE,
+)
+_ADVERB = re.compile(r"[a-z]{3,}ly$")
+_DETERMINERS = frozenset({"the", "a", "an", "any", "my", "user's", "his", "her", "their"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +90,8 @@ class FactShape:
     value: str | None = None
     accumulates: bool = False
     change: bool = False
+    #: The content words of what the fact says the user stopped doing ("quit vaping").
+    stopped: frozenset[str] = frozenset()
 
 
 def _feature(word: str) -> str | None:
@@ -111,6 +127,7 @@ def shape(text: str) -> FactShape:
     words = [w.replace("’", "'") for w in _WORD.findall(normalize(text))]
     signature = frozenset(f for f in (_feature(w) for w in words) if f is not None)
     slot = find_slot(text)
+    stopped = _stopped(text)
     return FactShape(
         negated=bool(_NEGATION.search(text)),
         signature=signature,
@@ -119,7 +136,24 @@ def shape(text: str) -> FactShape:
         value=slot.value if slot is not None else None,
         accumulates=slot.accumulates if slot is not None else False,
         change=bool(_CHANGE.search(text)),
+        stopped=stopped,
     )
+
+
+def _stopped(text: str) -> frozenset[str]:
+    """The object of a "quit / stopped / no longer / not ... anymore": its words up to
+    the first function word, number or adverb ("quit vaping 40 days ago" -> vap)."""
+    match = _STOPPED.search(text)
+    if match is None:
+        return frozenset()
+    words: list[str] = []
+    for word in _WORD.findall((match.group("what") or match.group("before")).lower()):
+        if word in _DETERMINERS:
+            continue
+        if word in STOPWORDS or word[0].isdigit() or _ADVERB.match(word) or word == "user":
+            break
+        words.append(word)
+    return frozenset(f for f in (_feature(w) for w in words) if f is not None)
 
 
 def same_value(a: str | None, b: str | None) -> bool:
@@ -173,8 +207,9 @@ def conflicts(new: FactShape, old: FactShape) -> bool:
 
 #: Words of a change cue, left out when two facts' shared words are compared.
 _CUE_WORDS = frozenset(
-    {"now", "new", "nowaday", "anymore", "longer", "switch", "chang", "moved@past"}
-)
+    {"now", "new", "nowaday", "anymore", "longer", "switch", "chang", "moved@past", "day",
+     "swapp@past", "trad@past", "replac@past", "upgrad@past", "instead", "go"}
+)  # fmt: skip
 
 
 def replaces(new: FactShape, old: FactShape) -> bool:
@@ -187,6 +222,8 @@ def replaces(new: FactShape, old: FactShape) -> bool:
         return False
     if new.negated != old.negated and _same_content(new, old):
         return True  # "User does not drink coffee (anymore)" after "User drinks coffee"
+    if new.stopped and not old.negated and _covered(new.stopped, old.signature):
+        return True  # "User quit vaping" after "User vapes all day"
     if not new.change:
         return False
     if new.negated != old.negated or _years(new) != _years(old):
@@ -195,6 +232,16 @@ def replaces(new: FactShape, old: FactShape) -> bool:
     if not shared:
         return False
     return bool(new.signature - old.signature) and bool(old.signature - new.signature - _CUE_WORDS)
+
+
+def _covered(words: frozenset[str], signature: frozenset[str]) -> bool:
+    """Every word of ``words`` has a word of ``signature`` of the same stem (one
+    a prefix of the other: "vap" / "vape")."""
+    bases = [w.split("@")[0] for w in signature]
+    return all(
+        any(len(min(w, b, key=len)) >= 3 and (w.startswith(b) or b.startswith(w)) for b in bases)
+        for w in (x.split("@")[0] for x in words)
+    )
 
 
 def _same_content(a: FactShape, b: FactShape) -> bool:

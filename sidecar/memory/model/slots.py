@@ -136,7 +136,7 @@ _NOT_OCCUPATIONS = frozenset(
     insomniac diabetic vegetarian vegan native local visitor tourist traveller traveler
     collector fighter survivor donor sleeper eater cook baker walker hiker skier
     surfer dancer singer writer talker thinker worrier planner fanatic addict
-    enthusiast geek nerd""".split()
+    enthusiast geek nerd pescatarian pescetarian flexitarian""".split()
 )
 _NUMBER_WORDS = r"(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten)"
 
@@ -179,7 +179,11 @@ RULES: tuple[_Rule, ...] = (
     ),
     _rule("residence", r"(?:home|flat|apartment|house)\s+is\s+in\s+" + _VALUE),
     _rule("residence", r"(?:stays?|staying)\s+in\s+" + _VALUE),
-    _rule("residence", r"an?\s+(?P<value>[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)?)\s+resident\b"),
+    _rule(
+        "residence",
+        r"an?\s+(?:(?-i:[a-z]+)\s+)?(?P<value>(?-i:[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)?))\s+"
+        r"(?:resident|local)\b",
+    ),
     _Rule(
         "residence",
         re.compile(
@@ -200,6 +204,11 @@ RULES: tuple[_Rule, ...] = (
     ),
     _rule(
         "employer",
+        r"(?:starts|starting|started|will\s+start|begins|began)\s+at\s+"
+        r"(?P<value>(?-i:[A-Z][\w&'’-]*(?:\s+[A-Z][\w&'’-]*){0,2}))",
+    ),
+    _rule(
+        "employer",
         r"(?:started|starting|got|landed|has|have|took|accepted)\s+an?\s+(?:new\s+)?"
         r"(?:job|role|position)\s+(?:at|with)\s+" + _VALUE,
     ),
@@ -209,6 +218,11 @@ RULES: tuple[_Rule, ...] = (
         r"(?:works?|working|worked|starts?|starting|started|employed)\s+as\s+(?:an?\s+)?" + _VALUE,
     ),
     _rule("occupation", r"(?:teaches|teaching|taught)\s+(?P<value>\w+)"),
+    _rule(
+        "occupation",
+        r"(?:training|studying|qualifying|retraining|re-training)\s+(?:to\s+(?:be|become)|as)\s+"
+        r"(?:an?\s+)?" + _VALUE,
+    ),
     _rule(
         "occupation",
         r"(?:job|profession|occupation)\s+is\s+(?:an?\s+)?" + _VALUE,
@@ -258,6 +272,15 @@ RULES: tuple[_Rule, ...] = (
         ),
     ),
     _Rule(
+        "favorite",
+        re.compile(
+            r"^(?:the\s+)?(?P<value>[\w'’ -]+?)\s+is\s+(?:now\s+)?User['’]s\s+(?:new\s+)?"
+            r"(?P<thing>colou?r|drink|tipple|snack|dish|meal|food|song|band|film|movie|book|"
+            r"sport|season|game)\b",
+            re.IGNORECASE,
+        ),
+    ),
+    _Rule(
         "relationship",
         re.compile(
             _SUBJECT + r"(?:broke\s+up|split\s+up|separated|divorced|got\s+divorced)\b",
@@ -277,6 +300,12 @@ RULES: tuple[_Rule, ...] = (
     ),
     _rule(
         "relationship",
+        r"(?:is|has\s+been|started|starting|been)\s+(?:now\s+)?(?P<value>seeing|dating)\s+"
+        r"(?=someone|somebody|(?:a|this)\s+(?:guy|girl|man|woman|lad|lass|bloke)\b|"
+        r"(?-i:[A-Z]))",
+    ),
+    _rule(
+        "relationship",
         r"(?:girlfriend|boyfriend|partner|wife|husband|fianc[ée]e?|spouse)\s+"
         r"(?:is\s+(?:called\s+|named\s+)?)?(?P<value>[A-Z][\w'’-]+)",
         possessive=True,
@@ -286,6 +315,13 @@ RULES: tuple[_Rule, ...] = (
         "occupation",
         rf"(?:is|works\s+as|has\s+been|was)\s+an?\s+(?P<value>(?:[a-z-]+\s+){{0,2}}"
         rf"{_OCCUPATION_HEAD})\b(?!\s+(?:of|at\s+heart|in\s+training|fan))",
+    ),
+    _Rule(
+        "name",
+        re.compile(
+            r"\b(?i:everyone|everybody|people|friends|most\s+people|folks)\s+(?:now\s+)?"
+            r"calls?\s+User\s+(?P<value>[A-Z][\w'’-]+)"
+        ),
     ),
     _rule(
         "name",
@@ -304,10 +340,12 @@ RULES: tuple[_Rule, ...] = (
     ),
     _flag(
         "alcohol",
-        _GIVE_UP + r"(?:drinks?|drinking|drank|touches?)\s+(?:any\s+)?"
+        _GIVE_UP + r"(?:drinks?|drinking|drank|touches?)\s+(?:any\s+|an?\s+(?:\w+\s+)?"
+        r"(?:glass|pint|bottle|can|drop)\s+of\s+)?"
         r"(?:alcohol|booze|beer|wine|spirits|liquor)\b",
     ),
     _flag("smoking", _GIVE_UP + r"(?:smokes?|smoking|smoked|(?:a\s+)?smoker)\b"),
+    _flag("vaping", _GIVE_UP + r"(?:vapes?|vaping|vaped|(?:a\s+)?vaper)\b"),
     _rule(
         "favorite",
         r"(?:favou?rite|fave)\s+(?P<thing>[a-z]+(?:\s+[a-z]+)?)\s+is\s+(?:a\s+|the\s+)?" + _VALUE,
@@ -315,7 +353,7 @@ RULES: tuple[_Rule, ...] = (
     ),
     _rule(
         "phone",
-        r"(?:(?:new\s+)?(?:phone|mobile|cell)(?:\s+number)?|(?:new\s+)?number)\s+is\s+"
+        r"(?:(?:new\s+)?(?:phone|mobile|cell)(?:\s+number)?|(?:new\s+)?number)(?:\s+is|:)\s+"
         r"(?P<value>[+\d][\d ()./-]{5,}\d)",
         possessive=True,
     ),
@@ -346,7 +384,8 @@ RULES: tuple[_Rule, ...] = (
     ),
     _rule(
         "team",
-        r"(?:supports|supporting|roots\s+for|is\s+a\s+fan\s+of|follows)\s+(?:the\s+)?" + _VALUE,
+        r"(?:supports|supporting|roots\s+for|cheers\s+(?:for|on)|is\s+a\s+fan\s+of|follows)\s+"
+        r"(?:the\s+)?" + _VALUE,
     ),
     _rule(
         "native language",
@@ -387,9 +426,13 @@ _VALUE_STOP = frozenset(
 _ALIASES: dict[str, dict[str, str]] = {
     "workplace": {"from home": "remote", "remotely": "remote", "remote": "remote"},
     "diet": {"pescetarian": "pescatarian"},
+    "relationship": {"seeing": "dating"},
 }
 #: Things a favourite is of that mean the same.
-_THINGS = {"meal": "food", "dish": "food", "cuisine": "food", "beverage": "drink"}
+_THINGS = {
+    "meal": "food", "dish": "food", "cuisine": "food", "beverage": "drink", "tipple": "drink",
+    "color": "colour", "movie": "film",
+}  # fmt: skip
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _ARTICLES = frozenset({"a", "an", "the", "user's", "users", "my", "his", "her", "their"})
 _KEEP_INSIDE = frozenset({"of", "de", "la", "le", "del", "von", "van", "and"})

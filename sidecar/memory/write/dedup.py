@@ -35,7 +35,16 @@ from typing import Any
 from sidecar.config import ExtractionConfig
 from sidecar.errors import LLMError
 from sidecar.llm import ChatMessage, ChatModel, task_tag
-from sidecar.memory.model.facts import conflicts, differs, equivalent, replaces, richer, shape
+from sidecar.memory.model.facts import (
+    FactShape,
+    conflicts,
+    differs,
+    equivalent,
+    replaces,
+    richer,
+    same_value,
+    shape,
+)
 from sidecar.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -100,10 +109,9 @@ def rule_judgement(
                     return Judgement(Decision.UPDATE, candidate.id, fact)
                 # The same attribute with the same value: clear without a judge.
                 return Judgement(Decision.NOOP, candidate.id, by="exact")
-        if same and (
-            conflicts(new, shape(same[0].text)) or (new.accumulates and _REPLACES.search(fact))
-        ):
-            return Judgement(Decision.SUPERSEDE, same[0].id)
+        target = _superseded(new, fact, same)
+        if target is not None:
+            return Judgement(Decision.SUPERSEDE, target.id)
     for candidate in candidates:  # best first
         old = shape(candidate.text)
         if candidate.cosine >= CHANGE_FLOOR and replaces(new, old):
@@ -121,12 +129,29 @@ def rule_judgement(
     return Judgement(Decision.ADD)
 
 
+def _superseded(new: FactShape, fact: str, same: Sequence[Candidate]) -> Candidate | None:
+    """The same-slot candidate ``fact`` replaces: the best one with another value of a
+    single-valued slot; in an accumulating slot, the value it says the user no longer
+    has ("User no longer plays the guitar"), or the best one after a replacement cue
+    ("took up swimming instead")."""
+    if not same:
+        return None
+    if not new.accumulates:
+        return same[0] if conflicts(new, shape(same[0].text)) else None
+    value = new.value or ""
+    if value.startswith("not "):
+        dropped = value.removeprefix("not ")
+        return next((c for c in same if same_value(shape(c.text).value, dropped)), None)
+    return same[0] if _REPLACES.search(fact) else None
+
+
 def relevant(
     fact: str, candidates: Sequence[Candidate], config: ExtractionConfig
 ) -> list[Candidate]:
     """The candidates worth judging: similar enough, or setting the same slot."""
     new = shape(fact)
-    floor = min(CHANGE_FLOOR, config.contradiction_threshold) if new.change else None
+    changes = new.change or bool(new.stopped)
+    floor = min(CHANGE_FLOOR, config.contradiction_threshold) if changes else None
     return [
         c
         for c in candidates

@@ -59,7 +59,7 @@ _PREFACE = re.compile(
 _REQUEST_START = re.compile(
     r"^(can|could|would|will|please|tell|help|what|why|how|when|where|who|which|do|does|"
     r"did|is|are|should|let's|lets|show|give|write|explain|find|use|make|send|book|remind|"
-    r"schedule|add|set|check|list|suggest|recommend|translate|draft|plan|create|fix|"
+    r"schedule|add|set|check|list|suggest|recommend|translate|draft|plan|create|fix|call|"
     r"summari[sz]e|compare|any|got\s+any|pick|choose|name|describe|imagine)\b",
     re.I,
 )
@@ -103,7 +103,7 @@ PAST = frozenset(
     found became began bought brought built caught chose drove ate fell flew forgot grew
     heard held kept lost met paid ran rode sold sent sat slept spoke spent stood swam
     taught tore threw understood woke won wore wrote broke fought led meant sang shot
-    drank drew hid rang rose shook stuck swore""".split()
+    drank drew hid rang rose shook stuck swore quit""".split()
 )
 #: Adverbs between "I" and its verb: "I usually go" -> "User usually goes".
 _ADVERBS = frozenset(
@@ -136,6 +136,10 @@ _STATUS = re.compile(
     r"(?P<status>single|married|engaged|divorced|separated|retired|unemployed|sober|"
     r"vegan|vegetarian|pescatarian|teetotal)\b(?P<rest>[^?]*)$",
     re.IGNORECASE,
+)
+_CALL_ME = re.compile(
+    r"^(?i:(?:please\s+|just\s+|you\s+can\s+|feel\s+free\s+to\s+|do\s+)*call\s+me\s+)"
+    r"(?P<name>[A-Z][\w'-]+)(?:\s+(?i:please|from\s+now\s+on|instead))*[.!]?$"
 )
 _FROM_NOW_ON = re.compile(r"\b(?:from\s+now\s+on|going\s+forward|in\s+future)\b", re.I)
 #: A change stated without its object ("I've quit for good"): the sentence before it
@@ -241,6 +245,10 @@ def _prepare(raw: str) -> str:
 
 
 def _constraint(sentence: str) -> Fact | None:
+    call = _CALL_ME.match(sentence)
+    if call is not None:  # "Please call me Robert": how the user wants to be addressed
+        text = f"User wants to be called {call.group('name')}."
+        return Fact(text, MemoryType.SEMANTIC, 0.8, HEURISTIC_CONFIDENCE, "heuristic")
     if _REQUEST_START.match(sentence) and _FROM_NOW_ON.search(sentence):
         # "Use my other address from now on": an instruction that lasts.
         body = _first_person_body(sentence)

@@ -34,10 +34,29 @@ from sidecar.memory.model.slots import find_slot
         ("User is single again.", "relationship", "single"),
         ("User's GP is Dr. Hartley.", "gp", "hartley"),
         ("User wants the assistant to use a.b@example.org for work.", "email", "a.b@example.org"),
+        ("User is a proper Glasgow local now.", "residence", "glasgow"),
+        ("User's mobile: 07700 900123.", "phone", "07700900123"),
+        ("User is training to be a paramedic.", "occupation", "paramedic"),
+        ("User is studying to become a midwife.", "occupation", "midwife"),
+        ("User cheers for the Boston Celtics now.", "team", "boston celtics"),
+        ("Everyone calls User Jojo.", "name", "jojo"),
+        ("User wants to be called Sam.", "name", "sam"),
+        ("User has been seeing someone from the climbing gym.", "relationship", "dating"),
+        ("User is dating Priya.", "relationship", "dating"),
+        ("Teal is User's colour these days.", "favorite:colour", "teal"),
+        ("User's favourite color is red.", "favorite:colour", "red"),
+        ("User has been vaping since uni.", "vaping", "yes"),
+        ("User quit vaping in March.", "vaping", "no"),
+        ("User is a pescatarian.", "diet", "pescatarian"),  # a diet, not a job
+        ("User drinks a glass of wine most nights.", "alcohol", "yes"),
+        ("User starts at Accenture next month.", "employer", "accenture"),
     ],
 )  # fmt: skip
-def test_slots(text: str, slot: str, value: str) -> None:
+def test_slots(text: str, slot: str | None, value: str | None) -> None:
     found = find_slot(text)
+    if slot is None:
+        assert found is None, text
+        return
     assert found is not None, text
     assert (found.name, found.value) == (slot, value)
 
@@ -48,6 +67,7 @@ def test_slots(text: str, slot: str, value: str) -> None:
         "User's sister lives in Porto.",  # the sister's residence, not the user's
         "User's dog absolutely loses it during thunderstorms.",
         "User likes long walks.",
+        "User is seeing a physio for User's knee.",  # not dating
     ],
 )
 def test_a_fact_the_rules_do_not_cover_has_no_user_slot(text: str) -> None:
@@ -96,3 +116,21 @@ def test_a_change_cue_with_another_value_of_the_same_thing_replaces_it() -> None
     assert replaces(shape("User now commutes by bike."), shape("User commutes by car."))
     assert not replaces(shape("User commutes by bike."), shape("User commutes by car."))
     assert not replaces(shape("User now has a cat."), shape("User has a dog named Rex."))
+
+
+def test_what_the_user_stopped_replaces_the_habit_it_names_and_nothing_else() -> None:
+    drinks = shape("User drinks two coffees a day.")
+    assert replaces(shape("User does not drink coffee anymore."), drinks)
+    assert not replaces(shape("User does not drink coffee anymore."), shape("User drinks tea."))
+    assert replaces(shape("User stopped doing yoga on Sundays."), shape("User does yoga weekly."))
+    assert replaces(shape("User sold the Corolla."), shape("User drives a Toyota Corolla."))
+    # Two things stopped are two facts; "plays" alone is not what stopped: the guitar is.
+    assert not replaces(shape("User stopped eating bread."), shape("User stopped eating sugar."))
+    assert not replaces(shape("User no longer plays the guitar."), shape("User plays squash."))
+
+
+def test_a_swap_replaces_what_it_swaps() -> None:
+    assert replaces(
+        shape("User has swapped User's night classes for Italian."),
+        shape("User takes night classes in Spanish."),
+    )

@@ -106,6 +106,19 @@ async def say(components: Components, user: str, text: str, at: int) -> None:
          Decision.SUPERSEDE),
         # ... but an accumulating slot does not (two allergies at once).
         ("User is allergic to shellfish.", "User is allergic to peanuts.", 0.8, Decision.ADD),
+        # What the user says they stopped replaces that habit, not another one.
+        ("User no longer plays the guitar.", "User plays squash on Tuesdays.", 0.5,
+         Decision.ADD),
+        ("User no longer plays the guitar.", "User plays the guitar in a band.", 0.6,
+         Decision.SUPERSEDE),
+        ("User gave up vaping.", "User vapes all day.", 0.5, Decision.SUPERSEDE),
+        # A new value of a slot said another way than the old one.
+        ("User is a proper Glasgow local now.", "User lives in Leeds.", 0.4,
+         Decision.SUPERSEDE),
+        ("Everyone calls User Jojo.", "User wants to be called Joanna.", 0.6,
+         Decision.SUPERSEDE),
+        ("User has been seeing someone for a month.", "User is single.", 0.5,
+         Decision.SUPERSEDE),
         # A negation is kept apart from its positive.
         ("User no longer lives in Berlin.", "User lives in Berlin.", 0.9, Decision.SUPERSEDE),
     ],

@@ -295,6 +295,10 @@ def test_rewrite_first_person(sentence: str, expected: str) -> None:
         ("Im t1d so I need to watch my carbs.", "User is t1d so User needs to watch User's carbs."),
         ("Honestly the best decision I ever made was a four-day week.",
          "The best decision User ever made was a four-day week."),
+        ("I quit vaping 40 days ago and I'm not going back.",
+         "User quit vaping 40 days ago and User is not going back."),  # not "User quits"
+        ("Please call me Robert.", "User wants to be called Robert."),
+        ("call me Liz from now on", "User wants to be called Liz."),
     ],
 )  # fmt: skip
 def test_negation_modality_and_grammar_are_kept(said: str, fact: str) -> None:
@@ -313,6 +317,7 @@ def test_negation_modality_and_grammar_are_kept(said: str, fact: str) -> None:
         "haha ok thanks!",
         "Never learned, it just never seemed worth it.",  # not an instruction
         "Always has been.",
+        "Call me back later.",  # a request, not a name
     ],
 )
 def test_fragments_moods_and_chit_chat_are_not_stored(said: str) -> None:
