@@ -217,3 +217,10 @@ class ConsolidationConfig(_Model):
     interval_s: float = Field(default=600.0, ge=0)
     #: Users consolidated per scheduled pass at most, those with the most writes first.
     max_owners_per_tick: int = Field(default=200, ge=1, le=100_000)
+    #: A memory at least this similar (cosine) to a richer one of the same user, that
+    #: shares a name, number or two content words with it and is no near miss of it,
+    #: is folded into it when it says little more (0: only the same fact in other
+    #: words is folded).
+    restate_cosine: float = Field(default=0.55, ge=0, le=1)
+    #: The most of a folded memory's content words that the kept one may lack.
+    restate_novelty: float = Field(default=0.75, ge=0, le=1)

@@ -81,6 +81,34 @@ _ADVERB = re.compile(r"[a-z]{3,}ly$")
 _DETERMINERS = frozenset({"the", "a", "an", "any", "my", "user's", "his", "her", "their"})
 
 
+_USER_VERB = re.compile(r"\bUser\s+(?P<rest>(?:[a-z]+\s+){0,4}[a-z]+)")
+_AUXILIARIES = frozenset(
+    """has have had been does do did will would can could should may might must also
+    still really just now actually usually always often never not no longer even
+    currently recently finally mostly pretty much already cannot can't won't""".split()
+)
+_COPULAS = frozenset({"is", "was", "are", "were", "be", "being", "gets", "got", "feels"})
+#: Words of one kind: two facts with different ones are two facts.
+_KINDS = tuple(
+    frozenset(stem(w) for w in words.split())
+    for words in (
+        "monday tuesday wednesday thursday friday saturday sunday weekday weekend",
+        "january february march april may june july august september october november december",
+        "spring summer autumn winter",
+        "left right",
+        "morning afternoon evening night",
+    )
+)
+#: People other than the user a fact can be about: another one is another fact.
+_ROLES = frozenset(
+    """mum mom mother dad father parent parents brother sister sibling son daughter kid
+    kids child children baby wife husband partner spouse boyfriend girlfriend fiance
+    fiancee friend friends neighbour neighbor colleague coworker boss manager nan gran
+    grandma grandpa granddad grandmother grandfather aunt uncle cousin niece nephew
+    flatmate roommate housemate teacher doctor""".split()
+)
+
+
 @dataclass(frozen=True, slots=True)
 class FactShape:
     negated: bool
@@ -92,6 +120,11 @@ class FactShape:
     change: bool = False
     #: The content words of what the fact says the user stopped doing ("quit vaping").
     stopped: frozenset[str] = frozenset()
+    #: The verb the user is the subject of ("User also coaches" -> coach), when it is
+    #: not a copula or an auxiliary.
+    predicate: str | None = None
+    #: Words for people other than the user the fact is about (sister, neighbour).
+    roles: frozenset[str] = frozenset()
 
 
 def _feature(word: str) -> str | None:
@@ -137,7 +170,28 @@ def shape(text: str) -> FactShape:
         accumulates=slot.accumulates if slot is not None else False,
         change=bool(_CHANGE.search(text)),
         stopped=stopped,
+        predicate=_predicate(text),
+        roles=frozenset(w.split("'")[0] for w in words if w.split("'")[0] in _ROLES),
     )
+
+
+def _predicate(text: str) -> str | None:
+    match = _USER_VERB.search(text)
+    if match is None:
+        return None
+    words = match.group("rest").lower().split()
+    for i, word in enumerate(words):
+        if word in _AUXILIARIES:
+            continue
+        if word in _COPULAS:
+            following = words[i + 1] if i + 1 < len(words) else ""
+            if not (following.endswith("ing") and len(following) > 4):
+                return None  # "User is a nurse": no verb of the user's
+            word = following  # "User is running"
+        if not word.isalpha():
+            return None
+        return (_feature(word) or "").split("@")[0] or None
+    return None
 
 
 def _stopped(text: str) -> frozenset[str]:
@@ -234,6 +288,10 @@ def replaces(new: FactShape, old: FactShape) -> bool:
     return bool(new.signature - old.signature) and bool(old.signature - new.signature - _CUE_WORDS)
 
 
+def _same_stem(a: str, b: str) -> bool:
+    return len(min(a, b, key=len)) >= 3 and (a.startswith(b) or b.startswith(a))
+
+
 def _covered(words: frozenset[str], signature: frozenset[str]) -> bool:
     """Every word of ``words`` has a word of ``signature`` of the same stem (one
     a prefix of the other: "vap" / "vape")."""
@@ -253,3 +311,52 @@ def _years(fact: FactShape) -> frozenset[str]:
     return frozenset(
         e for e in fact.entities if len(e) == 4 and e.isdigit() and e[:2] in ("19", "20")
     )
+
+
+def contrasts(a: FactShape, b: FactShape) -> bool:
+    """``a`` and ``b`` are a near miss, never one fact however similar: another
+    polarity, subject or slot value; names or numbers on both sides that the other
+    lacks; or one or two content words swapped for others (dog / cat, left knee /
+    right ankle, visited / visiting, Tuesday / Thursday)."""
+    if equivalent(a, b):
+        return False
+    if (
+        a.slot is not None
+        and b.slot is not None
+        and (a.slot != b.slot or not same_value(a.value, b.value))
+    ):
+        return True
+    if (a.entities - b.entities) and (b.entities - a.entities):
+        return True
+    if (a.roles - b.roles) and (b.roles - a.roles):
+        return True  # about another person (nephew / niece)
+    for kind in _KINDS:  # another day, month, season or side
+        ka, kb = a.signature & kind, b.signature & kind
+        if ka and kb and ka != kb:
+            return True
+    shared = (a.signature & b.signature) | (a.entities & b.entities)
+    if shared and a.negated != b.negated:
+        return True  # the same thing, one side negated
+    if (
+        a.predicate is not None
+        and b.predicate is not None
+        and shared - {a.predicate, b.predicate}
+        and not _same_stem(a.predicate, b.predicate)
+    ):
+        return True  # another verb of the same thing (love / hate horror)
+    if 2 * len(shared) >= min(len(a.signature), len(b.signature)) and a.roles != b.roles:
+        return True  # mostly the same words about another person
+    only_a, only_b = a.signature - b.signature, b.signature - a.signature
+    return 1 <= len(only_a) <= 2 and 1 <= len(only_b) <= 2
+
+
+def restates(rich: FactShape, other: FactShape, max_novelty: float) -> bool:
+    """``other`` says little that ``rich`` does not: it shares a name or number or two
+    content words with it, at most ``max_novelty`` of its content words are new, and
+    the two are no near miss (:func:`contrasts`)."""
+    if not other.signature or contrasts(rich, other):
+        return False
+    verbs = {rich.predicate, other.predicate}
+    if not (rich.entities & other.entities or (rich.signature & other.signature) - verbs):
+        return False  # nothing in common but the verb (listens to jazz / to lo-fi)
+    return len(other.signature - rich.signature) / len(other.signature) <= max_novelty

@@ -38,6 +38,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from sidecar.memory.model.slot_words import (
+    ATTRIBUTES,
+    DIETS,
+    NOT_OCCUPATIONS,
+    NUMBER_WORDS,
+    OCCUPATION_HEAD,
+    PETS,
+    PROFESSIONS,
+    RELATIONS,
+    SINGLE_RELATIONS,
+)
 from sidecar.memory.model.text import STOPWORDS
 
 _SUBJECT = (
@@ -53,13 +64,6 @@ _POSSESSIVE = (
     r"\bUser['’]s\s+(?:(?P<owner>[a-z]+)['’]s\s+)?"
     r"(?:(?:work|personal|home|private|new|old|main|current|real|full)\s+)?"
 )
-#: Single-valued attributes stated as "User's <attribute> is <value>".
-_ATTRIBUTES = (
-    r"surname|last\s+name|first\s+name|middle\s+name|maiden\s+name|full\s+name|"
-    r"gp|doctor|dentist|therapist|landlord|boss|manager|address|postcode|zip\s+code|"
-    r"job\s+title|title|salary|height|weight|blood\s+type|star\s+sign|shoe\s+size|"
-    r"pronouns|username|handle|employer|company|university|school|hometown"
-)
 #: A person named with a title ("Dr. Hartley").
 _TITLED = r"(?:(?:dr|mr|mrs|ms|prof)\.?\s+)?"
 _VALUE = r"(?P<value>[^\s,.;:!?()]+(?:\s+[^\s,.;:!?()]+){0,3})"
@@ -68,20 +72,6 @@ _NEGATION = re.compile(
     r"cannot)\b|n['’]t\b|-free\b",
     re.IGNORECASE,
 )
-_PROFESSIONS = (
-    "nurse|teacher|doctor|physician|surgeon|engineer|developer|programmer|designer|"
-    "lawyer|attorney|accountant|chef|cook|student|architect|pharmacist|journalist|"
-    "writer|author|electrician|plumber|firefighter|paramedic|dentist|vet|veterinarian|"
-    "scientist|researcher|manager|consultant|barista|mechanic|pilot|photographer|"
-    "musician|artist|translator|librarian|therapist|carpenter|farmer|police officer|"
-    "software engineer|data scientist|professor|lecturer|midwife|social worker|"
-    "paralegal|baker|bartender|waiter|waitress|cashier|driver|courier|analyst|"
-    "economist|historian|illustrator|animator|editor|tutor|coach|trainer|"
-    "physiotherapist|psychologist|radiologist|optician|surveyor|welder|"
-    "product manager|project manager|civil servant|postdoc|phd student|intern"
-)
-_DIETS = "vegetarian|vegan|pescatarian|pescetarian|keto|carnivore|omnivore|flexitarian"
-_PETS = "dog|cat|puppy|kitten|rabbit|bunny|hamster|parrot|budgie|tortoise|turtle|horse|snake|lizard|ferret|guinea pig|goldfish|fish"  # noqa: E501
 #: "quit smoking", "gave up drinking": the verb before a yes/no attribute.
 _GIVE_UP = (
     r"(?:(?:quit|stopped|gave\s+up|given\s+up|cut\s+out|started|starting|began|"
@@ -113,32 +103,6 @@ LOOSE_FLAGS: tuple[tuple[str, re.Pattern[str], str], ...] = (
         "no",
     ),
 )
-#: People and animals of the user's whose name is an attribute of theirs.
-_RELATIONS = (
-    r"daughter|son|sister|brother|wife|husband|partner|spouse|mum|mom|mother|dad|father|"
-    r"cousin|niece|nephew|aunt|uncle|grandma|grandpa|grandmother|grandfather|kid|child|"
-    r"boyfriend|girlfriend|fianc[ée]e?|best\s+friend|dog|cat|puppy|kitten|rabbit|horse"
-)
-#: Relations of whom the user has one at a time: another name is a contradiction.
-_SINGLE_RELATIONS = frozenset(
-    {"wife", "husband", "partner", "spouse", "boyfriend", "girlfriend", "fiance", "fiancee",
-     "fiancée", "mum", "mom", "mother", "dad", "father", "dog", "cat"}
-)  # fmt: skip
-#: "User is a <noun>" names an occupation when the noun looks like one ...
-_OCCUPATION_HEAD = r"[a-z-]+(?:er|or|ist|ian|ant|ent|eon|ess|ic)"
-#: ... and is none of these.
-_NOT_OCCUPATIONS = frozenset(
-    """fan person believer lover member user owner speaker player reader learner
-    beginner smoker drinker runner swimmer climber cyclist gamer supporter regular
-    winner teenager foreigner stranger newcomer partner patient client resident parent
-    sister brother mother father daughter son cousin neighbour neighbor other number
-    order letter introvert extrovert optimist pessimist perfectionist procrastinator
-    insomniac diabetic vegetarian vegan native local visitor tourist traveller traveler
-    collector fighter survivor donor sleeper eater cook baker walker hiker skier
-    surfer dancer singer writer talker thinker worrier planner fanatic addict
-    enthusiast geek nerd pescatarian pescetarian flexitarian""".split()
-)
-_NUMBER_WORDS = r"(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,20 +210,20 @@ RULES: tuple[_Rule, ...] = (
         "name",
         re.compile(
             r"\bUser['’]s\s+(?:little\s+|younger\s+|older\s+|big\s+|eldest\s+|youngest\s+)?"
-            rf"(?P<owner>{_RELATIONS})(?:['’]s\s+name\s+is|\s+is\s+(?:called|named))\s+"
+            rf"(?P<owner>{RELATIONS})(?:['’]s\s+name\s+is|\s+is\s+(?:called|named))\s+"
             r"(?P<value>[A-Z][\w'’-]+)"
         ),
     ),
     _Rule(
         "name",
         re.compile(
-            rf"\bUser\s+(?:has|had)\s+an?\s+(?P<owner>{_RELATIONS})\s+(?:called|named)\s+"
+            rf"\bUser\s+(?:has|had)\s+an?\s+(?P<owner>{RELATIONS})\s+(?:called|named)\s+"
             r"(?P<value>[A-Z][\w'’-]+)"
         ),
     ),
     _Rule(
         "name",
-        re.compile(rf"^(?P<value>[A-Z][\w'’-]+)\s+is\s+User['’]s\s+(?P<owner>{_RELATIONS})\b"),
+        re.compile(rf"^(?P<value>[A-Z][\w'’-]+)\s+is\s+User['’]s\s+(?P<owner>{RELATIONS})\b"),
     ),
     _Rule(
         "favorite",
@@ -291,7 +255,7 @@ RULES: tuple[_Rule, ...] = (
     _rule(
         "diet",
         rf"(?:gone|went|turned|become|became|going|switched\s+to\s+being)\s+"
-        rf"(?:fully\s+|completely\s+)?(?P<value>{_DIETS})\b",
+        rf"(?:fully\s+|completely\s+)?(?P<value>{DIETS})\b",
     ),
     _rule(
         "relationship",
@@ -310,11 +274,11 @@ RULES: tuple[_Rule, ...] = (
         r"(?:is\s+(?:called\s+|named\s+)?)?(?P<value>[A-Z][\w'’-]+)",
         possessive=True,
     ),
-    _rule("occupation", rf"(?:an?\s+)(?P<value>(?:\w+\s+)?(?:{_PROFESSIONS}))\b"),
+    _rule("occupation", rf"(?:an?\s+)(?P<value>(?:\w+\s+)?(?:{PROFESSIONS}))\b"),
     _rule(
         "occupation",
         rf"(?:is|works\s+as|has\s+been|was)\s+an?\s+(?P<value>(?:[a-z-]+\s+){{0,2}}"
-        rf"{_OCCUPATION_HEAD})\b(?!\s+(?:of|at\s+heart|in\s+training|fan))",
+        rf"{OCCUPATION_HEAD})\b(?!\s+(?:of|at\s+heart|in\s+training|fan))",
     ),
     _Rule(
         "name",
@@ -331,7 +295,7 @@ RULES: tuple[_Rule, ...] = (
     _rule("name", r"(?:nick)?name\s+is\s+(?P<value>[\w'’-]+)", possessive=True),
     _rule(
         "diet",
-        rf"(?:an?\s+)?(?:strict(?:ly)?\s+|full(?:y)?\s+|mostly\s+)?(?P<value>{_DIETS})\b",
+        rf"(?:an?\s+)?(?:strict(?:ly)?\s+|full(?:y)?\s+|mostly\s+)?(?P<value>{DIETS})\b",
     ),
     _flag(
         "diet",
@@ -365,12 +329,12 @@ RULES: tuple[_Rule, ...] = (
     _rule("birthday", r"birthday\s+is\s+(?:on\s+|in\s+)?" + _VALUE, possessive=True),
     _rule(
         "attribute",
-        rf"(?P<thing>{_ATTRIBUTES})\s+(?:is|are)\s+(?:now\s+)?{_TITLED}" + _VALUE,
+        rf"(?P<thing>{ATTRIBUTES})\s+(?:is|are)\s+(?:now\s+)?{_TITLED}" + _VALUE,
         possessive=True,
     ),
     _rule(
         "attribute",
-        rf"(?:switched|moved|changed)\s+to\s+(?:a\s+)?(?:new\s+)?(?P<thing>{_ATTRIBUTES})"
+        rf"(?:switched|moved|changed)\s+to\s+(?:a\s+)?(?:new\s+)?(?P<thing>{ATTRIBUTES})"
         rf"[,:]?\s+{_TITLED}" + _VALUE,
     ),
     _rule("birthday", r"was\s+born\s+(?:on\s+|in\s+)?" + _VALUE),
@@ -412,7 +376,7 @@ RULES: tuple[_Rule, ...] = (
     _rule("hobby", r"hobby\s+is\s+" + _VALUE, accumulates=True, possessive=True),
     _rule(
         "pets",
-        rf"(?:has|owns|got|adopted)\s+(?:an?\s+|{_NUMBER_WORDS}\s+)(?P<value>{_PETS})s?\b",
+        rf"(?:has|owns|got|adopted)\s+(?:an?\s+|{NUMBER_WORDS}\s+)(?P<value>{PETS})s?\b",
         accumulates=True,
     ),
 )
@@ -489,9 +453,9 @@ def find_slot(text: str) -> Slot | None:
             value = re.sub(r"\D", "", match.group("value"))
         elif attribute == "occupation" and value:
             value = value.split()[-1]  # the head noun: "registered nurse" is a nurse
-            if value in _NOT_OCCUPATIONS:
+            if value in NOT_OCCUPATIONS:
                 continue
-        if attribute == "name" and owner and owner.split()[-1] not in _SINGLE_RELATIONS:
+        if attribute == "name" and owner and owner.split()[-1] not in SINGLE_RELATIONS:
             return Slot(name, value, accumulates=True)  # two daughters, two sisters
         if not value:
             continue

@@ -23,9 +23,12 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from sidecar.config import ConsolidationConfig
 from sidecar.errors import SidecarError
-from sidecar.memory.model.facts import FactShape, shape
+from sidecar.memory.model.facts import FactShape, contrasts, restates, shape
 from sidecar.memory.model.records import MemoryRecord, Status, now_ms
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.protocol import Store
@@ -59,21 +62,66 @@ def _richness(record: MemoryRecord) -> tuple[int, int, int, str]:
     return (-len(fact.signature), -len(record.content), record.created_at, record.id)
 
 
-def plan_merges(records: Sequence[MemoryRecord]) -> list[tuple[MemoryRecord, list[MemoryRecord]]]:
+Plan = tuple[MemoryRecord, list[MemoryRecord]]
+
+
+def plan_merges(
+    records: Sequence[MemoryRecord], config: ConsolidationConfig | None = None
+) -> list[Plan]:
     """Each group of active memories that state one fact: the memory kept and the
-    ones folded into it (groups of one are left out)."""
+    ones folded into it (groups of one are left out).
+
+    First by :func:`fact_key` (the same fact in other words); then, with
+    ``config.restate_cosine`` > 0, a memory whose embedding is that similar to a
+    richer one and that says little more than it (:func:`restates`) joins it, when
+    it is no near miss of any memory already in the group."""
     groups: dict[tuple[object, ...], list[MemoryRecord]] = {}
     for record in records:
         if record.status != Status.ACTIVE or not record.content:
             continue
         groups.setdefault(fact_key(shape(record.content)), []).append(record)
-    plans = []
-    for members in groups.values():
-        if len(members) > 1:
-            ranked = sorted(members, key=_richness)
-            plans.append((ranked[0], ranked[1:]))
+    ranked_groups = [sorted(members, key=_richness) for members in groups.values()]
+    if config is not None and config.restate_cosine > 0:
+        ranked_groups = _restatements(ranked_groups, config)
+    plans = [(ranked[0], ranked[1:]) for ranked in ranked_groups if len(ranked) > 1]
     plans.sort(key=lambda plan: plan[0].id)
     return plans
+
+
+def _restatements(
+    groups: list[list[MemoryRecord]], config: ConsolidationConfig
+) -> list[list[MemoryRecord]]:
+    """Groups joined greedily, richest first: each group's kept memory joins the
+    first richer group whose kept memory it restates (see :func:`plan_merges`)."""
+    joined: list[tuple[MemoryRecord, npt.NDArray[np.float32] | None, list[MemoryRecord]]] = []
+    for group in sorted(groups, key=lambda g: _richness(g[0])):
+        head, vector = group[0], _unit(group[0])
+        fact = shape(head.content)
+        into = next(
+            (
+                members
+                for kept, kept_vector, members in joined
+                if vector is not None
+                and kept_vector is not None
+                and float(np.dot(vector, kept_vector)) >= config.restate_cosine
+                and restates(shape(kept.content), fact, config.restate_novelty)
+                and not any(contrasts(shape(m.content), fact) for m in members)
+            ),
+            None,
+        )
+        if into is None:
+            joined.append((head, vector, list(group)))
+        else:
+            into.extend(group)
+    return [members for _, _, members in joined]
+
+
+def _unit(record: MemoryRecord) -> npt.NDArray[np.float32] | None:
+    if not record.embedding:
+        return None
+    vector = np.asarray(record.embedding, dtype=np.float32)
+    norm = float(np.linalg.norm(vector))
+    return vector / norm if norm > 0 else None
 
 
 def scheduled(config: ConsolidationConfig) -> bool:
@@ -105,7 +153,7 @@ class Consolidator:
         """Merge ``owner``'s memories that state the same fact."""
         async with self._writes.lock(owner):
             rows = await self._store.scan(build_filter(owner=owner), with_vectors=True)
-            plans = plan_merges(rows)
+            plans = plan_merges(rows, self._config)
             now = now_ms()
             folded = [
                 other.with_changes(

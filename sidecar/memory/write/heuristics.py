@@ -160,11 +160,31 @@ _ONE_OFF = re.compile(
     r"at\s+the\s+moment|yesterday|last\s+night|just\s+now)\b",
     re.IGNORECASE,
 )
+#: Times that are a phase when the user is in the middle of something longer.
+_PHASE_TIME = re.compile(r"right\s+now|at\s+the\s+moment", re.IGNORECASE)
+_ONGOING = re.compile(
+    r"\b(?:learning|studying|training|reading|writing|working\s+on|saving\s+(?:up\s+)?for|"
+    r"renting|living|staying|building|practi[sc]ing|taking\s+(?:classes|lessons|a\s+course)|"
+    r"recovering|pregnant|unemployed|between\s+jobs)\b",
+    re.IGNORECASE,
+)
 _MOOD = re.compile(
     r"\b(?:tired|exhausted|sleepy|hungry|bored|cranky|grumpy|stressed|sick|sad|annoyed|"
     r"knackered|wiped|hungover|sore|ill|unwell|hyped|excited|nervous|anxious)\b",
     re.IGNORECASE,
 )
+
+
+def _momentary(text: str) -> bool:
+    """A state of the moment ("so tired today"), not a phase of the user's life
+    ("learning to knit at the moment")."""
+    if _MOOD.search(text):
+        return True
+    moment = _ONE_OFF.search(text)
+    if moment is None:
+        return False
+    phase = _PHASE_TIME.fullmatch(moment.group(0)) and _ONGOING.search(text)
+    return not phase
 
 
 def is_past(word: str) -> bool:
@@ -340,7 +360,7 @@ def extract_heuristic(user_text: str, *, max_facts: int) -> list[Fact]:
                 text = _capitalised(f"{_first_person_body(context).rstrip('.!')}; {_joined(text)}")
             if not _meaningful(text):
                 continue
-            if (_ONE_OFF.search(text) or _MOOD.search(text)) and shape(text).slot is None:
+            if _momentary(text) and shape(text).slot is None:
                 continue  # a state of the moment, not a fact about the user
             leaning = _LEADING_REFERENCE.match(sentence) or _TRAILING_REFERENCE.search(
                 sentence.rstrip(".! ")

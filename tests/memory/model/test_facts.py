@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from sidecar.memory.model.facts import conflicts, differs, equivalent, replaces, richer, shape
+from sidecar.memory.model.facts import (
+    conflicts,
+    contrasts,
+    differs,
+    equivalent,
+    replaces,
+    restates,
+    richer,
+    shape,
+)
 from sidecar.memory.model.slots import find_slot
 
 
@@ -133,4 +142,28 @@ def test_a_swap_replaces_what_it_swaps() -> None:
     assert replaces(
         shape("User has swapped User's night classes for Italian."),
         shape("User takes night classes in Spanish."),
+    )
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("User's nephew studies in Lyon.", "User's niece is at university in Lyon as well."),
+        ("User does yoga on Monday mornings.", "User does pilates on Wednesday mornings."),
+        ("User hates horror films.", "User loves horror novels."),
+        ("User can read Greek.", "User cannot really speak Greek."),
+        ("User ran the Paris marathon in 2019.", "User is running the Paris marathon again."),
+        ("User has a dog named Rex.", "User's sister has a dog named Rex."),
+    ],
+)
+def test_near_misses_in_other_words_contrast(a: str, b: str) -> None:
+    assert contrasts(shape(a), shape(b))
+
+
+def test_a_restatement_says_little_more_than_the_richer_memory() -> None:
+    rich = shape("User keeps bees in the back garden, two hives, and sells the honey.")
+    assert restates(rich, shape("User keeps bees."), 0.75)
+    # Nothing in common but the verb: another fact.
+    assert not restates(
+        shape("User listens to jazz when cooking."), shape("User listens to lo-fi at work."), 0.75
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sidecar.config import ConsolidationConfig
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import MemoryRecord, Scope, Status
 from sidecar.memory.model.turns import Turn
@@ -95,3 +96,35 @@ async def test_a_duplicate_fact_is_kept_as_history_not_dropped(
         assert merged[0].superseded_by == kept.id
     finally:
         await components.close()
+
+
+async def test_restatements_fold_into_the_richest_and_near_misses_never_do(
+    embedder: Embedder,
+) -> None:
+    texts = {
+        "r1": "User keeps bees in the back garden, two hives, and sells the honey.",
+        "r2": "User keeps bees.",
+        "r3": "User's bees made loads of honey this year.",
+        # Near misses of one another, however similar their embeddings:
+        "n1": "User's nephew lives in Toronto.",
+        "n2": "User's niece lives in Toronto too.",
+        "n3": "User swims on Tuesday evenings.",
+        "n4": "User swims on Thursday evenings.",
+        "n5": "User loves spicy food.",
+        "n6": "User hates spicy food after 8pm.",
+        "n7": "User listens to podcasts when driving.",
+        "n8": "User listens to audiobooks when ironing.",
+        "n9": "User can eat cooked tomatoes.",
+        "n10": "User cannot eat raw tomatoes.",
+    }
+    vectors = await embedder.embed(list(texts.values()))
+    rows = [
+        row(rid, text).with_changes(embedding=tuple(float(x) for x in vector))
+        for (rid, text), vector in zip(texts.items(), vectors, strict=True)
+    ]
+    plans = plan_merges(rows, ConsolidationConfig())
+    folded = {r.id: kept.id for kept, others in plans for r in others}
+    assert folded.get("r2") == "r1"
+    assert not any(rid.startswith("n") for rid in [*folded, *folded.values()])
+    # Off: only the same fact in the same words folds.
+    assert plan_merges(rows, ConsolidationConfig(restate_cosine=0)) == []

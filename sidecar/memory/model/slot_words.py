@@ -1,0 +1,52 @@
+"""Word lists of the slot rules (:mod:`sidecar.memory.model.slots`): attributes,
+professions, diets, pets and the people a user's facts can be about."""
+
+from __future__ import annotations
+
+#: Single-valued attributes stated as "User's <attribute> is <value>".
+ATTRIBUTES = (
+    r"surname|last\s+name|first\s+name|middle\s+name|maiden\s+name|full\s+name|"
+    r"gp|doctor|dentist|therapist|landlord|boss|manager|address|postcode|zip\s+code|"
+    r"job\s+title|title|salary|height|weight|blood\s+type|star\s+sign|shoe\s+size|"
+    r"pronouns|username|handle|employer|company|university|school|hometown"
+)
+PROFESSIONS = (
+    "nurse|teacher|doctor|physician|surgeon|engineer|developer|programmer|designer|"
+    "lawyer|attorney|accountant|chef|cook|student|architect|pharmacist|journalist|"
+    "writer|author|electrician|plumber|firefighter|paramedic|dentist|vet|veterinarian|"
+    "scientist|researcher|manager|consultant|barista|mechanic|pilot|photographer|"
+    "musician|artist|translator|librarian|therapist|carpenter|farmer|police officer|"
+    "software engineer|data scientist|professor|lecturer|midwife|social worker|"
+    "paralegal|baker|bartender|waiter|waitress|cashier|driver|courier|analyst|"
+    "economist|historian|illustrator|animator|editor|tutor|coach|trainer|"
+    "physiotherapist|psychologist|radiologist|optician|surveyor|welder|"
+    "product manager|project manager|civil servant|postdoc|phd student|intern"
+)
+DIETS = "vegetarian|vegan|pescatarian|pescetarian|keto|carnivore|omnivore|flexitarian"
+PETS = "dog|cat|puppy|kitten|rabbit|bunny|hamster|parrot|budgie|tortoise|turtle|horse|snake|lizard|ferret|guinea pig|goldfish|fish"  # noqa: E501
+#: People and animals of the user's whose name is an attribute of theirs.
+RELATIONS = (
+    r"daughter|son|sister|brother|wife|husband|partner|spouse|mum|mom|mother|dad|father|"
+    r"cousin|niece|nephew|aunt|uncle|grandma|grandpa|grandmother|grandfather|kid|child|"
+    r"boyfriend|girlfriend|fianc[ée]e?|best\s+friend|dog|cat|puppy|kitten|rabbit|horse"
+)
+#: Relations of whom the user has one at a time: another name is a contradiction.
+SINGLE_RELATIONS = frozenset(
+    {"wife", "husband", "partner", "spouse", "boyfriend", "girlfriend", "fiance", "fiancee",
+     "fiancée", "mum", "mom", "mother", "dad", "father", "dog", "cat"}
+)  # fmt: skip
+#: "User is a <noun>" names an occupation when the noun looks like one ...
+OCCUPATION_HEAD = r"[a-z-]+(?:er|or|ist|ian|ant|ent|eon|ess|ic)"
+#: ... and is none of these.
+NOT_OCCUPATIONS = frozenset(
+    """fan person believer lover member user owner speaker player reader learner
+    beginner smoker drinker runner swimmer climber cyclist gamer supporter regular
+    winner teenager foreigner stranger newcomer partner patient client resident parent
+    sister brother mother father daughter son cousin neighbour neighbor other number
+    order letter introvert extrovert optimist pessimist perfectionist procrastinator
+    insomniac diabetic vegetarian vegan native local visitor tourist traveller traveler
+    collector fighter survivor donor sleeper eater cook baker walker hiker skier
+    surfer dancer singer writer talker thinker worrier planner fanatic addict
+    enthusiast geek nerd pescatarian pescetarian flexitarian""".split()
+)
+NUMBER_WORDS = r"(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten)"
