@@ -38,6 +38,7 @@ from sidecar.llm import ChatMessage, ChatModel, task_tag
 from sidecar.memory.model.facts import (
     FactShape,
     conflicts,
+    contrasts,
     differs,
     equivalent,
     replaces,
@@ -111,7 +112,8 @@ def rule_judgement(
                 return Judgement(Decision.NOOP, candidate.id, by="exact")
         target = _superseded(new, fact, same)
         if target is not None:
-            return Judgement(Decision.SUPERSEDE, target.id)
+            # Another value of the same attribute: clear without a judge.
+            return Judgement(Decision.SUPERSEDE, target.id, by="exact")
     for candidate in candidates:  # best first
         old = shape(candidate.text)
         if candidate.cosine >= CHANGE_FLOOR and replaces(new, old):
@@ -161,17 +163,42 @@ def relevant(
     ]
 
 
+def _evidence(new: FactShape, fact: str, old: FactShape) -> bool:
+    """Something in the words says ``new`` replaces ``old``: another value of the same
+    single-valued slot (or a value dropped from an accumulating one), a change cue,
+    something stopped, or the other polarity. Two facts about different people or
+    attributes never replace each other."""
+    if (new.roles - old.roles) and (old.roles - new.roles):
+        return False  # the aunt's home does not replace the uncle's
+    if new.slot is not None and old.slot is not None and new.slot != old.slot:
+        return False
+    if new.slot is not None and new.slot == old.slot:
+        return conflicts(new, old) or (
+            new.accumulates and bool(_REPLACES.search(fact) or new.negated != old.negated)
+        )
+    return new.change or bool(new.stopped) or new.negated != old.negated
+
+
 def guarded(judgement: Judgement, fact: str, candidates: Sequence[Candidate]) -> Judgement:
-    """The LLM's decision, except that two facts with another name, number or polarity
-    are never one (a NOOP or UPDATE into such a memory becomes an ADD)."""
-    if judgement.decision not in (Decision.NOOP, Decision.UPDATE) or judgement.target is None:
+    """The LLM's decision, except that two facts with another name, number or polarity,
+    or a near miss (:func:`~sidecar.memory.model.facts.contrasts`: cashews / kiwi,
+    aunt / uncle), are never one (a NOOP or UPDATE into such a memory becomes an
+    ADD), and that a SUPERSEDE needs evidence in the words (:func:`_evidence`; without
+    it the fact is added: a duplicate is cheaper than a lost fact)."""
+    if judgement.target is None:
         return judgement
     target = next((c for c in candidates if c.id == judgement.target), None)
     if target is None:
         return judgement
     new, old = shape(fact), shape(target.text)
-    if new.negated != old.negated or not (
-        new.entities <= old.entities or old.entities <= new.entities
+    if judgement.decision == Decision.SUPERSEDE:
+        return judgement if _evidence(new, fact, old) else Judgement(Decision.ADD, by=judgement.by)
+    if judgement.decision != Decision.NOOP and judgement.decision != Decision.UPDATE:
+        return judgement
+    if (
+        new.negated != old.negated
+        or not (new.entities <= old.entities or old.entities <= new.entities)
+        or contrasts(new, old)
     ):
         return Judgement(Decision.ADD, by=judgement.by)
     return judgement

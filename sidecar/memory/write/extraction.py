@@ -18,9 +18,10 @@ from sidecar.config import ExtractionConfig
 from sidecar.errors import LLMBadOutput, LLMError
 from sidecar.llm import ChatMessage, ChatModel, task_tag
 from sidecar.memory.model.categories import topic_name
+from sidecar.memory.model.facts import shape
 from sidecar.memory.model.records import MemoryType
 from sidecar.memory.model.turns import Fact, Turn
-from sidecar.memory.write.heuristics import extract_heuristic
+from sidecar.memory.write.heuristics import extract_heuristic, user_sentences
 from sidecar.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -108,6 +109,32 @@ def parse_facts(value: Any, *, max_facts: int) -> list[Fact]:
     return facts
 
 
+def keep_polarity(facts: list[Fact], user_text: str, max_facts: int) -> tuple[list[Fact], int]:
+    """The LLM's facts, except that one whose polarity differs from the user's sentence
+    it comes from (the one sharing the most content words with it) is replaced by
+    what the heuristics read from that sentence — or dropped when they read nothing:
+    "I don't drink" must never become "User drinks". Returns the facts and how many
+    were replaced or dropped."""
+    sentences = [(s, shape(s)) for s in user_sentences(user_text)]
+    kept: list[Fact] = []
+    fixed = 0
+    for fact in facts:
+        said = shape(fact.text)
+        source = max(sentences, key=lambda s: len(s[1].signature & said.signature), default=None)
+        if source is None or not source[1].signature & said.signature:
+            kept.append(fact)
+            continue
+        if source[1].negated == said.negated:
+            kept.append(fact)
+            continue
+        fixed += 1
+        texts = {f.text.casefold() for f in kept}
+        kept.extend(
+            f for f in extract_heuristic(source[0], max_facts=1) if f.text.casefold() not in texts
+        )
+    return kept[:max_facts], fixed
+
+
 class FactExtractor:
     """Extracts facts from turns; one instance shared by the write workers."""
 
@@ -127,8 +154,10 @@ class FactExtractor:
                     turn.request_id,
                 )
             else:
-                self._metrics.extractions.labels(extractor="llm", outcome="ok").inc()
-                return facts
+                checked, fixed = keep_polarity(facts, turn.user_text, config.max_facts_per_turn)
+                outcome = "polarity_fixed" if fixed else "ok"
+                self._metrics.extractions.labels(extractor="llm", outcome=outcome).inc()
+                return checked
         facts = extract_heuristic(turn.user_text, max_facts=config.max_facts_per_turn)
         self._metrics.extractions.labels(extractor="heuristic", outcome="ok").inc()
         return facts

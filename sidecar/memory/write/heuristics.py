@@ -338,6 +338,12 @@ def _meaningful(text: str) -> bool:
     return bool(fact.signature) and (fact.negated or bool(fact.entities))
 
 
+def user_sentences(user_text: str) -> list[str]:
+    """The user's sentences as the extractor reads them (chat spellings read as
+    meant, interjections and prefaces removed)."""
+    return [p for p in (_prepare(raw) for raw in _SENTENCE.split(user_text)) if p]
+
+
 def extract_heuristic(user_text: str, *, max_facts: int) -> list[Fact]:
     """Facts from the user's own words, in order, without duplicates."""
     facts: list[Fact] = []

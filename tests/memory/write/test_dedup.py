@@ -25,6 +25,7 @@ from sidecar.memory.write.dedup import (
     Decision,
     DedupJudge,
     Judgement,
+    guarded,
     render_judge_input,
     rule_judgement,
 )
@@ -130,8 +131,9 @@ def test_rule(new: str, old: str, cosine: float, decision: Decision) -> None:
 
 # -- the judge alone (a scripted LLM) -------------------------------------------------------
 
-GREEN = "User's favourite colour is green."
-GRAY = [Candidate("blue", "User's favourite colour is blue.", 0.77)]  # the rule: SUPERSEDE
+GREEN = "User now commutes by bike."
+# The rule: SUPERSEDE (a change cue, the same verb, another means), in the gray zone.
+GRAY = [Candidate("blue", "User commutes by car.", 0.77)]
 
 
 async def test_the_judge_asks_the_llm_only_in_the_gray_zone() -> None:
@@ -153,6 +155,10 @@ async def test_the_judge_asks_the_llm_only_in_the_gray_zone() -> None:
     assert (await judge.judge(GREEN, near, ExtractionConfig())).decision == Decision.NOOP
     far = [Candidate("far", "User has a dog.", 0.2)]
     assert (await judge.judge(GREEN, far, ExtractionConfig())).by == "exact"
+    # Another value of one attribute is clear too: no judge.
+    colour = [Candidate("c", "User's favourite colour is blue.", 0.77)]
+    clear = await judge.judge("User's favourite colour is green.", colour, ExtractionConfig())
+    assert clear == Judgement(Decision.SUPERSEDE, "c", None, "exact")
     assert (await judge.judge(GREEN, GRAY, ExtractionConfig(use_llm=False))).by == "rule"
     unconfigured = DedupJudge(FakeLLM(configured=False), metrics)
     assert (await unconfigured.judge(GREEN, GRAY, ExtractionConfig())).by == "rule"
@@ -235,10 +241,10 @@ async def test_llm_judge_decides_the_gray_zone(
 ) -> None:
     components = await build(tmp_path, embedder, mock_llm.base_url)
     try:
-        await say(components, "colour", "My favourite colour is blue.", 1)
-        await say(components, "colour", "My favourite colour is green.", 2)
-        active = await components.store.query(build_filter(owner="colour"))
-        assert [r.content for r in active] == ["User's favourite colour is green."]
+        await say(components, "gym", "My gym days are Monday and Wednesday.", 1)
+        await say(components, "gym", "My gym days are now Tuesday and Thursday.", 2)
+        active = await components.store.query(build_filter(owner="gym"))
+        assert [r.content for r in active] == ["User's gym days are now Tuesday and Thursday."]
         assert mock_llm.stats()["tasks"].get("dedup", 0) >= 1
         metrics = components.metrics
         assert metrics.value("memory_sidecar_facts_total", {"decision": "supersede_llm"}) == 1
@@ -284,3 +290,28 @@ async def test_update_keeps_the_richer_wording_and_reembeds(
         assert sum(a * b for a, b in zip(vector, stored, strict=True)) > 0.999
     finally:
         await components.close()
+
+
+def test_the_llm_may_not_merge_a_near_miss_nor_supersede_without_evidence() -> None:
+    kiwi = "User is allergic to kiwi as well."
+    cashews = [Candidate("c", "User is allergic to cashews.", 0.9)]
+    noop = Judgement(Decision.NOOP, "c", by="llm")
+    assert guarded(noop, kiwi, cashews).decision == Decision.ADD
+    supersede = Judgement(Decision.SUPERSEDE, "c", by="llm")
+    assert guarded(supersede, kiwi, cashews).decision == Decision.ADD  # allergies add up
+    aunt = [Candidate("a", "User's aunt lives in Valencia.", 0.9)]
+    uncle = "User's uncle also lives in Valencia."
+    assert guarded(Judgement(Decision.SUPERSEDE, "a", by="llm"), uncle, aunt).decision == (
+        Decision.ADD
+    )
+    iceland = [Candidate("i", "User has been to Iceland twice.", 0.9)]
+    ireland = "User has been to Ireland twice too."
+    assert guarded(Judgement(Decision.SUPERSEDE, "i", by="llm"), ireland, iceland).decision == (
+        Decision.ADD
+    )
+    # With evidence in the words the LLM's SUPERSEDE stands.
+    moved = "User has moved to Madrid."
+    home = [Candidate("h", "User lives in Valencia.", 0.6)]
+    assert guarded(Judgement(Decision.SUPERSEDE, "h", by="llm"), moved, home).decision == (
+        Decision.SUPERSEDE
+    )

@@ -26,6 +26,7 @@ from sidecar.memory.write.extraction import (
     PROMPT_VERSION,
     SYSTEM_PROMPT,
     FactExtractor,
+    keep_polarity,
     parse_facts,
     render_turn,
 )
@@ -445,3 +446,17 @@ async def test_counters_accumulate_over_turns(
     assert extraction_count(metrics, "heuristic", "ok") == 1
     assert llm_calls(metrics, "ok") == 2
     assert llm_calls(metrics, "http_error") == 1
+
+
+def test_an_llm_fact_that_flips_the_users_polarity_is_replaced_by_the_users_words() -> None:
+    said = "i dont drink, so skip the wine pairing pls. I live in Rome."
+    facts = [Fact("User drinks, so skip the wine pairing."), Fact("User lives in Rome.")]
+    checked, fixed = keep_polarity(facts, said, max_facts=5)
+    assert fixed == 1
+    assert [f.text for f in checked] == [
+        "User does not drink, so skip the wine pairing pls.",
+        "User lives in Rome.",
+    ]
+    # The same polarity, in other words, is the LLM's to write.
+    kept, fixed = keep_polarity([Fact("User has never flown.")], "Never been on a plane lol", 5)
+    assert (fixed, [f.text for f in kept]) == (0, ["User has never flown."])
