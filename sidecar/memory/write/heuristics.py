@@ -48,6 +48,7 @@ _INTERJECTION = re.compile(
     r"thanks|thank\s+you|thx|cheers|ok|okay|oh|ah|ugh|urgh|argh|um|uh|hmm|well|so|anyway|"
     r"anyways|btw|by\s+the\s+way|fyi|lol|haha+|yeah|yep|yup|yes|sure|cool|great|nice|"
     r"right|sorry|oops|wow|honestly|basically|also|and|but|quick\s+q|quick\s+question|"
+    r"quick\s+one|"
     r"no(?=\s*[,!.:-]))\b[\s,!.:;…-]*)+",
     re.IGNORECASE,
 )
@@ -154,10 +155,21 @@ _LEADING_REFERENCE = re.compile(
     r"will|has|had|makes|means|explains|answers|loves|hates))\b",
     re.IGNORECASE,
 )
-_TRAILING_REFERENCE = re.compile(r"\b(?:then|there)\s*$", re.IGNORECASE)
+_TRAILING_REFERENCE = re.compile(
+    r"\b(?:then|there|(?:love|like|hate|enjoy|need|want|do|did|said|mean|meant)\s+"
+    r"(?:that|this))\s*$",
+    re.IGNORECASE,
+)
 _ONE_OFF = re.compile(
     r"\b(?:today|tonight|this\s+(?:morning|afternoon|evening)|right\s+now|"
     r"at\s+the\s+moment|yesterday|last\s+night|just\s+now)\b",
+    re.IGNORECASE,
+)
+#: A scene being told: "User was telling ...", "User just got back ...".
+_SCENE = re.compile(
+    r"^User\s+(?:was|were)\s+(?!born\b)[a-z]+ing\b|"
+    r"\bUser\s+(?:has\s+)?just\s+(?:got|had|came|went|saw|ate|woke|finished|realised|"
+    r"realized|noticed|remembered|heard|found\s+out)\b",
     re.IGNORECASE,
 )
 #: Times that are a phase when the user is in the middle of something longer.
@@ -176,9 +188,10 @@ _MOOD = re.compile(
 
 
 def _momentary(text: str) -> bool:
-    """A state of the moment ("so tired today"), not a phase of the user's life
+    """A state or scene of the moment ("so tired today", "User was arguing with a
+    friend about ...", "User just got back ..."), not a phase of the user's life
     ("learning to knit at the moment")."""
-    if _MOOD.search(text):
+    if _MOOD.search(text) or _SCENE.search(text):
         return True
     moment = _ONE_OFF.search(text)
     if moment is None:

@@ -319,6 +319,10 @@ def test_negation_modality_and_grammar_are_kept(said: str, fact: str) -> None:
         "Never learned, it just never seemed worth it.",  # not an instruction
         "Always has been.",
         "Call me back later.",  # a request, not a name
+        "Quick one before my appointment.",
+        "My sister is going to love that.",  # love what?
+        "I was arguing with a friend about films last night.",  # a scene being told
+        "I just got back from the shops.",
     ],
 )
 def test_fragments_moods_and_chit_chat_are_not_stored(said: str) -> None:
