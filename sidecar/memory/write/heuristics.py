@@ -151,8 +151,9 @@ _BARE_CHANGE = re.compile(
     re.IGNORECASE,
 )
 _LEADING_REFERENCE = re.compile(
-    r"^(?:that|this|it|those|these|they|he|she|which)(?:'s|'re|'ll|\s+(?:is|was|are|were|"
-    r"will|has|had|makes|means|explains|answers|loves|hates))\b",
+    r"^(?:(?:that|this|it|those|these|they|he|she|which)(?:'s|'re|'ll|\s+(?:is|was|are|"
+    r"were|will|has|had|makes|means|explains|answers|loves|hates))|"
+    r"(?:her|his|their|its)\s+(?:name|names|job|age|birthday)(?:'s|\s+is|\s+are))\b",
     re.IGNORECASE,
 )
 _TRAILING_REFERENCE = re.compile(
@@ -372,6 +373,8 @@ def extract_heuristic(user_text: str, *, max_facts: int) -> list[Fact]:
             if _REQUEST_START.match(sentence):
                 continue
             text = _statement(sentence)
+            if text is None and facts and _LEADING_REFERENCE.match(sentence):
+                text = rewrite_first_person(sentence)  # "Her name's Ayesha": joined below
             if text is None:
                 continue
             if _BARE_CHANGE.search(text) and context and not _REQUEST_START.match(context):

@@ -336,6 +336,9 @@ def test_a_sentence_that_leans_on_the_previous_one_is_joined_to_it() -> None:
     assert texts("Three weeks without a single cigarette. I've quit for good.") == [
         "Three weeks without a single cigarette; User has quit for good."
     ]
+    assert texts("I've been seeing someone. Her name's Ayesha and it's going well.") == [
+        "User has been seeing someone; her name's Ayesha and it's going well."
+    ]
 
 
 @pytest.mark.parametrize(
