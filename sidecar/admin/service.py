@@ -33,6 +33,7 @@ from sidecar.admin.transfer import ImportReport, MemoryTransfer
 from sidecar.config import SidecarConfig
 from sidecar.errors import SidecarError
 from sidecar.memory.embedding.protocol import Embedder
+from sidecar.memory.model.embedding_text import embedding_text
 from sidecar.memory.model.records import (
     Hit,
     MemoryRecord,
@@ -291,7 +292,7 @@ class MemoryAdmin:
             existing = await self._find(owner, rid)
             if existing is not None and existing.status == Status.ACTIVE:
                 return existing, False
-            vector = (await self._embedder.embed([text]))[0]
+            vector = (await self._embedder.embed([embedding_text(text)]))[0]
             now = now_ms()
             record = MemoryRecord(
                 id=rid,
@@ -326,7 +327,7 @@ class MemoryAdmin:
             if text is not None:
                 text = self._clean(text, "body.content")
             if text is not None and text != current.content:
-                vector = (await self._embedder.embed([text]))[0]
+                vector = (await self._embedder.embed([embedding_text(text)]))[0]
                 changes.update(
                     content=text,
                     embedding=as_vector(vector),
@@ -338,7 +339,7 @@ class MemoryAdmin:
             if updated.visibility == Visibility.GROUP and not updated.group_id:
                 raise ValidationFailed([("body.group_id", "visibility 'group' needs a group_id")])
             if updated.embedding is None:  # a row written without one: embed it now
-                vector = (await self._embedder.embed([updated.content]))[0]
+                vector = (await self._embedder.embed([embedding_text(updated.content)]))[0]
                 updated = updated.with_changes(embedding=as_vector(vector))
             # A changed visibility or group moves the row between cache units.
             self._cache.invalidate(current)

@@ -221,6 +221,6 @@ class ConsolidationConfig(_Model):
     #: shares a name, number or two content words with it and is no near miss of it,
     #: is folded into it when it says little more (0: only the same fact in other
     #: words is folded).
-    restate_cosine: float = Field(default=0.55, ge=0, le=1)
+    restate_cosine: float = Field(default=0.5, ge=0, le=1)
     #: The most of a folded memory's content words that the kept one may lack.
     restate_novelty: float = Field(default=0.75, ge=0, le=1)

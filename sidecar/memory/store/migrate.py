@@ -24,6 +24,7 @@ from sidecar.config import SidecarConfig
 from sidecar.errors import InvalidInput
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.batches import EMBED_CHUNK, UPSERT_CHUNK, chunks
+from sidecar.memory.model.embedding_text import embedding_text
 from sidecar.memory.model.records import MemoryRecord, NodeType, as_vector
 from sidecar.memory.model.vectors import centroid
 from sidecar.memory.store.filters import build_filter
@@ -70,7 +71,7 @@ async def fill_embeddings(
                     still.append(i)
             missing = still
         for batch in chunks(missing, EMBED_CHUNK):
-            vectors = await embedder.embed([out[i].content or " " for i in batch])
+            vectors = await embedder.embed([embedding_text(out[i].content) or " " for i in batch])
             for i, vector in zip(batch, vectors, strict=True):
                 out[i] = out[i].with_changes(embedding=as_vector(vector))
     return out

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.batches import EMBED_CHUNK, chunks
+from sidecar.memory.model.embedding_text import embedding_text
 from sidecar.memory.model.records import MemoryRecord, as_vector
 from sidecar.memory.write.enrich import Enricher
 from sidecar.memory.write.gateway import WriteGateway
@@ -62,7 +63,7 @@ async def bulk_load(
     missing = [i for i, r in enumerate(records) if r.embedding is None]
     filled = list(records)
     for batch in chunks(missing, EMBED_CHUNK):
-        vectors = await embedder.embed([records[i].content for i in batch])
+        vectors = await embedder.embed([embedding_text(records[i].content) for i in batch])
         for i, vector in zip(batch, vectors, strict=True):
             filled[i] = records[i].with_changes(embedding=as_vector(vector))
         if progress is not None:

@@ -1,9 +1,11 @@
 """Fact extraction from a completed turn: the LLM when configured, else heuristics.
 
-The LLM prompt is versioned (:data:`PROMPT_VERSION`); its answer is parsed
-tolerantly (think tags, code fences, prose around the JSON) and validated fact by
-fact. Any LLM failure falls back to :func:`extract_heuristic` — the turn is never
-skipped — and the outcome is counted.
+The LLM prompt is versioned (:data:`PROMPT_VERSION`) and asks for canonical short
+facts with a ``durable`` flag; its answer is parsed tolerantly (think tags, code
+fences, prose around the JSON, a list cut off by the token limit) and validated fact
+by fact (a fact marked ``durable: false`` is not stored). Any LLM failure falls back
+to :func:`extract_heuristic` — the turn is never skipped — and the outcome is
+counted.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from sidecar.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
-PROMPT_VERSION = 1
+PROMPT_VERSION = 2
 LLM_CONFIDENCE = 0.9
 MAX_FACT_CHARS = 500
 
@@ -38,17 +40,27 @@ the durable facts the USER states about themselves, their life, preferences, pla
 the rules they set for the assistant. Ignore the assistant's suggestions, small talk,
 questions and one-off requests.
 
-Write every fact as one self-contained sentence about "User" (third person), with
-names and details kept. Resolve relative dates ("yesterday", "next week") against
-the turn time and write the absolute date.
+Every fact is one short, self-contained sentence about "User" (third person), in the
+canonical form of what it states ("User lives in Phoenix.", "User's sister is called
+Ana.", "User does not drink alcohol."), with names and details kept:
+- keep the user's meaning exactly: negation and modality stay ("does not", "never",
+  "no longer", "used to"); a request, question or greeting is never a fact;
+- a change states the new value, and the old one when the user names it ("User moved
+  from Minneapolis to Phoenix.");
+- resolve "that", "then", "there", "he", "she" from the turn, or leave the fact out;
+- resolve relative dates ("yesterday", "next week") against the turn time and write
+  the absolute date.
 
 Types: "semantic" (facts, preferences), "procedural" (how the user does things),
 "episodic" (an event at a time), "constraint" (a rule for the assistant).
 Importance from 0 to 1. Topic: a short, general name for what the fact is about
 ("work", "family", "health", "travel"); reuse the same name for related facts.
+Durable: false for a state or event of the moment (tired today, the bus was late),
+true for what stays true.
 
 Answer with JSON only:
-{"facts": [{"text": "...", "type": "semantic", "importance": 0.5, "topic": "work"}]}
+{"facts": [{"text": "...", "type": "semantic", "importance": 0.5, "topic": "work",
+ "durable": true}]}
 If there is nothing worth remembering, answer {"facts": []}."""
 )
 
@@ -75,8 +87,8 @@ def parse_facts(value: Any, *, max_facts: int) -> list[Fact]:
         if not isinstance(item, Mapping):
             continue
         text = item.get("text")
-        if not isinstance(text, str) or not text.strip():
-            continue
+        if not isinstance(text, str) or not text.strip() or item.get("durable") is False:
+            continue  # no text, or a state of the moment the model marked as such
         text = " ".join(text.split())[:MAX_FACT_CHARS]
         try:
             kind = MemoryType(str(item.get("type", "semantic")).lower())

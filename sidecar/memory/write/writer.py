@@ -13,6 +13,7 @@ import numpy.typing as npt
 
 from sidecar.config import ExtractionConfig
 from sidecar.memory.embedding.protocol import Embedder
+from sidecar.memory.model.embedding_text import embedding_text
 from sidecar.memory.model.facts import shape
 from sidecar.memory.model.records import (
     MemoryRecord,
@@ -131,7 +132,7 @@ class MemoryWriter:
             self._metrics.facts.labels(decision="dropped_forgotten").inc(len(facts))
             return WriteResult()
         texts = [f.text for f in facts]
-        vectors = await self._embedder.embed(texts)
+        vectors = await self._embedder.embed([embedding_text(t) for t in texts])
         scope = Scope(turn.user_id)
         if self._other_writers:
             # Another worker or replica may have written this owner's rows since the
@@ -173,7 +174,11 @@ class MemoryWriter:
             return []
         if judgement.decision == Decision.UPDATE and target is not None:
             merged = self._writes.clean(judgement.text or text) or text
-            embedding = vector if merged == text else (await self._embedder.embed([merged]))[0]
+            embedding = (
+                vector
+                if merged == text
+                else (await self._embedder.embed([embedding_text(merged)]))[0]
+            )
             return [
                 target.with_changes(
                     content=merged,

@@ -237,11 +237,11 @@ def test_render_turn_is_what_the_mock_parses() -> None:
 
 
 def test_system_prompt_starts_with_the_versioned_task_tag() -> None:
-    assert PROMPT_VERSION == 1
-    assert SYSTEM_PROMPT.startswith("[memory-sidecar:extract v1]\n")
+    assert PROMPT_VERSION == 2
+    assert SYSTEM_PROMPT.startswith("[memory-sidecar:extract v2]\n")
     tag = parse_task_tag({"messages": [{"role": "system", "content": SYSTEM_PROMPT}]})
     assert tag is not None
-    assert (tag.task, tag.version) == ("extract", 1)
+    assert (tag.task, tag.version) == ("extract", 2)
 
 
 # -- FactExtractor against the mock LLM ----------------------------------------------------------
@@ -460,3 +460,17 @@ def test_an_llm_fact_that_flips_the_users_polarity_is_replaced_by_the_users_word
     # The same polarity, in other words, is the LLM's to write.
     kept, fixed = keep_polarity([Fact("User has never flown.")], "Never been on a plane lol", 5)
     assert (fixed, [f.text for f in kept]) == (0, ["User has never flown."])
+
+
+def test_a_fact_the_model_marks_as_not_durable_is_not_stored() -> None:
+    value = {
+        "facts": [
+            {"text": "User is exhausted today.", "durable": False},
+            {"text": "User works night shifts.", "durable": True},
+            {"text": "User has two cats."},  # no flag: kept
+        ]
+    }
+    assert [f.text for f in parse_facts(value, max_facts=5)] == [
+        "User works night shifts.",
+        "User has two cats.",
+    ]
