@@ -242,3 +242,43 @@ def test_sidecar_down_fails_open(stack: Stack) -> None:
         assert echo.startswith("ECHO")
     finally:
         stack.restart_sidecar()
+
+
+def injected_after(stack: Stack, user: str, said: list[str], question: str) -> str:
+    """Say each of ``said`` as its own turn, wait for the writes, then ask ``question``
+    and return the system prompt the upstream saw."""
+    for text in said:
+        before = written(stack)
+        say(stack, user, text)
+        wait_written(stack, before + 1)
+    return system_prompt_seen_upstream(say(stack, user, question))
+
+
+def test_memories_users_can_trust(stack: Stack) -> None:
+    # A contradiction supersedes: the old home is never injected again.
+    seen = injected_after(
+        stack,
+        new_user("mover"),
+        [
+            "I live in Minneapolis, I love being close to the lakes.",
+            "I finally moved out of Minneapolis into a place in Phoenix last month!",
+        ],
+        "Which city do I live in?",
+    )
+    assert "Phoenix" in seen
+    assert "lives in Minneapolis" not in seen
+    # A near miss is two memories: the cat is not a duplicate of the dog.
+    seen = injected_after(
+        stack,
+        new_user("pets"),
+        [
+            "My dog absolutely loses it during thunderstorms.",
+            "My cat absolutely loses it during thunderstorms.",
+        ],
+        "How do my pets cope with thunderstorms?",
+    )
+    assert "dog" in seen
+    assert "cat" in seen
+    # A negation is kept.
+    seen = injected_after(stack, new_user("sober"), ["No booze for me, ever."], "Any drinks?")
+    assert "No booze for User" in seen
