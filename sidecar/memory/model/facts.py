@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from sidecar.memory.model.dates import canonical_dates
 from sidecar.memory.model.slots import compatible, find_slot
 from sidecar.memory.model.text import STOPWORDS, normalize, stem
 
@@ -156,7 +157,9 @@ def _entities(text: str) -> frozenset[str]:
 
 @lru_cache(maxsize=8192)
 def shape(text: str) -> FactShape:
-    """The shape of one fact's text (cached: a memory's text is read many times)."""
+    """The shape of one fact's text (cached: a memory's text is read many times).
+    Dates are read in one form first ("nov 14" and "14/11" are "November 14")."""
+    text = canonical_dates(text)
     words = [w.replace("’", "'") for w in _WORD.findall(normalize(text))]
     signature = frozenset(f for f in (_feature(w) for w in words) if f is not None)
     slot = find_slot(text)

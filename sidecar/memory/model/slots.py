@@ -38,6 +38,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from sidecar.memory.model.dates import canonical_dates
 from sidecar.memory.model.slot_words import (
     ATTRIBUTES,
     DIETS,
@@ -326,7 +327,22 @@ RULES: tuple[_Rule, ...] = (
         r"(?:e-?mail(?:\s+address)?)\s+is\s+(?P<value>[\w.+-]+@[\w-]+(?:\.[\w-]+)+)",
         possessive=True,
     ),
-    _rule("birthday", r"birthday\s+is\s+(?:on\s+|in\s+)?" + _VALUE, possessive=True),
+    _rule(
+        "birthday",
+        r"(?:birthday|b-?day)(?:['’]s)?\s+(?:is|falls)\s+(?:on\s+|in\s+)?" + _VALUE,
+        possessive=True,
+    ),
+    # Dates are canonical here ("November 14", :mod:`sidecar.memory.model.dates`).
+    _Rule(
+        "birthday",
+        re.compile(r"^(?P<value>[A-Z][a-z]+ \d{1,2})\s+is\s+User['’]s\s+(?:birthday|b-?day)\b"),
+    ),
+    _Rule(
+        "birthday",
+        re.compile(
+            r"\bUser\s+celebrates\s+User['’]s\s+birthday\s+on\s+(?P<value>[A-Z][a-z]+ \d{1,2})"
+        ),
+    ),
     _rule(
         "attribute",
         rf"(?P<thing>{ATTRIBUTES})\s+(?:is|are)\s+(?:now\s+)?{_TITLED}" + _VALUE,
@@ -432,6 +448,7 @@ def compatible(slot: str, a: str | None, b: str | None) -> bool:
 
 def find_slot(text: str) -> Slot | None:
     """The slot ``text`` sets, if a rule covers it (the first rule that matches)."""
+    text = canonical_dates(text)
     for rule in RULES:
         match = rule.pattern.search(text)
         if match is None:
