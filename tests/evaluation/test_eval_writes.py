@@ -68,6 +68,12 @@ def test_the_evaluations_judgements() -> None:
     assert fragment("Thanks!")
     assert fragment("User is so tired today.")
     assert not fragment("User lives in Leeds.")
+    assert fragment("User is allergic to it.")
+    # A reference the memory itself resolves is no fragment.
+    assert not fragment(
+        "User had a bad reaction to penicillin as a kid, so User is allergic to it."
+    )
+    assert not fragment("User went to Japan in 2019 and loved it.")
 
 
 @pytest.fixture(scope="module")

@@ -51,6 +51,7 @@ _LEADING_REFERENCE = re.compile(
     r"'s|means|makes))\b",
     re.IGNORECASE,
 )
+_CLAUSE = re.compile(r"[,;:]\s*|\s+(?:and|but|so|because|though)\s+", re.IGNORECASE)
 _TRAILING_REFERENCE = re.compile(r"\b(?:then|there|that|it|them|this)[.!]?$", re.IGNORECASE)
 _NON_FACT = re.compile(
     r"^(?:user\s+(?:says\s+)?)?(?:hi|hello|hey|thanks|thank\s+you|ok|okay|lol|haha|cool|"
@@ -123,8 +124,15 @@ def fragment(text: str) -> bool:
     body = text.strip()
     if _NON_FACT.match(body) or not features(body):
         return True
-    if _LEADING_REFERENCE.match(body) or _TRAILING_REFERENCE.search(body.rstrip()):
+    if _LEADING_REFERENCE.match(body):
         return True
+    trailing = _TRAILING_REFERENCE.search(body.rstrip())
+    if trailing is not None:
+        # Resolved only by an earlier clause of the memory itself ("… penicillin as a
+        # kid, so User is allergic to it"); "User never takes meetings then" is not.
+        clauses = _CLAUSE.split(body[: trailing.start()])
+        if not any(len(features(clause)) >= 2 for clause in clauses[:-1]):
+            return True
     return bool(_ONE_OFF.search(body) and _MOOD.search(body))
 
 
