@@ -16,6 +16,7 @@ from e2e.mock_llm import MockLLM
 from sidecar.config import ExtractionConfig
 from sidecar.errors import LLMUnavailable
 from sidecar.memory.embedding.protocol import Embedder
+from sidecar.memory.model.embedding_text import embedding_text
 from sidecar.memory.model.records import Scope, Status, now_ms
 from sidecar.memory.model.turns import Turn
 from sidecar.memory.store.filters import build_filter
@@ -284,7 +285,8 @@ async def test_update_keeps_the_richer_wording_and_reembeds(
         assert [r.id for r in after] == [r.id for r in before]
         assert after[0].content == "User lives in Berlin, Germany."
         assert after[0].embedding != before[0].embedding
-        vector = (await embedder.embed([after[0].content]))[0]
+        # The vector is of the text with its attribute's words (a residence).
+        vector = (await embedder.embed([embedding_text(after[0].content)]))[0]
         stored = after[0].embedding
         assert stored is not None
         assert sum(a * b for a, b in zip(vector, stored, strict=True)) > 0.999
