@@ -91,7 +91,8 @@ _CHAT_SPELLING = (
 #: Verb forms after "I" that stay as they are in the third person.
 _SAME = frozenset("""was can could will would should must might may shall used""".split())
 _IRREGULAR = {"am": "is", "'m": "is", "have": "has", "'ve": "has", "do": "does", "go": "goes",
-              "'d": "would", "'ll": "will", "be": "is", "were": "was"}  # fmt: skip
+              "'d": "would", "'ll": "will", "be": "is", "were": "was",
+              "been": "has been"}  # fmt: skip
 _NEGATIONS = {
     "don't": "does not", "do not": "does not", "can't": "cannot", "cannot": "cannot",
     "won't": "will not", "didn't": "did not", "haven't": "has not", "wasn't": "was not",
@@ -118,7 +119,7 @@ _ADVERBS = frozenset(
     }
 )  # fmt: skip
 _IMPLIED_I = re.compile(
-    r"^(?:just\s+|finally\s+|recently\s+)?(?P<verb>[a-z]+ed|got|went|took|gave|made|"
+    r"^(?:just\s+|finally\s+|recently\s+)?(?P<verb>[a-z]{3,}ed|got|went|took|gave|made|"
     r"bought|left|quit|sold|began|started|moved|switched|signed|adopted|traded|handed|"
     r"joined|finished|became|met|found|lost|won|broke|spent|sent|been)\b",
     re.IGNORECASE,

@@ -298,6 +298,7 @@ def test_rewrite_first_person(sentence: str, expected: str) -> None:
         ("I quit vaping 40 days ago and I'm not going back.",
          "User quit vaping 40 days ago and User is not going back."),  # not "User quits"
         ("Please call me Robert.", "User wants to be called Robert."),
+        ("been living in galway for 6 yrs now", "User has been living in galway for 6 yrs now."),
         ("I'm learning Welsh at the moment.", "User is learning Welsh at the moment."),
         ("call me Liz from now on", "User wants to be called Liz."),
     ],
