@@ -137,7 +137,10 @@ def _feature(word: str) -> str | None:
     past = base in IRREGULAR_PAST or (
         base.endswith("ed") and not base.endswith("eed") and len(base) > 4
     )
-    return stem(base) + ("@past" if past else "")
+    root = stem(base)
+    if base.endswith(("ing", "ed")) and len(root) >= 4 and root[-1] == root[-2] not in "lsz":
+        root = root[:-1]  # running -> run, swapped -> swap (not called, kissed)
+    return root + ("@past" if past else "")
 
 
 def _entities(text: str) -> frozenset[str]:
@@ -265,7 +268,7 @@ def conflicts(new: FactShape, old: FactShape) -> bool:
 #: Words of a change cue, left out when two facts' shared words are compared.
 _CUE_WORDS = frozenset(
     {"now", "new", "nowaday", "anymore", "longer", "switch", "chang", "moved@past", "day",
-     "swapp@past", "trad@past", "replac@past", "upgrad@past", "instead", "go"}
+     "swap@past", "trad@past", "replac@past", "upgrad@past", "instead", "go"}
 )  # fmt: skip
 
 

@@ -167,3 +167,11 @@ def test_a_restatement_says_little_more_than_the_richer_memory() -> None:
     assert not restates(
         shape("User listens to jazz when cooking."), shape("User listens to lo-fi at work."), 0.75
     )
+
+
+def test_a_doubled_consonant_is_one_stem() -> None:
+    # "running days" and "runs" are about running: a change of days replaces them.
+    assert replaces(
+        shape("User has changed User's running days to Monday and Friday."),
+        shape("User runs on Tuesdays and Thursdays."),
+    )
