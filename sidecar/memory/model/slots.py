@@ -63,7 +63,7 @@ _SUBJECT = (
 #: "User's favourite food is", "User's sister's name is": an attribute of the user's.
 _POSSESSIVE = (
     r"\bUser['’]s\s+(?:(?P<owner>[a-z]+)['’]s\s+)?"
-    r"(?:(?:work|personal|home|private|new|old|main|current|real|full)\s+)?"
+    r"(?:(?:work|personal|home|private|new|old|main|current|real|full|own|first)\s+)?"
 )
 #: A person named with a title ("Dr. Hartley").
 _TITLED = r"(?:(?:dr|mr|mrs|ms|prof)\.?\s+)?"
@@ -143,6 +143,12 @@ RULES: tuple[_Rule, ...] = (
         r"relocating|moving\s+back|moved\s+back)\s+(?:in|to|into)\s+(?:a\s+\w+\s+in\s+)?" + _VALUE,
     ),
     _rule("residence", r"(?:home|flat|apartment|house)\s+is\s+in\s+" + _VALUE),
+    _rule(
+        "residence",
+        r"(?:lives?|living|lived|stays?|staying)\s+(?:with|w/)\s+(?:User['’]s\s+)?"
+        r"(?P<value>parents|family|mum|mom|dad|flatmates?|roommates?|housemates?|"
+        r"grandparents|in-laws)\b",
+    ),
     _rule("residence", r"(?:stays?|staying)\s+in\s+" + _VALUE),
     _rule(
         "residence",

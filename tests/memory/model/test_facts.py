@@ -59,6 +59,8 @@ from sidecar.memory.model.slots import find_slot
         ("User is a pescatarian.", "diet", "pescatarian"),  # a diet, not a job
         ("User drinks a glass of wine most nights.", "alcohol", "yes"),
         ("User starts at Accenture next month.", "employer", "accenture"),
+        ("User still lives with User's parents.", "residence", "parents"),
+        ("User finally got User's own flat in Hackney.", "residence", "hackney"),
     ],
 )  # fmt: skip
 def test_slots(text: str, slot: str | None, value: str | None) -> None:
