@@ -383,7 +383,13 @@ RULES: tuple[_Rule, ...] = (
     _rule(
         "allergy",
         r"(?:has|have|got|suffers?\s+from)\s+(?:an?\s+)?(?:severe\s+|bad\s+|mild\s+)?"
-        r"(?:allergy\s+to\s+)?(?P<value>\w+)(?:\s+allergy)?\b(?=\s+allergy|\s*[.,!]|$)",
+        r"allergy\s+to\s+(?P<value>\w+)",
+        accumulates=True,
+    ),
+    _rule(
+        "allergy",
+        r"(?:has|have|got|suffers?\s+from)\s+(?:an?\s+)?(?:severe\s+|bad\s+|mild\s+)?"
+        r"(?P<value>\w+)\s+allergy\b",
         accumulates=True,
     ),
     _rule("allergy", r"(?:is\s+)?(?P<value>\w+)[- ]allergic\b", accumulates=True),

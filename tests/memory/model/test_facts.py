@@ -61,6 +61,9 @@ from sidecar.memory.model.slots import find_slot
         ("User starts at Accenture next month.", "employer", "accenture"),
         ("User still lives with User's parents.", "residence", "parents"),
         ("User finally got User's own flat in Hackney.", "residence", "hackney"),
+        ("User has a severe nut allergy.", "allergy", "nut"),
+        ("User has an allergy to latex.", "allergy", "latex"),
+        ("User has a dog.", "pets", "dog"),
     ],
 )  # fmt: skip
 def test_slots(text: str, slot: str | None, value: str | None) -> None:
@@ -79,6 +82,7 @@ def test_slots(text: str, slot: str | None, value: str | None) -> None:
         "User's dog absolutely loses it during thunderstorms.",
         "User likes long walks.",
         "User is seeing a physio for User's knee.",  # not dating
+        "User has a car.",  # not an allergy to cars
     ],
 )
 def test_a_fact_the_rules_do_not_cover_has_no_user_slot(text: str) -> None:
