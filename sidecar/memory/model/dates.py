@@ -1,6 +1,7 @@
-"""Calendar dates written one way: "nov 14", "14/11", "the fourteenth of November" and
-"November 14th" all become "November 14", so two facts that give one date in other
-words are one fact and two that give other dates are two.
+"""Calendar dates and clock times written one way: "nov 14", "14/11", "the fourteenth
+of November" and "November 14th" all become "November 14"; "10am", "10 o'clock" and
+"10:00" become "10:00" ("7pm" "19:00"), so two facts that give one date or time in
+other words are one fact and two that give others are two.
 
 A day and month in digits are read only when the order is certain (one of them is
 over 12: "14/11" is the 14th of November; "3/4" is left as written).
@@ -64,8 +65,33 @@ def _digits(match: re.Match[str]) -> str:
     return match.group(0)  # 3/4: either
 
 
+_TIME = re.compile(
+    r"\b(?P<hour>\d{1,2})(?::(?P<minute>[0-5]\d))?\s*(?:(?P<half>[ap])\.?m\.?|o['’]clock)(?![a-z])",
+    re.IGNORECASE,
+)
+_CLOCK = re.compile(r"\b(?P<hour>[01]?\d|2[0-3]):(?P<minute>[0-5]\d)\b")
+
+
+def _time(match: re.Match[str]) -> str:
+    hour, minute = int(match.group("hour")), int(match.group("minute") or 0)
+    half = (match.group("half") or "").lower()
+    if (hour > 12 and half) or hour > 23:
+        return match.group(0)
+    if half == "p" and hour < 12:
+        hour += 12
+    elif half == "a" and hour == 12:
+        hour = 0
+    return f"{hour:02d}:{minute:02d}"
+
+
+def _clock(match: re.Match[str]) -> str:
+    return f"{int(match.group('hour')):02d}:{match.group('minute')}"
+
+
 def canonical_dates(text: str) -> str:
-    """``text`` with every date it gives as day and month written "November 14"."""
+    """``text`` with every date it gives as day and month written "November 14", and
+    every clock time as "10:00"."""
     for form in _FORMS:
         text = form.sub(_named, text)
-    return _NUMERIC.sub(_digits, text)
+    text = _NUMERIC.sub(_digits, text)
+    return _CLOCK.sub(_clock, _TIME.sub(_time, text))

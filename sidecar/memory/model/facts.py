@@ -329,7 +329,10 @@ def contrasts(a: FactShape, b: FactShape) -> bool:
     if (
         a.slot is not None
         and b.slot is not None
-        and (a.slot != b.slot or not same_value(a.value, b.value))
+        and (
+            a.slot != b.slot
+            or not (same_value(a.value, b.value) or compatible(a.slot, a.value, b.value))
+        )
     ):
         return True
     if (a.entities - b.entities) and (b.entities - a.entities):
@@ -338,7 +341,7 @@ def contrasts(a: FactShape, b: FactShape) -> bool:
         return True  # about another person (nephew / niece)
     for kind in _KINDS:  # another day, month, season or side
         ka, kb = a.signature & kind, b.signature & kind
-        if ka and kb and ka != kb:
+        if ka and kb and not (ka <= kb or kb <= ka):
             return True
     shared = (a.signature & b.signature) | (a.entities & b.entities)
     if shared and a.negated != b.negated:

@@ -20,6 +20,10 @@ from sidecar.memory.model.facts import contrasts, equivalent, shape
         ("3/4 of a pizza", "3/4 of a pizza"),  # day and month order unknown: as written
         ("from 9.30 to 5", "from 9.30 to 5"),  # a time, not a date
         ("User will march on the 5th", "User will march on the 5th"),
+        ("nothing before 10am", "nothing before 10:00"),
+        ("nothing before 10 o'clock", "nothing before 10:00"),
+        ("gym at 7pm", "gym at 19:00"),
+        ("8:30 invites", "08:30 invites"),
     ],
 )
 def test_dates_are_written_one_way(said: str, canonical: str) -> None:
@@ -41,3 +45,9 @@ def test_one_birthday_said_five_ways_is_one_fact_and_another_date_is_not() -> No
     assert contrasts(
         shape("User's dentist visit is on 3 May."), shape("User's dentist visit is on 5 May.")
     )
+
+
+def test_days_of_one_schedule_are_no_near_miss_but_other_days_are() -> None:
+    week = shape("Fridays are User's day off, User works Monday to Thursday.")
+    assert not contrasts(week, shape("User is off on Fridays."))
+    assert contrasts(shape("User swims on Tuesday."), shape("User swims on Thursday."))
