@@ -230,7 +230,10 @@ RULES: tuple[_Rule, ...] = (
     ),
     _Rule(
         "name",
-        re.compile(rf"^(?P<value>[A-Z][\w'’-]+)\s+is\s+User['’]s\s+(?P<owner>{RELATIONS})\b"),
+        re.compile(
+            rf"^(?P<value>[A-Z][\w'’-]+)\s+is\s+User['’]s\s+(?P<owner>{RELATIONS})\b"
+            r"(?!\s+tongue)"
+        ),
     ),
     _Rule(
         "favorite",
@@ -378,6 +381,13 @@ RULES: tuple[_Rule, ...] = (
         r"(?:native\s+language|mother\s+tongue|first\s+language)\s+is\s+" + _VALUE,
         possessive=True,
     ),
+    _Rule(
+        "native language",
+        re.compile(
+            r"^(?P<value>[A-Z][\w'’-]*?)(?:['’]s)?\s+is\s+User['’]s\s+"
+            r"(?:native\s+language|mother\s+tongue|first\s+language)\b"
+        ),
+    ),
     _rule("language", r"(?:speaks?|speaking)\s+(?:fluent\s+)?" + _VALUE, accumulates=True),
     _rule("allergy", r"(?:is\s+)?allergic\s+to\s+" + _VALUE, accumulates=True),
     _rule(
@@ -458,6 +468,11 @@ def compatible(slot: str, a: str | None, b: str | None) -> bool:
     return any(a in g and b in g and (a in loose or b in loose) for g in groups)
 
 
+#: Words read as an owner ("User's <owner> ...") that are none.
+_VERB_OWNERS = frozenset({"are", "is", "was", "were", "has", "had"})
+_OWN_ATTRIBUTES = frozenset({"diet", "job", "work", "life", "home", "routine"})
+
+
 def find_slot(text: str) -> Slot | None:
     """The slot ``text`` sets, if a rule covers it (the first rule that matches)."""
     text = canonical_dates(text)
@@ -467,6 +482,10 @@ def find_slot(text: str) -> Slot | None:
             continue
         negated = bool(_NEGATION.search(match.group(0)))
         owner = (match.groupdict().get("owner") or "").lower()
+        if owner in _VERB_OWNERS:
+            continue  # "User's are called ...": an extraction slip, not an owner
+        if owner in _OWN_ATTRIBUTES:
+            owner = ""  # "User's diet is vegan": the user's own diet
         attribute = rule.attribute
         thing = match.groupdict().get("thing")
         if thing:

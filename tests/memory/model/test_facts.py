@@ -64,6 +64,8 @@ from sidecar.memory.model.slots import find_slot
         ("User has a severe nut allergy.", "allergy", "nut"),
         ("User has an allergy to latex.", "allergy", "latex"),
         ("User has a dog.", "pets", "dog"),
+        ("Tagalog is User's mother tongue.", "native language", "tagalog"),
+        ("User's diet is strictly vegan.", "diet", "vegan"),
     ],
 )  # fmt: skip
 def test_slots(text: str, slot: str | None, value: str | None) -> None:
