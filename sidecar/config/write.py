@@ -224,3 +224,6 @@ class ConsolidationConfig(_Model):
     restate_cosine: float = Field(default=0.5, ge=0, le=1)
     #: The most of a folded memory's content words that the kept one may lack.
     restate_novelty: float = Field(default=0.75, ge=0, le=1)
+    #: Users with more distinct memories than this are not searched for restatements
+    #: (the pass compares every pair); the same fact in other words is still folded.
+    restate_max_memories: int = Field(default=3000, ge=0, le=1_000_000)

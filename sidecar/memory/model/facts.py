@@ -216,6 +216,15 @@ def _stopped(text: str) -> frozenset[str]:
     return frozenset(f for f in (_feature(w) for w in words) if f is not None)
 
 
+@lru_cache(maxsize=1 << 17)
+def slot_of(text: str) -> str | None:
+    """The slot ``text`` sets: :func:`shape`'s, cached apart and for many more texts
+    (the write path asks it of every memory of a user that could hold a new fact's
+    slot; a shape is far larger than a slot name)."""
+    found = find_slot(canonical_dates(text))
+    return found.name if found is not None else None
+
+
 def same_value(a: str | None, b: str | None) -> bool:
     """Two values of one slot name the same thing: equal, or one names a part of the
     other ("bucks" / "milwaukee bucks"), with the same polarity."""

@@ -92,32 +92,39 @@ def _restatements(
     groups: list[list[MemoryRecord]], config: ConsolidationConfig
 ) -> list[list[MemoryRecord]]:
     """Groups joined greedily, richest first: each group's kept memory joins the
-    first richer group whose kept memory it restates (see :func:`plan_merges`)."""
-    joined: list[tuple[MemoryRecord, npt.NDArray[np.float32] | None, list[MemoryRecord]]] = []
-    for group in sorted(groups, key=lambda g: _richness(g[0])):
-        head, vector = group[0], _unit(group[0])
-        fact = shape(head.content)
-        into = next(
-            (
-                members
-                for kept, kept_vector, members in joined
-                if vector is not None
-                and kept_vector is not None
-                and float(np.dot(vector, kept_vector)) >= config.restate_cosine
-                and restates(shape(kept.content), fact, config.restate_novelty)
-                and not any(contrasts(shape(m.content), fact) for m in members)
-            ),
-            None,
-        )
+    first richer group whose kept memory it restates (see :func:`plan_merges`).
+    Similarities are one matrix-vector product per group; a user with more than
+    ``config.restate_max_memories`` groups is left as it is (the pass is quadratic)."""
+    if len(groups) > config.restate_max_memories:
+        return groups
+    ordered = sorted(groups, key=lambda g: _richness(g[0]))
+    dim = next((len(g[0].embedding) for g in ordered if g[0].embedding), 0)
+    kept_vectors = np.zeros((len(ordered), dim), dtype=np.float32)
+    joined: list[list[MemoryRecord]] = []
+    for group in ordered:
+        head, vector = group[0], _unit(group[0], dim)
+        into = None
+        if vector is not None and joined:
+            similar = kept_vectors[: len(joined)] @ vector
+            fact = shape(head.content)
+            for j in np.flatnonzero(similar >= config.restate_cosine):
+                members = joined[int(j)]
+                if restates(shape(members[0].content), fact, config.restate_novelty) and not any(
+                    contrasts(shape(m.content), fact) for m in members
+                ):
+                    into = members
+                    break
         if into is None:
-            joined.append((head, vector, list(group)))
+            if vector is not None:
+                kept_vectors[len(joined)] = vector
+            joined.append(list(group))
         else:
             into.extend(group)
-    return [members for _, _, members in joined]
+    return joined
 
 
-def _unit(record: MemoryRecord) -> npt.NDArray[np.float32] | None:
-    if not record.embedding:
+def _unit(record: MemoryRecord, dim: int) -> npt.NDArray[np.float32] | None:
+    if not record.embedding or len(record.embedding) != dim:
         return None
     vector = np.asarray(record.embedding, dtype=np.float32)
     norm = float(np.linalg.norm(vector))

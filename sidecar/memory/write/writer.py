@@ -14,7 +14,7 @@ import numpy.typing as npt
 from sidecar.config import ExtractionConfig
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.embedding_text import embedding_text
-from sidecar.memory.model.facts import shape
+from sidecar.memory.model.facts import shape, slot_of
 from sidecar.memory.model.records import (
     MemoryRecord,
     Scope,
@@ -315,7 +315,7 @@ class _TurnRows:
             same = [
                 int(i)
                 for i in np.flatnonzero(mask)
-                if int(i) not in taken and shape(records[int(i)].content).slot == slot
+                if int(i) not in taken and slot_of(records[int(i)].content) == slot
             ]
             chosen.extend(sorted(same, key=lambda i: (-similarity[i], i)))
         return [Candidate(records[i].id, records[i].content, float(similarity[i])) for i in chosen]

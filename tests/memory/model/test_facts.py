@@ -14,6 +14,7 @@ from sidecar.memory.model.facts import (
     restates,
     richer,
     shape,
+    slot_of,
 )
 from sidecar.memory.model.slots import find_slot
 
@@ -183,3 +184,8 @@ def test_a_doubled_consonant_is_one_stem() -> None:
         shape("User has changed User's running days to Monday and Friday."),
         shape("User runs on Tuesdays and Thursdays."),
     )
+
+
+def test_the_slot_alone_is_the_shapes_slot() -> None:
+    for text in ("User lives in Leeds.", "User's bday is nov 14.", "User likes long walks."):
+        assert slot_of(text) == shape(text).slot

@@ -128,3 +128,5 @@ async def test_restatements_fold_into_the_richest_and_near_misses_never_do(
     assert not any(rid.startswith("n") for rid in [*folded, *folded.values()])
     # Off: only the same fact in the same words folds.
     assert plan_merges(rows, ConsolidationConfig(restate_cosine=0)) == []
+    # A user with more memories than the cap is not searched for restatements.
+    assert plan_merges(rows, ConsolidationConfig(restate_max_memories=len(rows) - 1)) == []
