@@ -12,7 +12,7 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol, TypedDict
 
 import openai
@@ -88,12 +88,12 @@ def parse_json_loose(text: str) -> Any:
 _NONE = object()
 
 
-def _without_trailing_commas(candidate: str) -> str:
-    """``candidate`` without commas right before a closing bracket, outside strings
-    (``[1, 2,]`` -> ``[1, 2]``; ``"a, ]"`` stays as it is)."""
-    out: list[str] = []
+def _structural(text: str, start: int = 0) -> Iterator[tuple[int, str]]:
+    """The characters of ``text`` from ``start`` that are outside JSON strings (a
+    string's quotes count as inside), with their index."""
     in_string = escaped = False
-    for char in candidate:
+    for index in range(start, len(text)):
+        char = text[index]
         if in_string:
             if escaped:
                 escaped = False
@@ -103,14 +103,22 @@ def _without_trailing_commas(candidate: str) -> str:
                 in_string = False
         elif char == '"':
             in_string = True
-        elif char in "}]":
-            end = len(out)
-            while end and out[end - 1].isspace():
-                end -= 1
-            if end and out[end - 1] == ",":
-                del out[end - 1]
-        out.append(char)
-    return "".join(out)
+        else:
+            yield index, char
+
+
+def _without_trailing_commas(candidate: str) -> str:
+    """``candidate`` without commas right before a closing bracket, outside strings
+    (``[1, 2,]`` -> ``[1, 2]``; ``"a, ]"`` stays as it is)."""
+    drop: set[int] = set()
+    for index, char in _structural(candidate):
+        if char in "}]":
+            before = index - 1
+            while before >= 0 and candidate[before].isspace():
+                before -= 1
+            if before >= 0 and candidate[before] == ",":
+                drop.add(before)  # outside any string: the bracket after it is
+    return "".join(c for i, c in enumerate(candidate) if i not in drop)
 
 
 def _first_value(candidate: str, *, only_first: bool) -> Any:
@@ -140,21 +148,9 @@ def _complete_prefix(candidate: str) -> str:
     if start < 0:
         return ""
     stack: list[str] = []
-    in_string = escaped = False
     safe: tuple[int, list[str]] | None = None
-    for index in range(start, len(candidate)):
-        char = candidate[index]
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-            continue
-        if char == '"':
-            in_string = True
-        elif char in "{[":
+    for index, char in _structural(candidate, start):
+        if char in "{[":
             stack.append("}" if char == "{" else "]")
         elif char in "}]":
             if not stack:
