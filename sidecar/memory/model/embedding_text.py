@@ -13,7 +13,7 @@ path, the admin API, imports, re-embedding after a model change) goes through
 
 from __future__ import annotations
 
-from sidecar.memory.model.facts import shape
+from sidecar.memory.model.facts import slot_of
 
 #: What each attribute is, as a question about it would put it.
 ATTRIBUTE_WORDS: dict[str, str] = {
@@ -53,5 +53,5 @@ def attribute_words(slot: str | None) -> str | None:
 
 def embedding_text(content: str) -> str:
     """``content``, with its attribute's words when it sets one of the user's own."""
-    words = attribute_words(shape(content).slot)
+    words = attribute_words(slot_of(content))
     return f"{content} ({words})" if words else content

@@ -311,10 +311,7 @@ def _covered(words: frozenset[str], signature: frozenset[str]) -> bool:
     """Every word of ``words`` has a word of ``signature`` of the same stem (one
     a prefix of the other: "vap" / "vape")."""
     bases = [w.split("@")[0] for w in signature]
-    return all(
-        any(len(min(w, b, key=len)) >= 3 and (w.startswith(b) or b.startswith(w)) for b in bases)
-        for w in (x.split("@")[0] for x in words)
-    )
+    return all(any(_same_stem(w.split("@")[0], b) for b in bases) for w in words)
 
 
 def _same_content(a: FactShape, b: FactShape) -> bool:

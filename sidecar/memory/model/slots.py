@@ -38,7 +38,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sidecar.memory.model.dates import canonical_dates
 from sidecar.memory.model.slot_words import (
     ATTRIBUTES,
     DIETS,
@@ -474,8 +473,10 @@ _OWN_ATTRIBUTES = frozenset({"diet", "job", "work", "life", "home", "routine"})
 
 
 def find_slot(text: str) -> Slot | None:
-    """The slot ``text`` sets, if a rule covers it (the first rule that matches)."""
-    text = canonical_dates(text)
+    """The slot ``text`` sets, if a rule covers it (the first rule that matches).
+    Dates are read in the form :func:`~sidecar.memory.model.dates.canonical_dates`
+    writes them; :func:`~sidecar.memory.model.facts.shape` and
+    :func:`~sidecar.memory.model.facts.slot_of` pass text in that form."""
     for rule in RULES:
         match = rule.pattern.search(text)
         if match is None:
