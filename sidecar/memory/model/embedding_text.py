@@ -30,6 +30,8 @@ ATTRIBUTE_WORDS: dict[str, str] = {
     "email": "User's email address",
     "birthday": "User's birthday",
     "age": "how old User is: age",
+    "weight": "how much User weighs: weight",
+    "height": "how tall User is: height",
     "car": "the car User drives",
     "team": "the team User supports",
     "native language": "User's native language",

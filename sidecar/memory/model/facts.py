@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from sidecar.memory.model.dates import canonical_dates
+from sidecar.memory.model.slot_words import KINDS_OF
 from sidecar.memory.model.slots import compatible, find_slot
 from sidecar.memory.model.text import STOPWORDS, normalize, stem
 
@@ -293,6 +294,8 @@ def replaces(new: FactShape, old: FactShape) -> bool:
         return True  # "User does not drink coffee (anymore)" after "User drinks coffee"
     if new.stopped and not old.negated and _covered(new.stopped, old.signature):
         return True  # "User quit vaping" after "User vapes all day"
+    if new.stopped and not old.negated and _kind_covers(new.stopped, old.signature):
+        return True  # "User gave up caffeine" after "User drinks four espressos a day"
     if not new.change:
         return False
     if new.negated != old.negated or _years(new) != _years(old):
@@ -305,6 +308,21 @@ def replaces(new: FactShape, old: FactShape) -> bool:
 
 def _same_stem(a: str, b: str) -> bool:
     return len(min(a, b, key=len)) >= 3 and (a.startswith(b) or b.startswith(a))
+
+
+#: :data:`KINDS_OF` by stems: (the kind's words, its members' words).
+_KINDS_OF = tuple(
+    (frozenset(stem(w) for w in kind.split()), frozenset(stem(w) for w in members.split()))
+    for kind, members in KINDS_OF.items()
+)
+
+
+def _kind_covers(stopped: frozenset[str], signature: frozenset[str]) -> bool:
+    """``stopped`` names a kind of thing (caffeine, alcohol, meat) and ``signature``
+    one of its members (espresso, lager, steak)."""
+    words = {w.split("@")[0] for w in stopped}
+    bases = {w.split("@")[0] for w in signature}
+    return any(kind <= words and bases & members for kind, members in _KINDS_OF)
 
 
 def _covered(words: frozenset[str], signature: frozenset[str]) -> bool:

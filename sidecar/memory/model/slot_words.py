@@ -50,3 +50,21 @@ NOT_OCCUPATIONS = frozenset(
     enthusiast geek nerd pescatarian pescetarian flexitarian""".split()
 )
 NUMBER_WORDS = r"(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten)"
+#: What a thing the user gives up takes with it: "gave up caffeine" ends a memory of
+#: four espressos a day. The members are the words a memory of the habit names.
+KINDS_OF: dict[str, str] = {
+    "caffeine": "coffee coffees espresso espressos latte lattes cappuccino cappuccinos "
+    "americano americanos macchiato mocha cortado cola coke redbull",
+    "coffee": "espresso espressos latte lattes cappuccino cappuccinos americano americanos "
+    "macchiato mocha cortado",
+    "alcohol": "beer beers lager ale wine wines whisky whiskey vodka gin rum tequila "
+    "prosecco champagne cider cocktail cocktails pint pints",
+    "booze": "beer beers lager ale wine wines whisky whiskey vodka gin rum tequila "
+    "prosecco champagne cider cocktail cocktails pint pints",
+    "meat": "steak steaks beef pork chicken bacon ham lamb burger burgers sausage sausages",
+    "dairy": "milk cheese yoghurt yogurt butter cream",
+    "sugar": "sweets chocolate candy soda fizzy cake cakes biscuits cookies",
+    "social media": "instagram tiktok twitter facebook snapchat reddit threads",
+    "gluten": "bread pasta",
+    "nicotine": "cigarette cigarettes cigar cigars vape vapes vaping snus",
+}

@@ -66,6 +66,8 @@ _POSSESSIVE = (
 )
 #: A person named with a title ("Dr. Hartley").
 _TITLED = r"(?:(?:dr|mr|mrs|ms|prof)\.?\s+)?"
+#: A body weight's unit.
+_WEIGHT_UNIT = r"(?:kg|kgs|kilos?|kilograms?|lbs?|pounds|stone|st)\b"
 _VALUE = r"(?P<value>[^\s,.;:!?()]+(?:\s+[^\s,.;:!?()]+){0,3})"
 _NEGATION = re.compile(
     r"\b(?:not|no|never|no\s+longer|any\s?more|quit|quitted|stopped|gave\s+up|"
@@ -136,6 +138,21 @@ def _flag(attribute: str, predicate: str, values: tuple[str, str] = ("yes", "no"
 
 
 RULES: tuple[_Rule, ...] = (
+    # Before the relationship rules: "got married and took User's wife's name".
+    _rule(
+        "attribute",
+        r"(?:changed|changing|changes)\s+User['’]s\s+(?P<thing>surname|last\s+name|name)\s+to\s+"
+        r"(?P<value>(?-i:[A-Z][\w'’-]+))",
+    ),
+    _Rule(
+        "surname",
+        re.compile(
+            r"\bUser\b[^.;]*?\b(?:took|taken|taking|takes|kept|keeping)\s+User['’]s\s+"
+            r"(?:wife|husband|partner|spouse)['’]s\s+(?:sur|last\s+)?name\b[^.;]*?"
+            r"\b(?i:it['’]s|it\s+is|now|to)\s+(?P<value>(?-i:[A-Z][\w'’-]+))",
+            re.IGNORECASE,
+        ),
+    ),
     _rule(
         "residence",
         r"(?:lives?|living|lived|resides?|residing|based|settled|moved|moving|relocated|"
@@ -362,7 +379,25 @@ RULES: tuple[_Rule, ...] = (
         rf"[,:]?\s+{_TITLED}" + _VALUE,
     ),
     _rule("birthday", r"was\s+born\s+(?:on\s+|in\s+)?" + _VALUE),
-    _rule("age", r"(?:is|turned|turns)\s+(?P<value>\d{1,3})(?:\s+years?\s+old)?\b"),
+    _rule(
+        "age",
+        r"(?:is|turned|turns|just\s+turned)\s+(?P<value>\d{1,3})"
+        r"(?:\s+years?\s+old\b|\s*(?=[,;.!?]?\s*$|[,;!?]|\.(?!\d)|\s+(?:now|today|yesterday|"
+        r"tomorrow|this|last|next|in|on|at|and|but|so|soon|already|recently|earlier|the)\b))",
+    ),
+    _rule(
+        "weight",
+        r"(?:weighs?|weighing|weighed|is\s+(?:now\s+)?(?:down|up)\s+to|is\s+(?:now\s+)?at|"
+        r"got\s+(?:down|up)\s+to)\s+(?:about\s+|around\s+|roughly\s+|just\s+(?:under|over)\s+)?"
+        rf"(?P<value>\d+(?:\.\d+)?\s*{_WEIGHT_UNIT})",
+    ),
+    _rule(
+        "height",
+        r"(?:is|stands)\s+(?:about\s+|around\s+|roughly\s+)?"
+        r"(?P<value>\d(?:\.\d+)?\s*m(?:etres?|eters?)?|\d{2,3}\s*cm|"
+        r"\d\s*(?:foot|feet|ft|')(?:\s*\d{1,2}(?:\s*(?:inches|in|\"))?)?)"
+        r"(?:\s+tall)?(?!\w|\.\d)",
+    ),
     _rule("car", r"(?:drives|driving)\s+(?:an?\s+|the\s+)?" + _VALUE),
     _rule("car", r"car\s+is\s+(?:an?\s+|the\s+)?" + _VALUE, possessive=True),
     _rule(
@@ -429,10 +464,22 @@ _ALIASES: dict[str, dict[str, str]] = {
     "diet": {"pescetarian": "pescatarian"},
     "relationship": {"seeing": "dating"},
 }
+#: Units of a measured attribute, written one way ("90 kilos" is "90kg").
+_UNIT_NAMES = {
+    "kg": "kg", "kgs": "kg", "kilo": "kg", "kilos": "kg", "kilogram": "kg", "kilograms": "kg",
+    "lb": "lb", "lbs": "lb", "pound": "lb", "pounds": "lb", "stone": "st", "st": "st",
+    "m": "m", "metre": "m", "metres": "m", "meter": "m", "meters": "m", "cm": "cm",
+    "foot": "ft", "feet": "ft", "ft": "ft", "'": "ft", "inches": "in", "in": "in", '"': "in",
+}  # fmt: skip
+_UNIT_WORDS = "|".join(sorted((re.escape(u) for u in _UNIT_NAMES), key=len, reverse=True))
+_UNITS = {
+    "weight": re.compile(rf"(?<=\d)(?:{_UNIT_WORDS})(?![a-z])"),
+    "height": re.compile(rf"(?<=\d)(?:{_UNIT_WORDS})(?![a-z])"),
+}
 #: Things a favourite is of that mean the same.
 _THINGS = {
     "meal": "food", "dish": "food", "cuisine": "food", "beverage": "drink", "tipple": "drink",
-    "color": "colour", "movie": "film",
+    "color": "colour", "movie": "film", "last name": "surname",
 }  # fmt: skip
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _ARTICLES = frozenset({"a", "an", "the", "user's", "users", "my", "his", "her", "their"})
@@ -500,6 +547,9 @@ def find_slot(text: str) -> Slot | None:
         value = _ALIASES.get(attribute, {}).get(raw) or _clean_value(match.group("value"))
         if attribute == "phone":
             value = re.sub(r"\D", "", match.group("value"))
+        elif attribute in _UNITS:
+            value = _UNITS[attribute].sub(lambda m: _UNIT_NAMES[m.group(0)], value.replace(" ", ""))
+            value = value.removesuffix("in")  # 6ft2in is 6ft2
         elif attribute == "occupation" and value:
             value = value.split()[-1]  # the head noun: "registered nurse" is a nurse
             if value in NOT_OCCUPATIONS:

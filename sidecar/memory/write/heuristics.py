@@ -136,7 +136,9 @@ _NOUN_STATEMENT = re.compile(
 _STATUS = re.compile(
     r"^(?:(?:officially|finally|now|happily|newly|recently|still|proudly)\s+)*"
     r"(?P<status>single|married|engaged|divorced|separated|retired|unemployed|sober|"
-    r"vegan|vegetarian|pescatarian|teetotal)\b(?P<rest>[^?]*)$",
+    r"vegan|vegetarian|pescatarian|teetotal|"
+    r"(?:down|up)\s+to\s+\d+(?:\.\d+)?\s*(?:kg|kgs|kilos?|kilograms?|lbs?|pounds|stone)"
+    r"(?=\W|$))(?P<rest>[^?]*)$",
     re.IGNORECASE,
 )
 _CALL_ME = re.compile(
@@ -319,7 +321,8 @@ def _statement(sentence: str) -> str | None:
     status = _STATUS.match(sentence)
     if status is not None and not _FIRST_PERSON.search(sentence):
         rest = _first_person_body(status.group("rest")).rstrip(".! ")
-        return f"User is {status.group('status').lower()}{' ' + rest if rest else ''}."
+        gap = "" if rest[:1] in (",", ";") else " "
+        return f"User is {status.group('status').lower()}{gap + rest if rest else ''}."
     if (
         _IMPLIED_I.match(sentence)
         and not re.match(r"^I\b", sentence, re.I)

@@ -67,6 +67,16 @@ from sidecar.memory.model.slots import find_slot
         ("User has a dog.", "pets", "dog"),
         ("Tagalog is User's mother tongue.", "native language", "tagalog"),
         ("User's diet is strictly vegan.", "diet", "vegan"),
+        ("User is 34.", "age", "34"),
+        ("User turned 40 last week.", "age", "40"),
+        ("User is 1.80m tall.", "height", "1.80m"),  # not 1 year old
+        ("User is 6 foot 2.", "height", "6ft2"),
+        ("User weighs 90 kilos.", "weight", "90kg"),
+        ("User is down to 82 kg after the diet.", "weight", "82kg"),
+        ("User weighs about 12 stone.", "weight", "12st"),
+        ("User got married and took User's wife's name, so it's Lindqvist now.", "surname",
+         "lindqvist"),
+        ("User changed User's last name to Berg.", "surname", "berg"),
     ],
 )  # fmt: skip
 def test_slots(text: str, slot: str | None, value: str | None) -> None:
@@ -86,6 +96,8 @@ def test_slots(text: str, slot: str | None, value: str | None) -> None:
         "User likes long walks.",
         "User is seeing a physio for User's knee.",  # not dating
         "User has a car.",  # not an allergy to cars
+        "User is 3 months pregnant.",  # not an age
+        "User is 10 minutes late.",
     ],
 )
 def test_a_fact_the_rules_do_not_cover_has_no_user_slot(text: str) -> None:
@@ -145,6 +157,14 @@ def test_what_the_user_stopped_replaces_the_habit_it_names_and_nothing_else() ->
     # Two things stopped are two facts; "plays" alone is not what stopped: the guitar is.
     assert not replaces(shape("User stopped eating bread."), shape("User stopped eating sugar."))
     assert not replaces(shape("User no longer plays the guitar."), shape("User plays squash."))
+
+
+def test_giving_up_a_kind_of_thing_replaces_the_habit_of_one_of_its_members() -> None:
+    quit = shape("User gave up caffeine completely, it's herbal tea only for User now.")
+    assert replaces(quit, shape("User drinks about four espressos a day."))
+    assert not replaces(quit, shape("User drinks herbal tea in the evening."))
+    assert replaces(shape("User quit social media."), shape("User is on TikTok every night."))
+    assert not replaces(shape("User quit social media."), shape("User reads every night."))
 
 
 def test_a_swap_replaces_what_it_swaps() -> None:

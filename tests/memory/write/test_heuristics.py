@@ -347,6 +347,7 @@ def test_a_sentence_that_leans_on_the_previous_one_is_joined_to_it() -> None:
     [
         ("Moved to Phoenix last week.", "User moved to Phoenix last week."),
         ("Officially single again.", "User is single again."),
+        ("Down to 82 kilos after the diet!", "User is down to 82 kilos after the diet."),
         ("New number: 07700 900863.", "User's new number is 07700 900863."),
         ("Switched sides: I root for the White Sox now.", "User roots for the White Sox now."),
         ("Morning! Rain again. Anyway, I'm vegetarian.", "User is vegetarian."),
