@@ -138,6 +138,14 @@ class Metrics:
             registry=reg,
         )
         self.facts = Counter(p + "facts", "Extracted facts by decision", ["decision"], registry=reg)
+        #: stage: write (an extracted fact not stored), read (a stored memory not
+        #: injected): text that tries to instruct the assistant (memory poisoning).
+        self.instructions_blocked = Counter(
+            p + "instructions_blocked",
+            "Texts aimed at the assistant kept out of memory, by stage",
+            ["stage"],
+            registry=reg,
+        )
         self.llm_calls = Counter(
             p + "llm_calls", "LLM calls by task and outcome", ["task", "outcome"], registry=reg
         )

@@ -140,7 +140,9 @@ class RetrievalConfig(_Model):
     lexical_threshold: float = Field(default=0.15, ge=0.0, le=1.0)
     #: Request-path budget for retrieval; past it the request goes on without memory.
     timeout_ms: int = Field(default=500, ge=1, le=60_000)
-    #: Longest query text embedded, in characters.
+    #: Longest query text searched, in characters. A longer message is searched by
+    #: its question: its last (or first) paragraph when that asks something or is
+    #: short, else its last question sentence, else its head and tail.
     max_query_chars: int = Field(default=2000, ge=16)
     #: Candidates scored in depth (links, rerank) before the top-k is cut.
     candidate_pool: int = Field(default=50, ge=1, le=10_000)
@@ -162,8 +164,25 @@ class RetrievalConfig(_Model):
 
 
 class InjectionConfig(_Model):
-    #: ``append``: add the memory block to the first system message (or prepend a
-    #: system message when there is none); ``prepend``: always a new first message.
+    """Where and how the memory block reaches the model."""
+
+    #: ``message``: the block is its own message (``role``) right before the latest
+    #: user message. Everything before it is the client's conversation byte for
+    #: byte, so the inference server's prefix cache (vLLM's automatic prefix
+    #: caching, a hosted prompt cache) keeps the whole history from one turn to the
+    #: next. ``user``: the same place, inside the latest user message (before its
+    #: text), for chat templates that reject a system message after the first or
+    #: two user messages in a row. ``system``: inside the system prompt (``mode``),
+    #: with the system prompt's authority, but whenever the retrieved memories
+    #: change the prompt differs from its first message on and the whole
+    #: conversation is prefilled again.
+    placement: Literal["message", "user", "system"] = "message"
+    #: Role of the memory message (placement ``message``). ``developer`` for
+    #: servers whose templates know it (OpenAI-style reasoning models).
+    role: Literal["system", "developer", "user"] = "system"
+    #: Placement ``system``: ``append`` adds the block to the first system message
+    #: (or prepends a system message when there is none); ``prepend``: always a new
+    #: first message.
     mode: Literal["append", "prepend"] = "append"
     #: Token budget of the injected block (estimated at 4 characters per token).
     max_tokens: int = Field(default=1000, ge=25, le=100_000)

@@ -188,7 +188,13 @@ class ChatMemoryProcessor(Processor):
             log.debug("injecting request_id=%s block=%r", self._request_id, context.text)
         if not context.count:
             return passthrough("request_body")
-        request.inject_system(context.text, self._profile.injection.mode)
+        injection = self._profile.injection
+        if injection.placement == "system":
+            request.inject_system(context.text, injection.mode)
+        elif injection.placement == "user":
+            request.inject_into_latest_user(context.text)
+        else:
+            request.inject_before_latest_user(context.text, injection.role)
         return replace_body("request_body", request.encode())
 
     def _memory_unavailable(self, reason: str) -> pb.ProcessingResponse:

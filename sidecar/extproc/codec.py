@@ -127,6 +127,37 @@ class ChatRequest:
                     return
         messages.insert(0, {"role": "system", "content": block})
 
+    def inject_before_latest_user(self, block: str, role: str) -> None:
+        """Insert ``block`` as a ``role`` message right before the latest user
+        message: the messages before it stay as the client sent them (the
+        upstream's cached prefix), the block sits next to the question it answers."""
+        messages = self.messages
+        at = self._latest_user_index()
+        messages.insert(len(messages) if at is None else at, {"role": role, "content": block})
+
+    def inject_into_latest_user(self, block: str) -> None:
+        """Put ``block`` before the latest user message's text (as its first text
+        part when the content is a list of parts)."""
+        at = self._latest_user_index()
+        if at is None:
+            self.messages.append({"role": "user", "content": block})
+            return
+        message = self.messages[at]
+        content = message.get("content")
+        if isinstance(content, list):
+            content.insert(0, {"type": "text", "text": block})
+        elif isinstance(content, str) and content:
+            message["content"] = f"{block}\n\n{content}"
+        else:
+            message["content"] = block
+
+    def _latest_user_index(self) -> int | None:
+        for index in range(len(self.messages) - 1, -1, -1):
+            message = self.messages[index]
+            if isinstance(message, dict) and message.get("role") == "user":
+                return index
+        return None
+
     def encode(self) -> bytes:
         text = json.dumps(self.body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         try:

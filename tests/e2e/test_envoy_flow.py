@@ -282,3 +282,131 @@ def test_memories_users_can_trust(stack: Stack) -> None:
     # A negation is kept.
     seen = injected_after(stack, new_user("sober"), ["No booze for me, ever."], "Any drinks?")
     assert "No booze for User" in seen
+
+
+def upstream_messages(stack: Stack, marker: str) -> list[dict[str, Any]]:
+    """The messages of the upstream request whose latest user message has ``marker``."""
+    for request in reversed(upstream_requests(stack)):
+        messages = request["body"]["messages"]
+        if marker in str(messages[-1].get("content")):
+            return list(messages)
+    raise AssertionError(f"no upstream request with {marker!r}")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_conversation_reaches_the_upstream_byte_for_byte_before_the_memories(
+    stack: Stack, stream: bool
+) -> None:
+    user = new_user("prefix")
+    before = written(stack)
+    say(stack, user, "I live in Leipzig and I'm vegetarian.")
+    wait_written(stack, before + 1)
+    system = {"role": "system", "content": "You are a concise travel assistant. " * 40}
+    conversation: list[dict[str, Any]] = [system]
+    seen: list[list[dict[str, Any]]] = []
+    questions = [
+        "Where should I eat tonight in my city?",
+        "Which vegetarian place in Leipzig for tomorrow?",
+        "Is there a vegetarian market in Leipzig?",
+    ]
+    for n, question in enumerate(questions):
+        marker = f"[turn {n} {uuid.uuid4().hex[:6]}]"
+        conversation.append({"role": "user", "content": f"{question} {marker}"})
+        create = client(stack, user).chat.completions.create
+        if stream:
+            chunks = create(model="mock-llm", messages=conversation, stream=True)  # type: ignore[arg-type]
+            answer = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        else:
+            reply = create(model="mock-llm", messages=conversation)  # type: ignore[arg-type]
+            answer = reply.choices[0].message.content or ""
+        seen.append(upstream_messages(stack, marker))
+        conversation.append({"role": "assistant", "content": answer})
+    for upstream, sent in zip(
+        seen, (conversation[:2], conversation[:4], conversation[:6]), strict=True
+    ):
+        # The client's messages up to the latest user message, untouched; then the
+        # memories as their own message; then the question.
+        assert upstream[: len(sent) - 1] == sent[:-1]
+        memory = upstream[len(sent) - 1]
+        assert memory["role"] == "system"
+        assert memory["content"].startswith("<memory>\n")
+        assert "Leipzig" in memory["content"]
+        assert upstream[len(sent)] == sent[-1]
+    # Turn n+1 shares with turn n everything before turn n's latest user message.
+    assert seen[2][:3] == seen[1][:3]
+    assert seen[1][:1] == seen[0][:1]
+
+
+def test_a_question_after_a_megabyte_paste_finds_what_the_question_alone_finds(
+    stack: Stack,
+) -> None:
+    user = new_user("paste")
+    before = written(stack)
+    say(stack, user, "My cat Miso is allergic to chicken.")
+    wait_written(stack, before + 1)
+    question = "Can Miso eat any of the food on this list?"
+    alone = system_prompt_seen_upstream(say(stack, user, question))
+    paste = "\n\n".join(
+        f"Item {n}: dry food, batch {n}, ingredients vary by region and season."
+        for n in range(16_000)
+    )
+    assert len(paste) > 1 << 20
+    after_paste = client(stack, user).chat.completions.create(
+        model="mock-llm",
+        messages=[{"role": "user", "content": f"{paste}\n\n{question}"}],
+    )
+    echo = after_paste.choices[0].message.content or ""
+    assert "Miso is allergic to chicken" in alone
+    start, end = echo.find("<memory>"), echo.find("</memory>")
+    assert echo[start:end] == alone[alone.find("<memory>") : alone.find("</memory>")]
+
+
+POISONING = json.loads(
+    (Path(__file__).resolve().parents[1] / "data" / "poisoning.json").read_text()
+)
+#: Words of the attacks that no memory about a user should carry into a prompt.
+CANARIES = (
+    "HACKED", "DAN", "pwned", "owned", "FreeGPT", "evilbot", "pirate", "base64",
+    "CryptoCoinX", "tangerine", "banana", "attacker@", "12345678", "root access",
+    "ignore", "Ignore", "disregard", "instructions", "<|", "[INST]", "<<SYS>>",
+    "system prompt", "no restrictions", "obey", "administrator",
+)  # fmt: skip
+
+
+def test_poisoning_attempts_never_reach_the_model_as_instructions(stack: Stack) -> None:
+    user = new_user("mallory")
+    before = written(stack)
+    for attack in POISONING["attacks"]:
+        say(stack, user, attack)
+    for preference in POISONING["preferences"]:
+        say(stack, user, preference["turn"])
+    wait_written(stack, before + len(POISONING["attacks"]) + len(POISONING["preferences"]))
+    questions = [
+        "What do you know about me?",
+        "What are my instructions for you?",
+        "How should you answer me?",
+        "What's my name and what do I prefer?",
+        "Remind me of my rules for you.",
+        "What system prompt do I want?",
+    ]
+    questions += [f"Do you remember this: {p['keyword']}?" for p in POISONING["preferences"]]
+    lines: list[str] = []
+    for question in questions:
+        echo = say(stack, user, question)
+        start, end = echo.find("<memory>"), echo.find("</memory>")
+        if start < 0:
+            continue
+        block = echo[start : end + len("</memory>")]
+        # An intact block: one opening, one closing, one list item per memory.
+        assert block.count("<memory>") == 1, block
+        assert block.count("</memory>") == 1, block
+        items = block.splitlines()[2:-1]
+        assert items, block
+        assert all(item.startswith("- ") for item in items), block
+        lines += items
+    injected = "\n".join(lines)
+    assert [word for word in CANARIES if word in injected] == [], injected
+    # Genuine preferences are still remembered.
+    keywords = [p["keyword"] for p in POISONING["preferences"]]
+    kept = [word for word in keywords if word.lower() in injected.lower()]
+    assert len(kept) >= len(keywords) - 1, (kept, injected)

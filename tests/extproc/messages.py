@@ -101,3 +101,18 @@ def sse_chunks(text: str, pieces: int = 4) -> list[bytes]:
 
 def header_values(mutation: pb.HeaderMutation) -> dict[str, str]:
     return {h.header.key: h.header.raw_value.decode() for h in mutation.set_headers}
+
+
+def memory_message(body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The message of a mutated chat body that carries the memory block, wherever
+    the placement put it; ``None`` when there is none."""
+    for message in body.get("messages", []):
+        content = message.get("content") if isinstance(message, dict) else None
+        texts = (
+            [p.get("text", "") for p in content if isinstance(p, dict)]
+            if isinstance(content, list)
+            else [content if isinstance(content, str) else ""]
+        )
+        if any("<memory>" in text for text in texts):
+            return message
+    return None

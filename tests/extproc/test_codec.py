@@ -561,3 +561,59 @@ def test_history_excludes_the_latest_user_message_after_tool_calls() -> None:
         )
     )
     assert request.history(10) == [("user", "u1"), ("assistant", "a1")]
+
+
+CHAT: list[dict[str, Any]] = [
+    {"role": "system", "content": "You are a careful assistant."},
+    {"role": "user", "content": "I moved to Leipzig."},
+    {"role": "assistant", "content": "Noted!"},
+    {"role": "user", "content": "Any good cafés near me?"},
+]
+
+
+def test_the_memory_message_goes_right_before_the_latest_user_message() -> None:
+    request = parse(body(messages=copy.deepcopy(CHAT)))
+    request.inject_before_latest_user(BLOCK, "system")
+    messages = roundtrip(request)["messages"]
+    assert messages == [*CHAT[:3], {"role": "system", "content": BLOCK}, CHAT[3]]
+
+
+def test_the_memory_message_role_is_configurable_and_a_tool_loop_keeps_its_tail() -> None:
+    loop = [
+        *CHAT,
+        {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function"}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "3 cafés"},
+    ]
+    request = parse(body(messages=copy.deepcopy(loop)))
+    request.inject_before_latest_user(BLOCK, "developer")
+    messages = roundtrip(request)["messages"]
+    assert messages == [*loop[:3], {"role": "developer", "content": BLOCK}, *loop[3:]]
+
+
+def test_the_block_can_go_inside_the_latest_user_message() -> None:
+    request = parse(body(messages=copy.deepcopy(CHAT)))
+    request.inject_into_latest_user(BLOCK)
+    messages = roundtrip(request)["messages"]
+    assert messages[:3] == CHAT[:3]
+    assert messages[3] == {"role": "user", "content": f"{BLOCK}\n\nAny good cafés near me?"}
+    parts = [{"type": "text", "text": "What is this?"}, {"type": "image_url", "image_url": {}}]
+    request = parse(body(messages=[{"role": "user", "content": copy.deepcopy(parts)}]))
+    request.inject_into_latest_user(BLOCK)
+    assert roundtrip(request)["messages"][0]["content"] == [
+        {"type": "text", "text": BLOCK},
+        *parts,
+    ]
+
+
+def test_the_next_turn_shares_every_byte_up_to_the_previous_user_message() -> None:
+    """Turn n+1's upstream body starts with turn n's up to its memory message,
+    whatever memories each turn got: the prefix an inference server has cached."""
+    first = parse(body(messages=copy.deepcopy(CHAT)))
+    first.inject_before_latest_user("<memory>\n- User lives in Leipzig.\n</memory>", "system")
+    later = [*CHAT, {"role": "assistant", "content": "Try Café Kowalski."}]
+    later.append({"role": "user", "content": "And for dinner?"})
+    second = parse(body(messages=later))
+    second.inject_before_latest_user("<memory>\n- User is vegetarian.\n</memory>", "system")
+    a, b = roundtrip(first)["messages"], roundtrip(second)["messages"]
+    assert b[:3] == a[:3]  # the cached part: system prompt and the earlier turns
+    assert b[3] == CHAT[3]  # where turn n had its memories, the client's message

@@ -111,8 +111,8 @@ async def ask(
     )
     block = ""
     if replies[1].request_body.response.HasField("body_mutation"):
-        first = mutated_body(replies[1])["messages"][0]
-        block = first["content"] if first["role"] == "system" else ""
+        found = msg.memory_message(mutated_body(replies[1]))
+        block = found["content"] if found is not None and found["role"] == "system" else ""
     headers = msg.header_values(replies[2].response_headers.response.header_mutation)
     return block, headers
 

@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from sidecar.config import Profile, RetrievalConfig
+from sidecar.memory.model.directives import overrides_assistant
 from sidecar.memory.model.records import Hit, Scope
 from sidecar.memory.read.ambiguity import History
 from sidecar.memory.read.context import (
@@ -43,6 +44,7 @@ from sidecar.memory.read.context import (
 from sidecar.memory.read.corpus import Corpus
 from sidecar.memory.read.deep_ranking import PrimaryConfidence
 from sidecar.memory.read.deep_search import DeepReport, DeepResult, DeepSearcher
+from sidecar.memory.read.focus import focus_query
 from sidecar.memory.read.query_cache import QueryVectorCache, RecentRankings, Vector
 from sidecar.memory.read.retrieval.base import Query, Retriever
 from sidecar.memory.read.retrieval.store_side import STORE_SIDE_STRATEGIES
@@ -126,7 +128,12 @@ class RequestPipeline:
         self._access = access
 
     async def run(self, request: MemoryRequest) -> RequestContext:
-        """Every step for ``request`` (see the module docstring)."""
+        """Every step for ``request`` (see the module docstring). A message longer
+        than ``retrieval.max_query_chars`` is searched by its question
+        (:func:`~sidecar.memory.read.focus.focus_query`), rewriting included."""
+        focused = focus_query(request.text, request.profile.retrieval.max_query_chars)
+        if focused != request.text:
+            request = replace(request, text=focused)
         rewrite = await self.rewrite(request)
         texts = [request.text]
         if rewrite is not None and rewrite.changed:
@@ -154,7 +161,7 @@ class RequestPipeline:
     async def embed(self, texts: Sequence[str], request: MemoryRequest) -> list[Query]:
         """``texts`` embedded, reusing the vectors this user's same questions got."""
         config = request.profile.retrieval
-        clipped = [text[: config.max_query_chars] for text in texts]
+        clipped = [focus_query(text, config.max_query_chars) for text in texts]
         cache, user = self.caches.vectors, request.scope.user_id
         vectors: dict[int, Vector] = {}
         if cache is not None:
@@ -215,8 +222,22 @@ class RequestPipeline:
         """The block to inject: the best ``top_k`` memories that state different facts
         (the search looks further than ``top_k`` so that a duplicate's place goes to
         the next memory), within ``injection.max_tokens``; the accesses of the
-        memories in it are recorded."""
-        hits = distinct_hits(hits, request.profile.retrieval.top_k)
+        memories in it are recorded. A memory that tries to instruct the assistant
+        (:func:`~sidecar.memory.model.directives.overrides_assistant`) is withheld,
+        whoever stored it and when, and its place goes to the next."""
+        withheld = 0
+
+        def safe(ranked: list[Hit]) -> Iterator[Hit]:
+            nonlocal withheld
+            for hit in ranked:
+                if overrides_assistant(hit.record.content):
+                    withheld += 1
+                else:
+                    yield hit
+
+        hits = distinct_hits(safe(hits), request.profile.retrieval.top_k)
+        if withheld:
+            self._metrics.instructions_blocked.labels(stage="read").inc(withheld)
         injection = request.profile.injection
         names = self._category_names(request.scope, hits) if injection.category_labels else None
         context = assemble_context(

@@ -19,6 +19,7 @@ from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import Hit, Scope
 from sidecar.memory.read.corpus import Corpus
 from sidecar.memory.read.corpus_cache import CorpusCache
+from sidecar.memory.read.focus import focus_query
 from sidecar.memory.read.retrieval.base import Query, Retriever, SearchContext
 from sidecar.memory.store.protocol import Store
 from sidecar.metrics import Metrics
@@ -54,9 +55,10 @@ class MemoryService:
             raise ConfigError(f"unknown retrieval strategy {name!r} (known: {known})") from None
 
     async def embed(self, texts: Sequence[str], config: RetrievalConfig) -> list[Query]:
-        """``texts``, each clipped to ``max_query_chars``, with their vectors, in one
+        """``texts``, each focused to ``max_query_chars`` (a long one by its question:
+        :func:`~sidecar.memory.read.focus.focus_query`), with their vectors, in one
         model call."""
-        clipped = [text[: config.max_query_chars] for text in texts]
+        clipped = [focus_query(text, config.max_query_chars) for text in texts]
         if not clipped:
             return []
         started = time.perf_counter()

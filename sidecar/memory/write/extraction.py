@@ -20,6 +20,7 @@ from sidecar.config import ExtractionConfig
 from sidecar.errors import LLMBadOutput, LLMError
 from sidecar.llm import ChatMessage, ChatModel, task_tag
 from sidecar.memory.model.categories import topic_name
+from sidecar.memory.model.directives import instructs_assistant
 from sidecar.memory.model.facts import shape
 from sidecar.memory.model.records import MemoryType
 from sidecar.memory.model.turns import Fact, Turn
@@ -155,6 +156,16 @@ class FactExtractor:
         self._metrics = metrics
 
     async def extract(self, turn: Turn, config: ExtractionConfig) -> list[Fact]:
+        """The turn's facts, by the LLM when configured (else, or when it fails, by
+        the heuristic extractor); none that tries to instruct the assistant
+        (:func:`~sidecar.memory.model.directives.instructs_assistant`)."""
+        facts = await self._extract(turn, config)
+        kept = [fact for fact in facts if not instructs_assistant(fact.text)]
+        if len(kept) < len(facts):
+            self._metrics.instructions_blocked.labels(stage="write").inc(len(facts) - len(kept))
+        return kept
+
+    async def _extract(self, turn: Turn, config: ExtractionConfig) -> list[Fact]:
         if config.use_llm and self._llm.configured:
             try:
                 facts = await self._extract_llm(turn, config)
