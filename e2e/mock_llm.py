@@ -4,7 +4,7 @@ It plays two roles in the end-to-end setup:
 
 1. The upstream model server ("vLLM") behind Envoy.  For ordinary requests it
    *echoes* every message it received, so a test can read back exactly what
-   the sidecar injected into the system prompt::
+   the sidecar injected::
 
        ECHO
        [system] <full system content>

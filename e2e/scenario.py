@@ -105,7 +105,7 @@ def run_scenario(stack: Stack, say: Printer = print) -> Report:
     for question in ("Where do I live?", "What is my sister called?"):
         echo, header = _ask(stack, alice, question)
         block = injected_block(echo)
-        say(f"user> {question}\n(x-memory-injected: {header})\ninjected into the system prompt:")
+        say(f"user> {question}\n(x-memory-injected: {header})\nthe memory block the model saw:")
         say("\n".join("    " + line for line in block.splitlines()) or "    (nothing)")
         report.check(
             f"memories injected for {question!r}", bool(block) and header not in (None, "0")
