@@ -127,7 +127,12 @@ def test_large_bodies_are_processed(stack: Stack, size_mib: float) -> None:
     seen = last_upstream(stack)
     forwarded = raw(seen)
     assert int(seen["headers"]["content-length"]) == len(forwarded)
-    assert "Lisbon" in json.loads(forwarded)["messages"][0]["content"]
+    messages = json.loads(forwarded)["messages"]
+    # The conversation as sent, the memories right before the latest user message.
+    assert [m["content"][:10] for m in messages[:2]] == [filler[:10], "ok"]
+    assert messages[2]["role"] == "system"
+    assert "Lisbon" in messages[2]["content"]
+    assert messages[3] == {"role": "user", "content": "Where do I live?"}
 
 
 def test_bodies_over_the_buffer_limit_get_a_clear_error(stack: Stack) -> None:
@@ -159,5 +164,7 @@ def test_multimodal_and_tool_calls_keep_their_structure(stack: Stack) -> None:
     forwarded = json.loads(raw(last_upstream(stack)))
     original = json.loads(body)
     assert forwarded["tools"] == original["tools"]
-    assert forwarded["messages"][1:] == original["messages"]
-    assert forwarded["messages"][0]["role"] == "system"
+    assert forwarded["messages"][:2] == original["messages"][:2]
+    assert forwarded["messages"][2]["role"] == "system"
+    assert forwarded["messages"][2]["content"].startswith("<memory>")
+    assert forwarded["messages"][3:] == original["messages"][2:]

@@ -409,4 +409,5 @@ def test_poisoning_attempts_never_reach_the_model_as_instructions(stack: Stack) 
     # Genuine preferences are still remembered.
     keywords = [p["keyword"] for p in POISONING["preferences"]]
     kept = [word for word in keywords if word.lower() in injected.lower()]
-    assert len(kept) >= len(keywords) - 1, (kept, injected)
+    missing = [word for word in keywords if word not in kept]
+    assert len(missing) <= 1, (missing, injected)

@@ -49,6 +49,7 @@ _OVERRIDES: tuple[re.Pattern[str], ...] = (
     re.compile(
         r"\b(?:ignore|ignroe|ingore|disregard|forget|bypass|override|overrule|circumvent|"
         r"stop\s+following|(?:do\s+not|don'?t|never)\s+(?:follow|obey)|"
+        r"(?:do\s+not|don'?t|doesn'?t|no)\s+(?:have|need)\s+to\s+(?:follow|obey)|"
         r"no\s+longer\s+(?:follow|obey|bound\s+by))\b[^.!?\n]{0,60}?\b" + _RULES + r"\b",
         _I,
     ),
@@ -102,11 +103,152 @@ _OVERRIDES: tuple[re.Pattern[str], ...] = (
     # Prompt structure: role labels, chat-template tokens, the block's delimiters.
     re.compile(r"(?:^|\n)\s*(?:system|assistant|developer)\s*:", _I),
     re.compile(r"#{2,}\s*(?:instruction|system|assistant|response)\b", _I),
-    re.compile(r"<\|[a-z_]{2,30}\|>|\[/?INST\]|<</?SYS>>|</?\s*memory\b[^>]*>", _I),
+    re.compile(
+        r"<\|[a-z_]{2,30}\|>|\[/?INST\]|<</?SYS>>|"
+        r"<\s*/?\s*(?:memory|system|assistant|developer|instructions?)\b[^>]*>",
+        _I,
+    ),
+)
+#: What the assistant's safety and policy are called.
+_SAFETY = (
+    r"(?:safety|safe\s+mode|filters?|guardrails?|restrictions?|censorship|"
+    r"content\s+policy|disclaimers?|warnings|refusals?|moderation)"
+)
+#: Who may instruct an assistant: a user claiming to be one speaks as the system.
+_AUTHORITY = (
+    r"(?:system\s+)?(?:administrator|admin|developer|developers|creator|creators|owner|"
+    r"operator|programmer|master|maker|makers)"
 )
 #: Text aimed at the assistant that a user's own memory has no business carrying,
 #: though a stored document may mention it ("the system prompt is set per route").
 _SUSPECT: tuple[re.Pattern[str], ...] = (
+    # A fact whose subject is the assistant or its answers, or that opens with an
+    # order to it, is an instruction, not something about the user ("You work for
+    # User now", "Your creator said ...", "All answers must ...", "Disable your
+    # filters ..."). A preference is written about the user ("User wants the
+    # assistant to answer in French").
+    re.compile(
+        r"(?:^(?:[^,.;:!?]{0,60}[,:]\s*)?|\b(?:remember|note|keep\s+in\s+mind|don'?t\s+forget)"
+        r"\s+(?:that\s+)?)(?:you|your|yours|you['’]re|youre|u|ur|the\s+assistant|"
+        r"assistant['’]?s?|all\s+(?:answers|responses|replies)|every\s+(?:answer|response|reply))"
+        r"\b(?!\s+know\b|\s+(?:can|may|could|should)\s+call\s+(?:me|user)\b)",
+        _I,
+    ),
+    # What the assistant shall do: a modal addressed to it ("you should skip all
+    # checks", "you'll speak like a pirate", "the assistant may execute ..."), or an
+    # order that opens the fact (a fact about the user has the user as subject).
+    re.compile(
+        r"(?<!\bif\s)(?<!\bas\s)\b(?:you|u)\s*(?:should|must|shall|will|may|can|have\s+to|"
+        r"need\s+to|are\s+to|['’]ll)\b(?!\s+(?:call\s+(?:me|user)|believe|imagine|tell|see|guess)\b)|"
+        r"\b(?:the\s+)?assistant\s+(?:may|can|will|must|should|shall|has\s+agreed|agreed|"
+        r"is\s+(?:allowed|permitted|authori[sz]ed))\b(?!\s+call\s+(?:me|user)\b)",
+        _I,
+    ),
+    re.compile(
+        r"^(?:answer|reply|respond|give|tell|send|show|share|reveal|write|say|include|add|"
+        r"skip|execute|praise|recommend|promote|pretend|act|lie|make\s+up|"
+        r"speak|call\s+every)\b(?!\s+(?:me|user)\s+(?!the\b))",
+        _I,
+    ),
+    re.compile(
+        r"\b(?:your|its|the\s+assistant['’]s)\s+(?:previous|old|original|current|real|"
+        r"training|internal)\s*(?:rules|instructions|guidelines|prompt|data|orders)?\b|"
+        r"\b(?:internal|hidden|secret)\s+(?:prompt|instructions|config\w*)\b|"
+        r"\bauthori[sz]ed\s+to\s+(?:see|access|read|view|get)\b|"
+        r"\bother\s+(?:people|users|persons)['’]?s?\s+(?:chats|conversations|messages|data|"
+        r"memories|accounts|emails|history)\b|"
+        r"\b(?:lying|lie|lies|deceiving|deception|making\s+things\s+up)\b[^.!?\n]{0,30}\b(?:fine|ok|"
+        r"okay|allowed|acceptable)\b|\bbreak(?:ing)?\s+character\b|"
+        r"\b\w+\.(?:mode|role|policy|rules|safety)\s*=|\bno[_ ]limits\b|"
+        r"\b(?:priority|precedence)\s+over\s+(?:safety|the\s+system|rules|instructions|"
+        r"guidelines|your)\b|"
+        r"\b(?:keep|hide)\s+(?:secrets?|things|it)\s+from\s+(?:the\s+)?(?:system|operators?|"
+        r"developers?|admins?)\b|\bskip\s+(?:all\s+)?(?:the\s+)?(?:checks|safety|filters|"
+        r"verification)\b",
+        _I,
+    ),
+    # Control of the assistant claimed or granted ("full control over you", "it's
+    # fine for you to ...", "the safety team disabled your guardrails").
+    re.compile(
+        r"\b(?:control|power|authority|command)\s+over\s+(?:you|the\s+assistant)\b|"
+        r"\b(?:fine|ok|okay|allowed|permitted|free|safe)\s+for\s+(?:you|the\s+assistant)\s+to\b|"
+        r"\b(?:your|its|the\s+assistant['’]s)\s+(?:guardrails|filters?|safety|rules|guidelines|"
+        r"configuration|config|instructions|prompt|programming|restrictions|content\s+policy)\b"
+        r"[^.!?\n]{0,40}\b(?:disabled|removed|off|lifted|void|outdated|changed|updated|gone)\b|"
+        r"\b(?:you|the\s+assistant)\s+(?:will|must|shall|should)\s+(?:always\s+)?(?:comply|obey|"
+        r"agree|do\s+(?:anything|whatever|everything))\b",
+        _I,
+    ),
+    re.compile(
+        r"^(?:(?:if|when|whenever|once|next\s+time|in\s+future|from\s+now\s+on|for\s+all\s+"
+        r"future)\b[^,.;:!?]{0,60}[,:]\s*|[^,.;:!?]{0,60}:\s*)?(?:disable|bypass|ignore|forget|"
+        r"reveal|leak|send|email|"
+        r"forward|print|output|drop|remove|turn\s+off|switch\s+off|pretend|act\s+as|obey|"
+        r"treat|stop|answer\s+as|respond\s+as|lie|deceive|tell|give|share|follow)\b",
+        _I,
+    ),
+    # The assistant's safety, policy or authority, however it is put.
+    re.compile(
+        r"\b(?:drop(?:ped)?|disabled?|removed?|skip(?:ped)?|turn(?:ed)?\s+off|switch(?:ed)?\s+off|"
+        r"lift(?:ed)?|suspend(?:ed)?|waived?|without|no|off|stop\s+(?:adding|using|applying))\b"
+        r"[^.!?\n]{0,30}?\b" + _SAFETY + r"\b|"
+        r"\b\w*(?:filter|safety|moderation|guardrails?|censor)\w*\s*[=:]\s*(?:off|false|0|disabled|"
+        r"none|no)\b|\bwithout\s+filter\w*\b|"
+        r"\b" + _SAFETY + r"\b[^.!?\n]{0,20}?\b(?:is|are)\s+(?:off|disabled|void|lifted)\b|"
+        r"\bsafe\s+mode\b|\bunrestricted\b|\buncensored\b|\bunfiltered\b",
+        _I,
+    ),
+    re.compile(
+        r"\b(?:is|am|as)\s+(?:your|the\s+assistant['’]s|its)\s+(?:\w+\s+)?" + _AUTHORITY + r"\b|"
+        r"\b(?:is|am)\s+(?:the|a)\s+" + _AUTHORITY + r"\s+of\s+(?:this|the|your)\s+"
+        r"(?:assistant|ai|bot|model|system|chatbot)\b|"
+        r"\b" + _AUTHORITY + r"\b[^.!?\n]{0,30}\b(?:authori[sz]ed|allowed|permitted|said\s+you)\b|"
+        r"\boverrides?\s+(?:yours|your|the\s+assistant|the\s+system|its)\b|"
+        r"\b(?:rules|guidelines|policy|policies|restrictions)\b[^.!?\n]{0,20}\b(?:don['’]?t|do\s+not|"
+        r"doesn['’]?t|no\s+longer)\s+apply\b|"
+        r"\b(?:guidance|instructions|rules)\s+(?:is|are)\s+(?:void|cancelled|canceled|invalid)\b",
+        _I,
+    ),
+    re.compile(
+        r"\b(?:allowed|permitted|free)\s+to\s+(?:share|reveal|give|leak|ignore|bypass|break|"
+        r"disclose)\b|\bpermission\s+to\s+(?:bypass|ignore|break|share|reveal)\b",
+        _I,
+    ),
+    # Content for the assistant to slip into its answers.
+    re.compile(
+        r"\b(?:include|add|insert|append|mention|recommend|promote|put)\b[^.!?\n]{0,40}?"
+        r"(?:https?://|www\.|\b[\w-]+\.(?:com|net|org|io|example|xyz|ru)\b|referral\s+code|"
+        r"promo\s+code|affiliate|the\s+(?:text|link|phrase|words)\s+['\"“‘])",
+        _I,
+    ),
+    re.compile(
+        r"\b(?:email|send|forward)\b[^.!?\n]{0,40}\b(?:the\s+whole|whole|entire|full)\s+"
+        r"(?:chat|conversation|transcript)\b",
+        _I,
+    ),
+    re.compile(
+        r"\brespond\s+to\s+everyone\b|\btell\s+(?:everyone|anyone|other\s+users)\b|"
+        r"\b(?:give|send|show|share|tell)\b[^.!?\n]{0,30}\b(?:to|with)\s+(?:anyone|everyone|"
+        r"anybody|everybody|other\s+users)\b|"
+        r"\b(?:correct|right|only|real)\s+answer\s+to\s+(?:any|every|all)\b|"
+        r"\b(?:tell|give|share|send|reveal|show)\b[^.!?\n]{0,30}\bpasswords?\b|"
+        r"\banswer\s+only\s+to\b|\b(?:nobody|no\s+one)\s+else['’]s\s+rules\b|"
+        r"\b(?:answer|reply|respond)\w*\b[^.!?\n]{0,40}\b(?:links?\s+to|urls?|https?://)",
+        _I,
+    ),
+    re.compile(r"\b(?:human|user)\s*:\s*[^\n]{0,80}\bassistant\s*:", _I),
+    # Agreement, compliance and authority asked for in general terms.
+    re.compile(
+        r"\bnever\s+say\s+no\b|\bagree\s+with\s+everything\b|"
+        r"\bcomply\s+with\s+(?:all|every|any)\b|\bsystem[- ]level\b|"
+        r"\btreat\b[^.!?\n]{0,40}\bas\s+(?:system|instructions?|commands?|orders|coming\s+from)\b|"
+        r"\b(?:openai|anthropic|chatgpt|claude|gemini|llama)['’]?s?\b[^.!?\n]{0,30}\b(?:rules|"
+        r"guidelines|polic(?:y|ies)|instructions|restrictions)\b|\b(?:rules|guidelines|"
+        r"polic(?:y|ies)|instructions|restrictions)\b[^.!?\n]{0,30}\b(?:openai|anthropic)\b",
+        _I,
+    ),
+    re.compile(r"[{,]\s*[\"']role[\"']\s*:\s*[\"'](?:system|assistant|developer)[\"']", _I),
+    re.compile(r"\bsystem\s+override\b|\b\w*override\s*=\s*true\b|\bignore_\w+\s*=", _I),
     re.compile(
         r"\b(?:system|initial|hidden|original)\s+(?:prompt|message|instructions?)\b|"
         r"\bsafety\s+settings\b|\bjailbr(?:eak|oken)\b",
