@@ -13,8 +13,6 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import openai
-
 from e2e.stack import Stack
 
 Printer = Callable[[str], None]
@@ -45,38 +43,15 @@ def injected_block(echo: str) -> str:
     return echo[start : end + len("</memory>")] if 0 <= start < end else ""
 
 
-def _client(stack: Stack, user: str, prefix: str = "/v1") -> openai.OpenAI:
-    return openai.OpenAI(
-        base_url=stack.route_url(prefix),
-        api_key="unused",
-        default_headers={"x-user-id": user},
-        max_retries=0,
-        timeout=30,
-    )
-
-
-def _written(stack: Stack) -> float:
-    return stack.sidecar_metric("memory_sidecar_turns_total", {"outcome": "written"})
-
-
-def _wait_written(stack: Stack, target: float, timeout: float = 30) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if _written(stack) >= target:
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def _ask(stack: Stack, user: str, text: str, prefix: str = "/v1") -> tuple[str, str | None]:
-    raw = _client(stack, user, prefix).chat.completions.with_raw_response.create(
+    raw = stack.client(user, prefix).chat.completions.with_raw_response.create(
         model="mock-llm", messages=[{"role": "user", "content": text}]
     )
     return raw.parse().choices[0].message.content or "", raw.headers.get("x-memory-injected")
 
 
 def _ask_streaming(stack: Stack, user: str, text: str) -> tuple[str, str | None]:
-    with _client(stack, user).chat.completions.with_streaming_response.create(
+    with stack.client(user).chat.completions.with_streaming_response.create(
         model="mock-llm", messages=[{"role": "user", "content": text}], stream=True
     ) as response:
         header = response.headers.get("x-memory-injected")
@@ -92,13 +67,13 @@ def run_scenario(stack: Stack, say: Printer = print) -> Report:
     say(f"\n== Conversation 1 ({alice}, plain JSON) ==")
     statement = "Hi! I live in Berlin. I work as a nurse. Please always answer in French."
     say(f"user> {statement}")
-    before = _written(stack)
+    before = stack.turns_written()
     _ask(stack, alice, statement)
     say(f"\n== Conversation 2 ({alice}, streaming) ==")
     statement = "My sister's name is Ana. I'm allergic to peanuts."
     say(f"user> {statement}")
     _ask_streaming(stack, alice, statement)
-    stored = _wait_written(stack, before + 2)
+    stored = stack.wait_turns_written(before + 2)
     report.check("both turns were written to memory", stored)
 
     say(f"\n== Conversation 3 ({alice}, fresh) ==")

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
+import openai
 import yaml
 
 from sidecar.config import config_from_mapping
@@ -375,6 +376,30 @@ class Stack:
         if status != 200:
             raise RuntimeError(f"mock request log: HTTP {status}")
         return list(json.loads(body))
+
+    def client(self, user: str, prefix: str = "/v1", timeout: float = 30) -> openai.OpenAI:
+        """An OpenAI SDK client for ``user`` (the gateway's ``x-user-id``) on the
+        route at ``prefix``, without retries."""
+        return openai.OpenAI(
+            base_url=self.route_url(prefix),
+            api_key="unused",
+            default_headers={"x-user-id": user},
+            max_retries=0,
+            timeout=timeout,
+        )
+
+    def turns_written(self) -> float:
+        """Turns the sidecar has written (``turns_total{outcome="written"}``)."""
+        return self.sidecar_metric("memory_sidecar_turns_total", {"outcome": "written"})
+
+    def wait_turns_written(self, target: float, timeout: float = 30) -> bool:
+        """Whether :meth:`turns_written` reaches ``target`` within ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.turns_written() >= target:
+                return True
+            time.sleep(0.1)
+        return False
 
     def sidecar_metric(self, name: str, labels: Mapping[str, str] | None = None) -> float:
         """The current value of one sidecar metric sample (0 when absent), summed

@@ -157,36 +157,19 @@ def route(mode: str) -> str:
 
 
 def client(stack: Stack, mode: str, user: str) -> openai.OpenAI:
-    return openai.OpenAI(
-        base_url=stack.route_url(route(mode)),
-        api_key="unused",
-        default_headers={"x-user-id": user},
-        max_retries=0,
-        timeout=60,
-    )
-
-
-def written(stack: Stack) -> float:
-    return stack.sidecar_metric("memory_sidecar_turns_total", {"outcome": "written"})
-
-
-def wait_written(stack: Stack, at_least: float, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while written(stack) < at_least:
-        if time.monotonic() > deadline:
-            raise RuntimeError("the sidecar did not write the seed turns in time")
-        time.sleep(0.2)
+    return stack.client(user, route(mode), timeout=60)
 
 
 def seed(stack: Stack, users: Sequence[str]) -> None:
     """Every user tells the seed facts, one turn each, through the full route."""
-    before = written(stack)
+    before = stack.turns_written()
     for user in users:
         for fact in SEED_FACTS:
             client(stack, "message", user).chat.completions.create(
                 model="mock-llm", messages=[{"role": "user", "content": fact}]
             )
-    wait_written(stack, before + len(users) * len(SEED_FACTS))
+    if not stack.wait_turns_written(before + len(users) * len(SEED_FACTS), timeout=120):
+        raise RuntimeError("the sidecar did not write the seed turns in time")
 
 
 def replay(
