@@ -140,6 +140,11 @@ class Metrics:
         self.facts = Counter(p + "facts", "Extracted facts by decision", ["decision"], registry=reg)
         #: stage: write (an extracted fact not stored), read (a stored memory not
         #: injected): text that tries to instruct the assistant (memory poisoning).
+        self.groups_dropped = Counter(
+            p + "identity_groups_dropped",
+            "Group ids past identity.max_groups left out of a request's identity",
+            registry=reg,
+        )
         self.instructions_blocked = Counter(
             p + "instructions_blocked",
             "Texts aimed at the assistant kept out of memory, by stage",

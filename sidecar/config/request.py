@@ -25,7 +25,8 @@ class IdentityConfig(_Model):
     #: Also accept the body's ``user`` / ``metadata.user_id`` when no header is set.
     #: Only for routes whose clients are trusted: a body is client-controlled.
     allow_body_user: bool = False
-    #: Most group ids taken from the groups header.
+    #: Most group ids taken from the groups header: the first ones listed; the
+    #: rest are left out and counted (``identity_groups_dropped_total``).
     max_groups: int = Field(default=32, ge=0, le=256)
     #: Optional conversation/session id (used to group memories by session).
     session_header: str = "x-session-id"

@@ -21,6 +21,7 @@ from sidecar.extproc.codec import ChatRequest
 from sidecar.extproc.completion import StreamedCompletion, parse_completion_json
 from sidecar.extproc.identity import (
     Identity,
+    blank_user_header,
     header_dict,
     identity_from_body,
     identity_from_headers,
@@ -118,10 +119,13 @@ class ChatMemoryProcessor(Processor):
                 self._skip("invalid_identity")
                 log.warning("invalid identity header request_id=%s", self._request_id)
             else:
-                if self._identity is None and not self._profile.identity.allow_body_user:
+                blank = blank_user_header(headers, self._profile.identity)
+                if self._identity is None and (blank or not self._profile.identity.allow_body_user):
                     self._skip("no_identity")
                 else:
                     self._active = True
+                    if self._identity is not None and self._identity.groups_dropped:
+                        self._metrics.groups_dropped.inc(self._identity.groups_dropped)
         return passthrough("request_headers")
 
     async def request_body(self, message: pb.HttpBody) -> pb.ProcessingResponse:

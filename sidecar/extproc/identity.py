@@ -19,6 +19,8 @@ class Identity:
     user_id: str
     group_ids: tuple[str, ...] = ()
     session_id: str = ""
+    #: Group ids past ``identity.max_groups`` that were left out (counted).
+    groups_dropped: int = 0
 
     @property
     def scope(self) -> Scope:
@@ -40,15 +42,16 @@ def header_dict(header_map: base_pb2.HeaderMap) -> dict[str, str]:
     return headers
 
 
-def parse_groups(value: str, max_groups: int) -> tuple[str, ...]:
+def parse_groups(value: str, max_groups: int) -> tuple[tuple[str, ...], int]:
+    """The distinct group ids of a groups header, sorted, the first ``max_groups`` of
+    them in header order; and how many distinct ids past those were left out (a
+    user keeps the groups the gateway listed first, never gains one)."""
     groups: list[str] = []
     for raw in value.split(","):
         group = raw.strip()
         if group and group not in groups:
             groups.append(validate_identifier(group, "group id"))
-    if len(groups) > max_groups:
-        raise InvalidIdentifier(f"more than {max_groups} group ids")
-    return tuple(sorted(groups))
+    return tuple(sorted(groups[:max_groups])), max(0, len(groups) - max_groups)
 
 
 def identity_from_headers(headers: Mapping[str, str], config: IdentityConfig) -> Identity | None:
@@ -58,18 +61,26 @@ def identity_from_headers(headers: Mapping[str, str], config: IdentityConfig) ->
     """
     user = headers.get(config.user_header, "").strip()
     if not user:
-        return None
+        return None  # an empty header is no identity too (see blank_user_header)
     # A single-valued header with a comma is ambiguous: HTTP lets any hop fold
     # repeated field lines into one comma-joined value (RFC 9110 section 5.3), as
     # header_dict does with a repeated header. Reject both forms alike.
     for name in (config.user_header, config.session_header):
         if "," in headers.get(name, ""):
             raise InvalidIdentifier(f"header {name} is repeated or holds a comma")
+    groups, dropped = parse_groups(headers.get(config.groups_header, ""), config.max_groups)
     return Identity(
         user_id=validate_identifier(user, "user id"),
-        group_ids=parse_groups(headers.get(config.groups_header, ""), config.max_groups),
+        group_ids=groups,
         session_id=_session(headers.get(config.session_header, "")),
+        groups_dropped=dropped,
     )
+
+
+def blank_user_header(headers: Mapping[str, str], config: IdentityConfig) -> bool:
+    """The gateway sent the user header empty: no identity, and no fallback to a
+    body user either (the gateway spoke, and said nobody)."""
+    return config.user_header in headers and not headers[config.user_header].strip()
 
 
 def identity_from_body(

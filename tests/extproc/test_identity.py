@@ -9,6 +9,7 @@ from sidecar.config import IdentityConfig
 from sidecar.errors import InvalidIdentifier
 from sidecar.extproc.identity import (
     Identity,
+    blank_user_header,
     header_dict,
     identity_from_body,
     identity_from_headers,
@@ -240,29 +241,33 @@ def test_non_utf8_in_other_headers_does_not_break_header_dict() -> None:
     ],
 )
 def test_parse_groups_strips_dedupes_and_sorts(value: str, expected: tuple[str, ...]) -> None:
-    assert parse_groups(value, max_groups=32) == expected
+    assert parse_groups(value, max_groups=32) == (expected, 0)
 
 
-def test_parse_groups_limit_counts_distinct_groups() -> None:
-    assert parse_groups("a,b,a,b,a", max_groups=2) == ("a", "b")
-    with pytest.raises(InvalidIdentifier, match="more than 2 group ids"):
-        parse_groups("a,b,c", max_groups=2)
+def test_parse_groups_keeps_the_first_distinct_groups_and_counts_the_rest() -> None:
+    assert parse_groups("a,b,a,b,a", max_groups=2) == (("a", "b"), 0)
+    assert parse_groups("c,a,b", max_groups=2) == (("a", "c"), 1)
 
 
 def test_parse_groups_with_zero_allowed() -> None:
-    assert parse_groups("", max_groups=0) == ()
-    with pytest.raises(InvalidIdentifier, match="more than 0"):
-        parse_groups("a", max_groups=0)
+    assert parse_groups("", max_groups=0) == ((), 0)
+    assert parse_groups("a", max_groups=0) == ((), 1)
 
 
-def test_too_many_groups_in_the_header_is_rejected() -> None:
+def test_too_many_groups_in_the_header_are_truncated_not_rejected() -> None:
     config = IdentityConfig(max_groups=3)
     groups = ",".join(f"g{i}" for i in range(4)).encode()
-    with pytest.raises(InvalidIdentifier):
-        identity(("x-user-id", b"alice"), ("x-user-groups", groups), config=config)
-    found = identity(("x-user-id", b"alice"), ("x-user-groups", groups[:8]), config=config)
+    found = identity(("x-user-id", b"alice"), ("x-user-groups", groups), config=config)
     assert found is not None
     assert found.group_ids == ("g0", "g1", "g2")
+    assert found.groups_dropped == 1
+
+
+def test_an_empty_user_header_is_no_identity() -> None:
+    headers = header_dict(header_map(("x-user-id", b"  ")))
+    assert identity_from_headers(headers, CONFIG) is None
+    assert blank_user_header(headers, CONFIG)
+    assert not blank_user_header({}, CONFIG)
 
 
 def test_repeated_group_headers_are_merged() -> None:

@@ -439,3 +439,43 @@ async def test_poisoning_is_not_stored_and_a_stored_override_is_never_injected(
     assert "HACKED" not in found["content"]
     assert "disregard" not in found["content"]
     assert metrics.value("memory_sidecar_instructions_blocked_total", {"stage": "read"}) > withheld
+
+
+async def test_an_empty_user_header_does_not_fall_back_to_the_body_user(
+    sidecar: Sidecar, channel: grpc.aio.Channel
+) -> None:
+    user = new_user()
+    await remember(sidecar, user, "I live in Berlin.")
+    metrics = sidecar.components.metrics
+    before = metrics.value("memory_sidecar_passthrough_total", {"reason": "no_identity"})
+    body = msg.chat_body("Where do I live?", user=user)
+    replies = await exchange(
+        channel,
+        [msg.request_headers(user=""), msg.request_body(body), msg.response_headers()],
+        profile="bodyuser",
+    )
+    assert not replies[1].request_body.response.HasField("body_mutation")
+    after = metrics.value("memory_sidecar_passthrough_total", {"reason": "no_identity"})
+    assert after == before + 1
+
+
+async def test_more_groups_than_allowed_are_truncated_and_the_request_keeps_its_memory(
+    sidecar: Sidecar, channel: grpc.aio.Channel
+) -> None:
+    user = new_user()
+    await remember(sidecar, user, "I live in Berlin.")
+    metrics = sidecar.components.metrics
+    before = metrics.value("memory_sidecar_identity_groups_dropped_total")
+    groups = ",".join(f"team-{i}" for i in range(40))
+    replies = await exchange(
+        channel,
+        [
+            msg.request_headers(user=user, groups=groups),
+            msg.request_body(msg.chat_body("Where do I live?")),
+            msg.response_headers(),
+        ],
+    )
+    found = msg.memory_message(mutated_body(replies[1]))
+    assert found is not None
+    assert "Berlin" in found["content"]
+    assert metrics.value("memory_sidecar_identity_groups_dropped_total") == before + 8
