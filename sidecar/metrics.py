@@ -140,6 +140,13 @@ class Metrics:
         self.facts = Counter(p + "facts", "Extracted facts by decision", ["decision"], registry=reg)
         #: stage: write (an extracted fact not stored), read (a stored memory not
         #: injected): text that tries to instruct the assistant (memory poisoning).
+        #: where: query (the latest user message's text as searched).
+        self.repaired_text = Counter(
+            p + "repaired_text",
+            "Client text with lone surrogates, repaired (U+FFFD) before use",
+            ["where"],
+            registry=reg,
+        )
         self.groups_dropped = Counter(
             p + "identity_groups_dropped",
             "Group ids past identity.max_groups left out of a request's identity",

@@ -36,8 +36,12 @@ json_values = st.recursive(
     ),
     max_leaves=12,
 )
+#: Any code point, lone surrogates included: valid JSON (escaped) that no UTF-8
+#: encoder takes once parsed.
+any_text = st.text(st.characters(exclude_categories=()), max_size=80)
 content = st.one_of(
     st.text(max_size=80),
+    any_text,
     st.lists(
         st.one_of(
             st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=40)}),
@@ -235,3 +239,9 @@ async def test_random_phase_orders_and_bodies(
                   "request_trailers", "response_trailers")
     )  # fmt: skip
     assert errors == 0
+    # Client text (lone surrogates included) is bad input, never a retrieval failure.
+    assert (
+        components.metrics.value("memory_sidecar_fail_open_total", {"reason": "retrieval_error"})
+        == 0
+    )
+    assert components.metrics.value("memory_sidecar_fail_closed_total") == 0

@@ -479,3 +479,28 @@ async def test_more_groups_than_allowed_are_truncated_and_the_request_keeps_its_
     assert found is not None
     assert "Berlin" in found["content"]
     assert metrics.value("memory_sidecar_identity_groups_dropped_total") == before + 8
+
+
+async def test_a_lone_surrogate_in_the_question_is_bad_input_not_a_server_failure(
+    sidecar: Sidecar, channel: grpc.aio.Channel
+) -> None:
+    user = new_user()
+    await remember(sidecar, user, "I live in Berlin.")
+    metrics = sidecar.components.metrics
+    errors = metrics.value("memory_sidecar_fail_open_total", {"reason": "retrieval_error"})
+    repaired = metrics.value("memory_sidecar_repaired_text_total", {"where": "query"})
+    body = json.dumps(
+        {"model": "m", "messages": [{"role": "user", "content": "Where do I live?\ud800"}]}
+    ).encode()
+    for profile in (None, "closed"):  # a fail-closed route must not answer 503 for it
+        replies = await exchange(
+            channel,
+            [msg.request_headers(user=user), msg.request_body(body), msg.response_headers()],
+            profile=profile,
+        )
+        assert not replies[1].HasField("immediate_response")
+        found = msg.memory_message(mutated_body(replies[1]))
+        assert found is not None
+        assert "Berlin" in found["content"]
+    assert metrics.value("memory_sidecar_fail_open_total", {"reason": "retrieval_error"}) == errors
+    assert metrics.value("memory_sidecar_repaired_text_total", {"where": "query"}) == repaired + 2

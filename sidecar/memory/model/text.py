@@ -65,3 +65,14 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
         return 0.0
     inter = len(a & b)
     return inter / (len(a) + len(b) - inter)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_unicode(text: str) -> str:
+    """``text`` with surrogate pairs joined and lone surrogates replaced by U+FFFD
+    (so it always encodes as UTF-8)."""
+    if not _SURROGATE.search(text):
+        return text
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")

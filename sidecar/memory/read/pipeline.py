@@ -34,6 +34,7 @@ from typing import Protocol
 from sidecar.config import Profile, RetrievalConfig
 from sidecar.memory.model.directives import overrides_assistant
 from sidecar.memory.model.records import Hit, Scope
+from sidecar.memory.model.text import valid_unicode
 from sidecar.memory.read.ambiguity import History
 from sidecar.memory.read.context import (
     CHARS_PER_TOKEN,
@@ -130,10 +131,14 @@ class RequestPipeline:
     async def run(self, request: MemoryRequest) -> RequestContext:
         """Every step for ``request`` (see the module docstring). A message longer
         than ``retrieval.max_query_chars`` is searched by its question
-        (:func:`~sidecar.memory.read.focus.focus_query`), rewriting included."""
+        (:func:`~sidecar.memory.read.focus.focus_query`), rewriting included; lone
+        surrogates in it are replaced (counted), never an embedding failure."""
         focused = focus_query(request.text, request.profile.retrieval.max_query_chars)
-        if focused != request.text:
-            request = replace(request, text=focused)
+        repaired = valid_unicode(focused)
+        if repaired is not focused:  # lone surrogates: bad input, not a failure
+            self._metrics.repaired_text.labels(where="query").inc()
+        if repaired != request.text:
+            request = replace(request, text=repaired)
         rewrite = await self.rewrite(request)
         texts = [request.text]
         if rewrite is not None and rewrite.changed:
@@ -161,7 +166,7 @@ class RequestPipeline:
     async def embed(self, texts: Sequence[str], request: MemoryRequest) -> list[Query]:
         """``texts`` embedded, reusing the vectors this user's same questions got."""
         config = request.profile.retrieval
-        clipped = [focus_query(text, config.max_query_chars) for text in texts]
+        clipped = [valid_unicode(focus_query(text, config.max_query_chars)) for text in texts]
         cache, user = self.caches.vectors, request.scope.user_id
         vectors: dict[int, Vector] = {}
         if cache is not None:

@@ -25,9 +25,9 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from sidecar.memory.model.text import valid_unicode
 from sidecar.memory.model.turns import Turn
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
 #: Control characters that separate words: they become a space (``\r`` a newline).
 _CONTROL_SPACE = re.compile("[\x0b\x0c\x1c-\x1f\x85]")
 #: Every other control (Cc) character but newline and tab, and every format (Cf)
@@ -40,14 +40,6 @@ _INVISIBLE = re.compile(
 )
 _SPACES = re.compile(r"[^\S\n]+")
 _NEWLINES = re.compile(r" ?\n[\s]*")
-
-
-def valid_unicode(text: str) -> str:
-    """``text`` with surrogate pairs joined and lone surrogates replaced by U+FFFD
-    (so it always encodes as UTF-8)."""
-    if not _SURROGATE.search(text):
-        return text
-    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def clean_text(text: str, max_chars: int, *, keep_newlines: bool = False) -> str:
