@@ -1,7 +1,10 @@
-"""The OpenAI chat-completions request body: parse, read, inject, re-encode.
+"""The OpenAI chat-completions request body: parse, read, inject, encode.
 
 The body is kept as the parsed ``dict`` so that every field the sidecar does not
-know survives the round trip (``tools``, ``response_format``, vendor extensions...).
+know survives (``tools``, ``response_format``, vendor extensions...), and, for a
+UTF-8 body, with where each message sits in its bytes: an injection is spliced
+into the body as sent (:mod:`sidecar.extproc.splice`), every byte outside the
+message it adds or rewrites kept.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from sidecar.extproc.splice import Spans, scan
 
 SYSTEM_ROLES = ("system", "developer")
 
@@ -47,17 +52,28 @@ class ChatRequest:
     """A parsed ``/v1/chat/completions`` body."""
 
     body: dict[str, Any]
+    #: Where the messages sit in the body's text (``None``: re-serialise to encode).
+    spans: Spans | None = None
 
     @classmethod
     def parse(cls, raw: bytes) -> ChatRequest | None:
         """``None`` unless ``raw`` is a JSON object with a ``messages`` list."""
+        spans: Spans | None = None
         try:
-            body = json.loads(raw, parse_constant=_reject_constant, parse_float=_finite_float)
-        except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError
-            return None
+            found = scan(raw, _reject_constant, _finite_float)
+        except UnicodeDecodeError:  # UTF-16/32 (JSON allows them): parsed, not spliced
+            found = None
+            try:
+                body = json.loads(raw, parse_constant=_reject_constant, parse_float=_finite_float)
+            except (ValueError, RecursionError):
+                return None
+        else:
+            if found is None:
+                return None
+            body, spans = found
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return None
-        return cls(body)
+        return cls(body, spans)
 
     @property
     def messages(self) -> list[Any]:
@@ -115,7 +131,7 @@ class ChatRequest:
         """
         messages = self.messages
         if mode == "append":
-            for message in messages:
+            for index, message in enumerate(messages):
                 if isinstance(message, dict) and message.get("role") in SYSTEM_ROLES:
                     content = message.get("content")
                     if isinstance(content, list):
@@ -124,23 +140,24 @@ class ChatRequest:
                         message["content"] = f"{content}\n\n{block}"
                     else:
                         message["content"] = block
+                    if self.spans is not None:
+                        self.spans.replace(index, message)
                     return
-        messages.insert(0, {"role": "system", "content": block})
+        self._insert(0, {"role": "system", "content": block})
 
     def inject_before_latest_user(self, block: str, role: str) -> None:
         """Insert ``block`` as a ``role`` message right before the latest user
         message: the messages before it stay as the client sent them (the
         upstream's cached prefix), the block sits next to the question it answers."""
-        messages = self.messages
         at = self._latest_user_index()
-        messages.insert(len(messages) if at is None else at, {"role": role, "content": block})
+        self._insert(len(self.messages) if at is None else at, {"role": role, "content": block})
 
     def inject_into_latest_user(self, block: str) -> None:
         """Put ``block`` before the latest user message's text (as its first text
         part when the content is a list of parts)."""
         at = self._latest_user_index()
         if at is None:
-            self.messages.append({"role": "user", "content": block})
+            self._insert(len(self.messages), {"role": "user", "content": block})
             return
         message = self.messages[at]
         content = message.get("content")
@@ -150,6 +167,13 @@ class ChatRequest:
             message["content"] = f"{block}\n\n{content}"
         else:
             message["content"] = block
+        if self.spans is not None:
+            self.spans.replace(at, message)
+
+    def _insert(self, index: int, message: dict[str, Any]) -> None:
+        if self.spans is not None:
+            self.spans.insert(index, message)
+        self.messages.insert(index, message)
 
     def _latest_user_index(self) -> int | None:
         for index in range(len(self.messages) - 1, -1, -1):
@@ -159,6 +183,13 @@ class ChatRequest:
         return None
 
     def encode(self) -> bytes:
+        """The body with the injection: spliced into the bytes as sent when they were
+        UTF-8, else the parsed body serialised."""
+        if self.spans is not None and self.spans.edits:
+            try:
+                return self.spans.spliced()
+            except UnicodeEncodeError:  # a lone surrogate in the block: serialise
+                pass
         text = json.dumps(self.body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         try:
             return text.encode("utf-8")

@@ -617,3 +617,70 @@ def test_the_next_turn_shares_every_byte_up_to_the_previous_user_message() -> No
     a, b = roundtrip(first)["messages"], roundtrip(second)["messages"]
     assert b[:3] == a[:3]  # the cached part: system prompt and the earlier turns
     assert b[3] == CHAT[3]  # where turn n had its memories, the client's message
+
+
+ODD = (
+    b'{ "model" : "m",\n  "temperature": 0.50, "top_p": 1e0, "seed": 10000000000000000000001,\n'
+    b'  "stop": ["\\u00e9", "\\/", "\\ud83d\\ude00"], "x": 1, "x": 2,\n'
+    b'  "messages" : [\n    {"role": "system", "content": "Be brief."},\n'
+    b'    {"role":"user",   "content": "caf\\u00e9?"}\n  ],\n  "tail": [1.0, -0.0] }'
+)
+
+
+def test_an_injection_keeps_every_byte_outside_the_message_it_adds() -> None:
+    request = parse(ODD)
+    request.inject_before_latest_user(BLOCK, "system")
+    encoded = request.encode()
+    added = json.dumps(
+        {"role": "system", "content": BLOCK}, ensure_ascii=False, separators=(",", ":")
+    )
+    at = ODD.index(b'{"role":"user"')
+    assert encoded == ODD[:at] + added.encode() + b"," + ODD[at:]
+    # What a parser makes of it is what it made of the original, plus the block.
+    original = json.loads(ODD)
+    original["messages"].insert(1, {"role": "system", "content": BLOCK})
+    assert json.loads(encoded) == original
+
+
+def test_a_rewritten_message_is_the_only_part_that_changes() -> None:
+    for inject in (
+        lambda r: r.inject_system(BLOCK, "append"),
+        lambda r: r.inject_into_latest_user(BLOCK),
+    ):
+        request = parse(ODD)
+        inject(request)
+        encoded = request.encode()
+        start = ODD.index(b"    {") + 4
+        end = len(ODD) - len(b'\n  ],\n  "tail": [1.0, -0.0] }')
+        assert encoded.startswith(ODD[:start])
+        assert encoded.endswith(ODD[end:])
+        assert json.loads(encoded)["x"] == 2
+        for kept in (b"0.50", b"1e0", b'"\\/"', b'"x": 1, "x": 2'):
+            assert kept in encoded
+
+
+def test_an_empty_message_list_gets_the_block_as_its_only_message() -> None:
+    raw = b'{"model": "m", "messages": [ ]}'
+    request = parse(raw)
+    request.inject_system(BLOCK, "prepend")
+    assert json.loads(request.encode())["messages"] == [{"role": "system", "content": BLOCK}]
+    assert request.encode().startswith(b'{"model": "m", "messages": [ ')
+
+
+def test_a_utf16_body_is_parsed_and_serialised() -> None:
+    raw = json.dumps(body()).encode("utf-16")
+    request = parse(raw)
+    assert request.spans is None
+    request.inject_system(BLOCK, "prepend")
+    assert json.loads(request.encode())["messages"][0]["content"] == BLOCK
+
+
+def test_a_body_in_plain_utf8_keeps_its_bytes_too() -> None:
+    raw = '{"messages": [{"role": "user", "content": "Grüße aus Köln 😀"}], "n": 1.50}'.encode()
+    request = parse(raw)
+    request.inject_before_latest_user(BLOCK, "system")
+    added = json.dumps(
+        {"role": "system", "content": BLOCK}, ensure_ascii=False, separators=(",", ":")
+    )
+    at = raw.index(b'{"role"')
+    assert request.encode() == raw[:at] + added.encode() + b"," + raw[at:]
