@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from e2e.stack import Stack, running_stack
+from scripts.bench_isolation import SMALL_CLIENTS, run_phase, seed
 
 pytestmark = pytest.mark.e2e
 
@@ -168,3 +169,16 @@ def test_multimodal_and_tool_calls_keep_their_structure(stack: Stack) -> None:
     assert forwarded["messages"][2]["role"] == "system"
     assert forwarded["messages"][2]["content"].startswith("<memory>")
     assert forwarded["messages"][3:] == original["messages"][2:]
+
+
+def test_huge_messages_from_some_users_never_cost_the_others_their_memory(stack: Stack) -> None:
+    """Three clients send 4 MiB messages in a loop while eight ask small questions:
+    every small request is answered with its memory (no ext_proc timeout, no
+    fail-open). The latency figures are scripts.bench_isolation's."""
+    users = [f"small-{i}-{time.monotonic_ns()}" for i in range(SMALL_CLIENTS)]
+    seed(stack, users)
+    phase = run_phase(stack, "big, memory", users, "/v1", mib=4.0, seconds=6.0)
+    assert phase.big >= 3
+    assert len(phase.small) >= SMALL_CLIENTS
+    assert phase.errors == 0
+    assert phase.without_memory == 0
