@@ -266,6 +266,9 @@ def _per_route(config: SidecarConfig, route: RouteConfig) -> ext_proc_v3.ExtProc
             grpc_initial_metadata=[metadata],
             # Read-only routes never send the response body to the sidecar.
             processing_mode=None if profile.extraction.enabled else _processing_mode(_Body.NONE),
+            # A fail-closed profile holds when the sidecar is down, killed or slow:
+            # Envoy answers the error itself instead of forwarding without memory.
+            failure_mode_allow=None if profile.fail_open else False,
         )
     )
 

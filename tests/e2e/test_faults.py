@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from e2e.stack import Stack, running_stack
+from e2e.stack import Stack, http_get, running_stack
+from tests.test_alerts import ENVOY_SERIES
 
 pytestmark = pytest.mark.e2e
 
@@ -163,3 +164,46 @@ def _is_store_of(entry: Path, stack: Stack) -> bool:
         and cmdline[0].endswith(b"milvus")
         and any(str(stack.workdir).encode() in part for part in cmdline)
     )
+
+
+def envoy_ext_proc_stats(stack: Stack) -> dict[str, int]:
+    """Envoy's own ext_proc counters (where Envoy-side fail-opens are counted)."""
+    status, body = http_get(f"http://127.0.0.1:{stack.ports.envoy_admin}/stats?filter=ext_proc")
+    assert status == 200
+    stats: dict[str, int] = {}
+    for line in body.decode().splitlines():
+        name, _, value = line.partition(": ")
+        if value.strip().isdigit():
+            stats[name] = int(value)
+    return stats
+
+
+def test_a_fail_closed_route_holds_when_the_sidecar_is_frozen_or_gone(stack: Stack) -> None:
+    """Envoy itself refuses a fail-closed route's requests when the sidecar cannot
+    answer (the route's ext_proc override), while fail-open routes go on."""
+    assert stack.sidecar.process is not None
+    pid = stack.sidecar.process.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        frozen_open = ask(stack, new_user(), "Where do I live?")[0]
+        frozen_closed = ask(stack, new_user(), "Where do I live?", prefix="/closed/v1")[0]
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    stack.sidecar.kill()
+    try:
+        gone_open = ask(stack, new_user(), "Where do I live?")[0]
+        gone_closed = ask(stack, new_user(), "Where do I live?", prefix="/closed/v1")[0]
+        stats = envoy_ext_proc_stats(stack)
+    finally:
+        stack.restart_sidecar()
+    assert (frozen_open, gone_open) == (200, 200)
+    assert frozen_closed >= 500
+    assert gone_closed >= 500
+    # Envoy counts the requests it let through without the sidecar.
+    assert sum(v for k, v in stats.items() if k.endswith("failure_mode_allowed")) >= 2, stats
+    # ... under the names deploy/prometheus/alerts.yaml reads.
+    status, body = http_get(f"http://127.0.0.1:{stack.ports.envoy_admin}/stats/prometheus")
+    assert status == 200
+    for name in ENVOY_SERIES:
+        assert f"\n{name}{{" in body.decode(), name
+    wait_for(lambda: ask(stack, new_user(), "ping?", prefix="/closed/v1")[0] == 200)
