@@ -195,6 +195,10 @@ def demo_config(workdir: Path, ports: Ports, **overrides: Any) -> dict[str, Any]
             "listen_port": ports.envoy,
             "admin_port": ports.envoy_admin,
             "sidecar_port": ports.sidecar,
+            # The tests' and the demo's clients stand in for an authenticating edge:
+            # they set x-user-id themselves. A deployment keeps the default (strip
+            # it) and sets it from a verified token (envoy.jwt) or a trusted proxy.
+            "strip_identity_headers": False,
             "routes": [
                 {"prefix": "/readonly/v1/", "rewrite": "/v1/", "profile": "readonly"},
                 {"prefix": "/nomemory/v1/", "rewrite": "/v1/", "profile": None},

@@ -19,11 +19,14 @@ from urllib.parse import urlsplit
 import betterproto2
 import envoy_data_plane.envoy.config.bootstrap.v3 as bootstrap_v3
 import envoy_data_plane.envoy.config.cluster.v3 as cluster_v3
+import envoy_data_plane.envoy.config.common.mutation_rules.v3 as mutation_v3
 import envoy_data_plane.envoy.config.core.v3 as core_v3
 import envoy_data_plane.envoy.config.endpoint.v3 as endpoint_v3
 import envoy_data_plane.envoy.config.listener.v3 as listener_v3
 import envoy_data_plane.envoy.config.route.v3 as route_v3
 import envoy_data_plane.envoy.extensions.filters.http.ext_proc.v3 as ext_proc_v3
+import envoy_data_plane.envoy.extensions.filters.http.header_mutation.v3 as header_mutation_v3
+import envoy_data_plane.envoy.extensions.filters.http.jwt_authn.v3 as jwt_v3
 import envoy_data_plane.envoy.extensions.filters.http.router.v3 as router_v3
 import envoy_data_plane.envoy.extensions.filters.network.http_connection_manager.v3 as hcm_v3
 import envoy_data_plane.envoy.extensions.transport_sockets.tls.v3 as tls_v3
@@ -320,11 +323,12 @@ def _listener(config: SidecarConfig, with_ext_proc: bool) -> listener_v3.Listene
         name="envoy.filters.http.router", typed_config=pb.Any.pack(router_v3.Router())
     )
     ext_proc_filter = hcm_v3.HttpFilter(name=EXT_PROC_FILTER, typed_config=pb.Any.pack(ext_proc))
+    edge = _identity_filters(config) if with_ext_proc else []
     manager = hcm_v3.HttpConnectionManager(
         stat_prefix=LISTENER,
         codec_type=hcm_v3.HttpConnectionManagerCodecType.AUTO,
         route_config=route_v3.RouteConfiguration(name="llm", virtual_hosts=[virtual_host]),
-        http_filters=[ext_proc_filter, router] if with_ext_proc else [router],
+        http_filters=[*edge, ext_proc_filter, router] if with_ext_proc else [router],
         stream_idle_timeout=timedelta(seconds=300),
         request_timeout=timedelta(0),  # disabled: LLM streams are long
     )
@@ -337,6 +341,84 @@ def _listener(config: SidecarConfig, with_ext_proc: bool) -> listener_v3.Listene
         per_connection_buffer_limit_bytes=envoy.buffer_limit_bytes,
         filter_chains=[listener_v3.FilterChain(filters=[network_filter])],
     )
+
+
+def identity_headers(config: SidecarConfig) -> list[str]:
+    """Every header any profile reads an identity from (user, groups, session)."""
+    names: list[str] = []
+    for name in ["default", *config.profile_names()]:
+        profile = config.profile(name)
+        if profile is None:
+            continue
+        identity = profile.identity
+        for header in (identity.user_header, identity.groups_header, identity.session_header):
+            if header not in names:
+                names.append(header)
+    return names
+
+
+def _identity_filters(config: SidecarConfig) -> list[hcm_v3.HttpFilter]:
+    """Before the sidecar: the client's own identity headers removed
+    (``envoy.strip_identity_headers``), then, with ``envoy.jwt``, the headers set from
+    the claims of a token Envoy verified."""
+    envoy = config.envoy
+    filters: list[hcm_v3.HttpFilter] = []
+    if envoy.strip_identity_headers:
+        removal = header_mutation_v3.HeaderMutation(
+            mutations=header_mutation_v3.Mutations(
+                request_mutations=[
+                    mutation_v3.HeaderMutation(remove=name) for name in identity_headers(config)
+                ]
+            )
+        )
+        filters.append(
+            hcm_v3.HttpFilter(
+                name="envoy.filters.http.header_mutation", typed_config=pb.Any.pack(removal)
+            )
+        )
+    jwt = envoy.jwt
+    if jwt is not None:
+        identity = config.defaults.identity
+        claims = [
+            jwt_v3.JwtClaimToHeader(header_name=identity.user_header, claim_name=jwt.user_claim)
+        ]
+        if jwt.groups_claim:
+            claims.append(
+                jwt_v3.JwtClaimToHeader(
+                    header_name=identity.groups_header, claim_name=jwt.groups_claim
+                )
+            )
+        provider = jwt_v3.JwtProvider(
+            issuer=jwt.issuer,
+            audiences=list(jwt.audiences),
+            local_jwks=core_v3.DataSource(filename=jwt.jwks_file),
+            forward=False,
+            claim_to_headers=claims,
+        )
+        requires = (
+            jwt_v3.JwtRequirement(provider_name="edge")
+            if jwt.required
+            else jwt_v3.JwtRequirement(
+                requires_any=jwt_v3.JwtRequirementOrList(
+                    requirements=[
+                        jwt_v3.JwtRequirement(provider_name="edge"),
+                        jwt_v3.JwtRequirement(allow_missing=pb.Empty()),
+                    ]
+                )
+            )
+        )
+        authentication = jwt_v3.JwtAuthentication(
+            providers={"edge": provider},
+            rules=[
+                jwt_v3.RequirementRule(match=route_v3.RouteMatch(prefix="/"), requires=requires)
+            ],
+        )
+        filters.append(
+            hcm_v3.HttpFilter(
+                name="envoy.filters.http.jwt_authn", typed_config=pb.Any.pack(authentication)
+            )
+        )
+    return filters
 
 
 def build_bootstrap(

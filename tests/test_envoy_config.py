@@ -58,9 +58,9 @@ def routes(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def ext_proc(doc: dict[str, Any]) -> dict[str, Any]:
-    first = manager(doc)["http_filters"][0]
-    assert first["name"] == EXT_PROC_FILTER
-    config: dict[str, Any] = first["typed_config"]
+    found = [f for f in manager(doc)["http_filters"] if f["name"] == EXT_PROC_FILTER]
+    assert len(found) == 1
+    config: dict[str, Any] = found[0]["typed_config"]
     return config
 
 
@@ -104,7 +104,7 @@ def test_demo_routes_in_order(demo: SidecarConfig) -> None:
     assert by_prefix["/readonly/v1/"]["route"]["prefix_rewrite"] == "/v1/"
     assert by_prefix["/nomemory/v1/"]["route"]["prefix_rewrite"] == "/v1/"
     assert "prefix_rewrite" not in by_prefix["/v1/"]["route"]
-    assert manager(doc)["http_filters"][1]["name"] == "envoy.filters.http.router"
+    assert manager(doc)["http_filters"][-1]["name"] == "envoy.filters.http.router"
     assert demo.envoy.listen_host == "127.0.0.1"
 
 
@@ -384,3 +384,38 @@ def test_envoy_accepts_the_rendered_configs(demo: SidecarConfig, tmp_path: Path)
         output, _ = process.communicate(timeout=60)
         assert process.returncode == 0, f"envoy rejected the {name} config:\n{output}"
         assert "OK" in output, output
+
+
+def test_identity_headers_are_removed_before_the_sidecar_unless_trusted() -> None:
+    strict = config_from_mapping({"profiles": {"p": {"identity": {"user_header": "x-who"}}}})
+    names = [f["name"] for f in manager(rendered(strict))["http_filters"]]
+    assert names == [
+        "envoy.filters.http.header_mutation",
+        EXT_PROC_FILTER,
+        "envoy.filters.http.router",
+    ]
+    removed = manager(rendered(strict))["http_filters"][0]["typed_config"]["mutations"]
+    assert [m["remove"] for m in removed["request_mutations"]] == [
+        "x-user-id", "x-user-groups", "x-session-id", "x-who",
+    ]  # fmt: skip
+    trusting = config_from_mapping({"envoy": {"strip_identity_headers": False}})
+    assert [f["name"] for f in manager(rendered(trusting))["http_filters"]] == [
+        EXT_PROC_FILTER, "envoy.filters.http.router",
+    ]  # fmt: skip
+
+
+def test_a_jwt_sets_the_identity_headers_from_its_claims() -> None:
+    config = config_from_mapping(
+        {"envoy": {"jwt": {"issuer": "https://id.example", "jwks_file": "/etc/jwks.json"}}}
+    )
+    filters = manager(rendered(config))["http_filters"]
+    assert [f["name"] for f in filters][:2] == [
+        "envoy.filters.http.header_mutation", "envoy.filters.http.jwt_authn",
+    ]  # fmt: skip
+    provider = filters[1]["typed_config"]["providers"]["edge"]
+    assert provider["issuer"] == "https://id.example"
+    assert provider["local_jwks"] == {"filename": "/etc/jwks.json"}
+    assert provider["claim_to_headers"] == [
+        {"header_name": "x-user-id", "claim_name": "sub"},
+        {"header_name": "x-user-groups", "claim_name": "groups"},
+    ]

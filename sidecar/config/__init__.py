@@ -22,7 +22,7 @@ Import from this package: every public name is re-exported here.
 
 from sidecar.config.base import Fraction, Port
 from sidecar.config.embedding import EmbeddingConfig
-from sidecar.config.envoy import EnvoyConfig, RouteConfig
+from sidecar.config.envoy import EnvoyConfig, JwtConfig, RouteConfig
 from sidecar.config.experimental import AssociativeConfig, HierarchyConfig, TieredConfig
 from sidecar.config.llm import LLMConfig
 from sidecar.config.loading import (
@@ -86,6 +86,7 @@ __all__ = [
     "HybridConfig",
     "IdentityConfig",
     "InjectionConfig",
+    "JwtConfig",
     "LLMConfig",
     "LinkConfig",
     "LoggingConfig",

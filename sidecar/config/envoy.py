@@ -33,6 +33,25 @@ class RouteConfig(_Model):
         return value
 
 
+class JwtConfig(_Model):
+    """The identity from a JWT that Envoy verifies (``jwt_authn``) against a local
+    JWKS file: its claims become the identity headers the sidecar reads."""
+
+    #: The ``iss`` the tokens must carry.
+    issuer: str = Field(min_length=1)
+    #: Accepted ``aud`` values (empty: any).
+    audiences: tuple[str, ...] = ()
+    #: The JWKS file (public keys; ``oct`` keys for HS256) as Envoy sees it.
+    jwks_file: str = Field(min_length=1)
+    #: The claim that is the user id.
+    user_claim: str = "sub"
+    #: The claim that lists the user's groups ("" = no groups from the token).
+    groups_claim: str = "groups"
+    #: A request without a valid token is refused (401). Off: it goes on without an
+    #: identity (no memory), a bad token is still refused.
+    required: bool = True
+
+
 class EnvoyConfig(_Model):
     """What ``sidecar envoy-config`` renders into the Envoy bootstrap."""
 
@@ -59,5 +78,12 @@ class EnvoyConfig(_Model):
     #: the upstream host (DNS or IP subject alternative name), and sends SNI. Unset:
     #: TLS without verification (the certificate is not checked).
     upstream_ca_file: str | None = Field(default=None, min_length=1)
+    #: Remove the identity headers (every profile's ``identity`` user, groups and
+    #: session headers) from what the client sent, before any filter reads them: a
+    #: client cannot name itself another user. Turn off only behind a trusted proxy
+    #: that sets them; ``jwt`` sets them from a verified token after the removal.
+    strip_identity_headers: bool = True
+    #: Derive the identity from a verified JWT (unset: no token check).
+    jwt: JwtConfig | None = None
     #: Envoy's routes; the first matching prefix wins (list longer prefixes first).
     routes: tuple[RouteConfig, ...] = (RouteConfig(prefix="/"),)
