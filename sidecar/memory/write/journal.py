@@ -80,6 +80,7 @@ from sidecar.memory.write.journal_file import (
     error_type,
     lock_file,
     transaction,
+    truncate_wal,
 )
 
 log = logging.getLogger(__name__)
@@ -524,6 +525,8 @@ class TurnJournal:
                 (user_id,),
             ).fetchone()[0]
         self._count(-int(pending))
+        if deleted and not truncate_wal(conn):
+            log.warning("forget: the journal's WAL is still read by another connection")
         return int(deleted), int(in_progress)
 
     async def counts(self) -> JournalCounts:

@@ -21,6 +21,7 @@ import json
 import os
 import re
 import sqlite3
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
@@ -258,6 +259,9 @@ def connect(target: str, path: str, sync: SyncMode) -> sqlite3.Connection:
         if path != MEMORY_PATH and mode != "wal":
             raise JournalError(f"SQLite did not switch {path} to WAL mode ({mode})")
         conn.execute(f"PRAGMA synchronous={'FULL' if sync == 'full' else 'NORMAL'}")
+        # A deleted turn's text is overwritten, not left in a free page: forgetting a
+        # user must not leave their words in the file.
+        conn.execute("PRAGMA secure_delete=ON")
         with transaction(conn):
             ensure_schema(conn, path)
             conn.execute("UPDATE turns SET is_head = 0 WHERE is_head <> 0")
@@ -306,3 +310,15 @@ def due_heads(
     finally:
         cursor.close()
     return heads
+
+
+def truncate_wal(conn: sqlite3.Connection, attempts: int = 50) -> bool:
+    """Checkpoint the WAL into the file and truncate it to zero bytes, so no older
+    page version (a forgotten turn's text) stays in it; retried while another
+    connection still reads an older snapshot. Whether it was truncated."""
+    for _ in range(attempts):
+        busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        if not busy:
+            return True
+        time.sleep(0.01)
+    return False
