@@ -2,9 +2,11 @@
 ``sidecar admin openapi``.
 
 ``sidecar memories`` runs the same :class:`~sidecar.admin.service.MemoryAdmin`
-calls as the HTTP admin API, directly against the configured store (no HTTP, no
-token: whoever can read the config file can reach the store anyway). Results are
-JSON on stdout; ``export`` writes JSON lines.
+calls as the HTTP admin API: through a running sidecar's admin API when one
+answers on the config's admin listener (it holds the store and the journal;
+:mod:`sidecar.admin.remote`), else directly against the configured store (no HTTP,
+no token: whoever can read the config file can reach the store anyway). Results
+are JSON on stdout; ``export`` writes JSON lines.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from sidecar.admin.remote import running_sidecar
 from sidecar.config import SidecarConfig, load_config
 from sidecar.errors import JournalError, SidecarError
 
@@ -219,7 +222,12 @@ def _cmd_memories(args: argparse.Namespace) -> int:
         except (OSError, UnicodeDecodeError) as exc:
             raise SidecarError(f"cannot read {args.file}: {exc}") from exc
         args.lines = text.splitlines()
-    result = asyncio.run(_run_memories(config, args))
+    remote = running_sidecar(config)
+    if remote is not None:
+        print(f"sidecar memories: through the running sidecar at {remote.url}", file=sys.stderr)
+        result = remote.call(args)
+    else:
+        result = asyncio.run(_run_memories(config, args))
     if args.action == "export":
         if args.out in (None, "-"):
             sys.stdout.write("".join(result))

@@ -4,7 +4,10 @@ holds a word the user said."""
 
 from __future__ import annotations
 
+import json
+import os
 import signal
+import subprocess
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -12,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e.stack import Stack, running_stack
+from e2e.stack import PYTHON, Stack, running_stack
 
 pytestmark = pytest.mark.e2e
 
@@ -58,3 +61,30 @@ def test_a_forgotten_users_words_are_in_no_file_after_a_kill(stack: Stack) -> No
         assert files_holding(stack.workdir, secret.encode()) == []
     finally:
         stack.restart_sidecar()
+
+
+def test_the_cli_manages_memories_beside_a_running_sidecar(stack: Stack) -> None:
+    """The sidecar holds the store (one process per milvus-lite file) and the journal:
+    the CLI goes through its admin API, found from the same config."""
+    user = f"cli-{uuid.uuid4().hex[:6]}"
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [PYTHON, "-m", "sidecar", "memories", *args, "--config", str(stack.config_path),
+             "--user", user],
+            capture_output=True, text=True, timeout=120, check=False,
+            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        )  # fmt: skip
+
+    added = cli("add", "--content", "User keeps bees on the roof.")
+    assert added.returncode == 0, added.stderr
+    assert "through the running sidecar" in added.stderr
+    listed = cli("list")
+    assert listed.returncode == 0, listed.stderr
+    assert [m["content"] for m in json.loads(listed.stdout)["items"]] == [
+        "User keeps bees on the roof."
+    ]
+    forgot = cli("forget", "--yes")
+    assert forgot.returncode == 0, forgot.stderr
+    assert json.loads(forgot.stdout)["deleted"]["rows"] >= 1
+    assert json.loads(cli("list").stdout)["items"] == []
