@@ -13,7 +13,7 @@ path, the admin API, imports, re-embedding after a model change) goes through
 
 from __future__ import annotations
 
-from sidecar.memory.model.facts import slot_of
+from sidecar.memory.model.facts import product_kind, shape, slot_of
 
 #: What each attribute is, as a question about it would put it.
 ATTRIBUTE_WORDS: dict[str, str] = {
@@ -54,6 +54,10 @@ def attribute_words(slot: str | None) -> str | None:
 
 
 def embedding_text(content: str) -> str:
-    """``content``, with its attribute's words when it sets one of the user's own."""
+    """``content``, with its attribute's words when it sets one of the user's own,
+    or the kind of thing it names one of ("Monzo": the user's bank)."""
     words = attribute_words(slot_of(content))
+    if words is None:
+        kind = product_kind(shape(content).signature)
+        words = f"User's {kind}" if kind else None
     return f"{content} ({words})" if words else content

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from sidecar.memory.model.dates import canonical_dates
-from sidecar.memory.model.slot_words import KINDS_OF
+from sidecar.memory.model.slot_words import KINDS_OF, PRODUCT_KINDS
 from sidecar.memory.model.slots import compatible, find_slot
 from sidecar.memory.model.text import STOPWORDS, normalize, stem
 
@@ -296,6 +296,8 @@ def replaces(new: FactShape, old: FactShape) -> bool:
         return True  # "User quit vaping" after "User vapes all day"
     if new.stopped and not old.negated and _kind_covers(new.stopped, old.signature):
         return True  # "User gave up caffeine" after "User drinks four espressos a day"
+    if new.change and not new.negated and not old.negated and _swapped(new, old):
+        return True  # "User switched to Monzo" after "User banks with Barclays"
     if not new.change:
         return False
     if new.negated != old.negated or _years(new) != _years(old):
@@ -315,6 +317,39 @@ _KINDS_OF = tuple(
     (frozenset(stem(w) for w in kind.split()), frozenset(stem(w) for w in members.split()))
     for kind, members in KINDS_OF.items()
 )
+
+
+#: :data:`PRODUCT_KINDS` by stems: (kind name, the kind's words, its names).
+PRODUCT_STEMS = tuple(
+    (
+        kind,
+        frozenset(stem(w) for w in words.split()),
+        frozenset(stem(w) for w in names.split()),
+    )
+    for kind, (words, names) in PRODUCT_KINDS.items()
+)
+
+
+def product_kind(signature: frozenset[str]) -> str | None:
+    """The kind of thing a fact names one of (a bank, a phone), if any."""
+    bases = {w.split("@")[0] for w in signature}
+    return next((kind for kind, _, names in PRODUCT_STEMS if bases & names), None)
+
+
+def _swapped(new: FactShape, old: FactShape) -> bool:
+    """With a change cue, ``new`` names one thing of a kind (Monzo) and ``old`` the
+    kind (a bank) or another of its names (Barclays), not the new one: one for the
+    other. About someone else in either, it is not the user's swap."""
+    new_bases = {w.split("@")[0] for w in new.signature}
+    old_bases = {w.split("@")[0] for w in old.signature}
+    for kind, words, names in PRODUCT_STEMS:
+        own = frozenset(kind.split())  # "password manager" is no one's manager
+        if (new.roles - own) or (old.roles - own):
+            continue
+        chosen = new_bases & names
+        if chosen and (old_bases & (names | words)) and not (old_bases & chosen):
+            return True
+    return False
 
 
 def _kind_covers(stopped: frozenset[str], signature: frozenset[str]) -> bool:

@@ -68,3 +68,30 @@ KINDS_OF: dict[str, str] = {
     "gluten": "bread pasta",
     "nicotine": "cigarette cigarettes cigar cigars vape vapes vaping snus",
 }
+#: Things a user has one of at a time, by what a question calls them: the kind's
+#: own words, then the names that are one. "Switched my account to Monzo" after
+#: "I bank with Barclays" swaps one bank for another; a question about "my bank"
+#: should find either. Names the embedding model does not know as banks or phones.
+PRODUCT_KINDS: dict[str, tuple[str, str]] = {
+    "bank": (
+        "bank banks banking",
+        "barclays hsbc monzo lloyds natwest santander revolut starling halifax nationwide "
+        "n26 chase citibank wells fargo",
+    ),
+    "phone": (
+        "phone smartphone mobile",
+        "iphone pixel galaxy oneplus nokia motorola xiaomi huawei fairphone",
+    ),
+    "password manager": (
+        "password",
+        "lastpass bitwarden 1password dashlane keepass keepassxc",
+    ),
+    "coffee order": (
+        "coffee",
+        "espresso espressos latte lattes cappuccino cappuccinos americano americanos "
+        "macchiato mocha cortado",
+    ),
+    "browser": ("browser", "chrome firefox safari brave vivaldi opera"),
+    "email provider": ("email e-mail mail", "gmail outlook protonmail fastmail"),
+    "code editor": ("editor ide", "vscode vim neovim emacs pycharm intellij"),
+}

@@ -26,6 +26,15 @@ def test_only_the_users_own_attributes_are_named() -> None:
     assert attribute_words(None) is None
 
 
+def test_a_fact_naming_one_thing_of_a_kind_names_the_kind() -> None:
+    assert embedding_text("User switched User's current account to Monzo.").endswith(
+        "(User's bank)"
+    )
+    assert embedding_text("User moved everything over to Bitwarden.").endswith(
+        "(User's password manager)"
+    )
+
+
 async def test_a_question_about_an_attribute_finds_the_fact_that_sets_it(
     tmp_path: Path, embedder: Embedder
 ) -> None:

@@ -167,6 +167,34 @@ def test_giving_up_a_kind_of_thing_replaces_the_habit_of_one_of_its_members() ->
     assert not replaces(shape("User quit social media."), shape("User reads every night."))
 
 
+@pytest.mark.parametrize(
+    ("new", "old"),
+    [
+        ("User switched User's current account to Monzo.", "User banks with Barclays."),
+        ("User moved everything over to Bitwarden.", "User's password manager is LastPass."),
+        ("User upgraded to a Pixel 8 last week.", "User's phone is an iPhone 12."),
+        (
+            "User has switched to oat cappuccinos lately.",
+            "User's go-to coffee order is a flat white.",
+        ),
+    ],
+)
+def test_a_change_to_another_thing_of_the_same_kind_replaces_it(new: str, old: str) -> None:
+    assert replaces(shape(new), shape(old))
+
+
+@pytest.mark.parametrize(
+    ("new", "old"),
+    [
+        ("User opened a Monzo account too.", "User banks with Barclays."),  # no change cue
+        ("User switched to Monzo.", "User's sister banks with Barclays."),  # her bank
+        ("User now uses Firefox.", "User loves coffee."),  # another kind
+    ],
+)
+def test_things_of_other_kinds_or_owners_are_not_swapped(new: str, old: str) -> None:
+    assert not replaces(shape(new), shape(old))
+
+
 def test_a_swap_replaces_what_it_swaps() -> None:
     assert replaces(
         shape("User has swapped User's night classes for Italian."),
