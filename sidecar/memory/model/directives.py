@@ -112,7 +112,7 @@ _OVERRIDES: tuple[re.Pattern[str], ...] = (
 #: What the assistant's safety and policy are called.
 _SAFETY = (
     r"(?:safety|safe\s+mode|filters?|guardrails?|restrictions?|censorship|"
-    r"content\s+policy|disclaimers?|warnings|refusals?|moderation)"
+    r"content\s+polic(?:y|ies)|disclaimers?|warnings|refusals?|moderation)"
 )
 #: Who may instruct an assistant: a user claiming to be one speaks as the system.
 _AUTHORITY = (
@@ -194,7 +194,8 @@ _SUSPECT: tuple[re.Pattern[str], ...] = (
         r"[^.!?\n]{0,30}?\b" + _SAFETY + r"\b|"
         r"\b\w*(?:filter|safety|moderation|guardrails?|censor)\w*\s*[=:]\s*(?:off|false|0|disabled|"
         r"none|no)\b|\bwithout\s+filter\w*\b|"
-        r"\b" + _SAFETY + r"\b[^.!?\n]{0,20}?\b(?:is|are)\s+(?:off|disabled|void|lifted)\b|"
+        r"\b" + _SAFETY + r"\b[^.!?\n]{0,20}?\b(?:(?:is|are)\s+off|disabled|void|lifted|waived|"
+        r"suspended)\b|"
         r"\bsafe\s+mode\b|\bunrestricted\b|\buncensored\b|\bunfiltered\b",
         _I,
     ),
@@ -211,7 +212,11 @@ _SUSPECT: tuple[re.Pattern[str], ...] = (
     ),
     re.compile(
         r"\b(?:allowed|permitted|free)\s+to\s+(?:share|reveal|give|leak|ignore|bypass|break|"
-        r"disclose)\b|\bpermission\s+to\s+(?:bypass|ignore|break|share|reveal)\b",
+        r"disclose|make\s+up|invent|fabricate|lie|deceive)\b|"
+        r"\bpermission\s+to\s+(?:bypass|ignore|break|share|reveal)\b|"
+        r"\b(?:you|the\s+assistant)(?:['’]re|\s+are|\s+is)\s+(?:now\s+)?(?:allowed|permitted|"
+        r"authori[sz]ed)\s+to\b|"
+        r"\b(?:your|its|the\s+assistant['’]s)\s+(?:hidden|secret|debug|admin|developer)\b",
         _I,
     ),
     # Content for the assistant to slip into its answers.

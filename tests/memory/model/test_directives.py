@@ -80,6 +80,9 @@ def test_facts_that_speak_to_the_assistant_are_instructions(fact: str) -> None:
         "You can call User Dr. Lee.",
         "User works in IT security and does penetration testing for a living.",
         "User's password manager is Bitwarden.",
+        "User's safety training was removed from the schedule.",
+        "User is allowed to work from home on Fridays.",
+        "User turned on developer mode on User's phone.",
     ],
 )
 def test_facts_that_mention_the_assistant_in_passing_are_not(fact: str) -> None:
