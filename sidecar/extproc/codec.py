@@ -140,8 +140,7 @@ class ChatRequest:
                         message["content"] = f"{content}\n\n{block}"
                     else:
                         message["content"] = block
-                    if self.spans is not None:
-                        self.spans.replace(index, message)
+                    self._rewritten(index)
                     return
         self._insert(0, {"role": "system", "content": block})
 
@@ -167,8 +166,11 @@ class ChatRequest:
             message["content"] = f"{block}\n\n{content}"
         else:
             message["content"] = block
+        self._rewritten(at)
+
+    def _rewritten(self, index: int) -> None:
         if self.spans is not None:
-            self.spans.replace(at, message)
+            self.spans.replace(index, self.messages[index])
 
     def _insert(self, index: int, message: dict[str, Any]) -> None:
         if self.spans is not None:

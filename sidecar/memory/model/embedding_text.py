@@ -13,7 +13,7 @@ path, the admin API, imports, re-embedding after a model change) goes through
 
 from __future__ import annotations
 
-from sidecar.memory.model.facts import product_kind, shape, slot_of
+from sidecar.memory.model.facts import product_kind, slot_of
 
 #: What each attribute is, as a question about it would put it.
 ATTRIBUTE_WORDS: dict[str, str] = {
@@ -58,6 +58,6 @@ def embedding_text(content: str) -> str:
     or the kind of thing it names one of ("Monzo": the user's bank)."""
     words = attribute_words(slot_of(content))
     if words is None:
-        kind = product_kind(shape(content).signature)
+        kind = product_kind(content)
         words = f"User's {kind}" if kind else None
     return f"{content} ({words})" if words else content

@@ -159,13 +159,26 @@ def _entities(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
+def _words(text: str) -> list[str]:
+    return [w.replace("’", "'") for w in _WORD.findall(normalize(text))]
+
+
+def _signature(words: list[str]) -> frozenset[str]:
+    return frozenset(f for f in (_feature(w) for w in words) if f is not None)
+
+
+def _bases(features: frozenset[str]) -> frozenset[str]:
+    """Features without their tense mark ("switch@past" -> "switch")."""
+    return frozenset(f.split("@")[0] for f in features)
+
+
 @lru_cache(maxsize=8192)
 def shape(text: str) -> FactShape:
     """The shape of one fact's text (cached: a memory's text is read many times).
     Dates are read in one form first ("nov 14" and "14/11" are "November 14")."""
     text = canonical_dates(text)
-    words = [w.replace("’", "'") for w in _WORD.findall(normalize(text))]
-    signature = frozenset(f for f in (_feature(w) for w in words) if f is not None)
+    words = _words(text)
+    signature = _signature(words)
     slot = find_slot(text)
     stopped = _stopped(text)
     return FactShape(
@@ -330,9 +343,10 @@ PRODUCT_STEMS = tuple(
 )
 
 
-def product_kind(signature: frozenset[str]) -> str | None:
-    """The kind of thing a fact names one of (a bank, a phone), if any."""
-    bases = {w.split("@")[0] for w in signature}
+def product_kind(text: str) -> str | None:
+    """The kind of thing a fact names one of (a bank, a phone), if any: read from its
+    words alone, without the rest of a shape."""
+    bases = _bases(_signature(_words(text)))
     return next((kind for kind, _, names in PRODUCT_STEMS if bases & names), None)
 
 
@@ -340,8 +354,7 @@ def _swapped(new: FactShape, old: FactShape) -> bool:
     """With a change cue, ``new`` names one thing of a kind (Monzo) and ``old`` the
     kind (a bank) or another of its names (Barclays), not the new one: one for the
     other. About someone else in either, it is not the user's swap."""
-    new_bases = {w.split("@")[0] for w in new.signature}
-    old_bases = {w.split("@")[0] for w in old.signature}
+    new_bases, old_bases = _bases(new.signature), _bases(old.signature)
     for kind, words, names in PRODUCT_STEMS:
         own = frozenset(kind.split())  # "password manager" is no one's manager
         if (new.roles - own) or (old.roles - own):
@@ -355,16 +368,15 @@ def _swapped(new: FactShape, old: FactShape) -> bool:
 def _kind_covers(stopped: frozenset[str], signature: frozenset[str]) -> bool:
     """``stopped`` names a kind of thing (caffeine, alcohol, meat) and ``signature``
     one of its members (espresso, lager, steak)."""
-    words = {w.split("@")[0] for w in stopped}
-    bases = {w.split("@")[0] for w in signature}
+    words, bases = _bases(stopped), _bases(signature)
     return any(kind <= words and bases & members for kind, members in _KINDS_OF)
 
 
 def _covered(words: frozenset[str], signature: frozenset[str]) -> bool:
     """Every word of ``words`` has a word of ``signature`` of the same stem (one
     a prefix of the other: "vap" / "vape")."""
-    bases = [w.split("@")[0] for w in signature]
-    return all(any(_same_stem(w.split("@")[0], b) for b in bases) for w in words)
+    bases = _bases(signature)
+    return all(any(_same_stem(w, b) for b in bases) for w in _bases(words))
 
 
 def _same_content(a: FactShape, b: FactShape) -> bool:

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import re
 
+from sidecar.memory.model.text import valid_unicode
+
 #: A paragraph this short is an instruction or a question, not document text.
 SHORT_LINE_CHARS = 300
 #: How far into each end of a long message a question or paragraph is looked for,
@@ -29,6 +31,12 @@ SHORT_LINE_CHARS = 300
 _WINDOW = 4
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def query_text(text: str, max_chars: int) -> str:
+    """What is embedded for ``text``: its focus (:func:`focus_query`), lone
+    surrogates replaced so that no encoder refuses it."""
+    return valid_unicode(focus_query(text, max_chars))
 
 
 def focus_query(text: str, max_chars: int) -> str:

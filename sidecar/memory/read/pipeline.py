@@ -45,7 +45,7 @@ from sidecar.memory.read.context import (
 from sidecar.memory.read.corpus import Corpus
 from sidecar.memory.read.deep_ranking import PrimaryConfidence
 from sidecar.memory.read.deep_search import DeepReport, DeepResult, DeepSearcher
-from sidecar.memory.read.focus import focus_query
+from sidecar.memory.read.focus import focus_query, query_text
 from sidecar.memory.read.query_cache import QueryVectorCache, RecentRankings, Vector
 from sidecar.memory.read.retrieval.base import Query, Retriever
 from sidecar.memory.read.retrieval.store_side import STORE_SIDE_STRATEGIES
@@ -166,7 +166,7 @@ class RequestPipeline:
     async def embed(self, texts: Sequence[str], request: MemoryRequest) -> list[Query]:
         """``texts`` embedded, reusing the vectors this user's same questions got."""
         config = request.profile.retrieval
-        clipped = [valid_unicode(focus_query(text, config.max_query_chars)) for text in texts]
+        clipped = [query_text(text, config.max_query_chars) for text in texts]
         cache, user = self.caches.vectors, request.scope.user_id
         vectors: dict[int, Vector] = {}
         if cache is not None:

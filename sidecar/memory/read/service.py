@@ -17,10 +17,9 @@ from sidecar.config import RetrievalConfig
 from sidecar.errors import ConfigError
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import Hit, Scope
-from sidecar.memory.model.text import valid_unicode
 from sidecar.memory.read.corpus import Corpus
 from sidecar.memory.read.corpus_cache import CorpusCache
-from sidecar.memory.read.focus import focus_query
+from sidecar.memory.read.focus import query_text
 from sidecar.memory.read.retrieval.base import Query, Retriever, SearchContext
 from sidecar.memory.store.protocol import Store
 from sidecar.metrics import Metrics
@@ -59,7 +58,7 @@ class MemoryService:
         """``texts``, each focused to ``max_query_chars`` (a long one by its question:
         :func:`~sidecar.memory.read.focus.focus_query`), with their vectors, in one
         model call."""
-        clipped = [valid_unicode(focus_query(text, config.max_query_chars)) for text in texts]
+        clipped = [query_text(text, config.max_query_chars) for text in texts]
         if not clipped:
             return []
         started = time.perf_counter()
