@@ -472,10 +472,9 @@ _UNIT_NAMES = {
     "foot": "ft", "feet": "ft", "ft": "ft", "'": "ft", "inches": "in", "in": "in", '"': "in",
 }  # fmt: skip
 _UNIT_WORDS = "|".join(sorted((re.escape(u) for u in _UNIT_NAMES), key=len, reverse=True))
-_UNITS = {
-    "weight": re.compile(rf"(?<=\d)(?:{_UNIT_WORDS})(?![a-z])"),
-    "height": re.compile(rf"(?<=\d)(?:{_UNIT_WORDS})(?![a-z])"),
-}
+_UNIT = re.compile(rf"(?<=\d)(?:{_UNIT_WORDS})(?![a-z])")
+#: Attributes whose values are measures with a unit.
+_MEASURED = frozenset({"weight", "height"})
 #: Things a favourite is of that mean the same.
 _THINGS = {
     "meal": "food", "dish": "food", "cuisine": "food", "beverage": "drink", "tipple": "drink",
@@ -547,8 +546,8 @@ def find_slot(text: str) -> Slot | None:
         value = _ALIASES.get(attribute, {}).get(raw) or _clean_value(match.group("value"))
         if attribute == "phone":
             value = re.sub(r"\D", "", match.group("value"))
-        elif attribute in _UNITS:
-            value = _UNITS[attribute].sub(lambda m: _UNIT_NAMES[m.group(0)], value.replace(" ", ""))
+        elif attribute in _MEASURED:
+            value = _UNIT.sub(lambda m: _UNIT_NAMES[m.group(0)], value.replace(" ", ""))
             value = value.removesuffix("in")  # 6ft2in is 6ft2
         elif attribute == "occupation" and value:
             value = value.split()[-1]  # the head noun: "registered nurse" is a nurse
