@@ -138,8 +138,6 @@ class Metrics:
             registry=reg,
         )
         self.facts = Counter(p + "facts", "Extracted facts by decision", ["decision"], registry=reg)
-        #: stage: write (an extracted fact not stored), read (a stored memory not
-        #: injected): text that tries to instruct the assistant (memory poisoning).
         #: where: query (the latest user message's text as searched).
         self.repaired_text = Counter(
             p + "repaired_text",
@@ -152,6 +150,8 @@ class Metrics:
             "Group ids past identity.max_groups left out of a request's identity",
             registry=reg,
         )
+        #: stage: write (an extracted fact not stored), read (a stored memory not
+        #: injected): text that tries to instruct the assistant (memory poisoning).
         self.instructions_blocked = Counter(
             p + "instructions_blocked",
             "Texts aimed at the assistant kept out of memory, by stage",
