@@ -37,6 +37,7 @@ import numpy.typing as npt
 
 from sidecar.config import StoreConfig
 from sidecar.errors import StoreError
+from sidecar.memory.model.batches import UPSERT_CHUNK
 from sidecar.memory.model.records import (
     AccessStat,
     Hit,
@@ -46,6 +47,7 @@ from sidecar.memory.model.records import (
     as_vector,
     merge_access,
 )
+from sidecar.memory.store.coalesce import Coalescer
 from sidecar.memory.store.collections import ensure_collections
 from sidecar.memory.store.connection import connect
 from sidecar.memory.store.filters import Filter, ids_filter
@@ -87,6 +89,10 @@ class MemoryStore:
         self._partition_key = config.partition_key and not config.is_local_file
         self._executor = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="milvus")
         self._closed = False
+        #: Concurrent upserts joined into one call (:mod:`.coalesce`).
+        self._upserts: Coalescer[MemoryRecord] = Coalescer(
+            self._upsert, key=lambda r: r.id, max_items=UPSERT_CHUNK
+        )
         #: The collections' descriptions, once open (for the columnar upserts).
         self._info: dict[str, Any] | None = None
         self._access_info: dict[str, Any] | None = None
@@ -259,8 +265,10 @@ class MemoryStore:
 
     async def upsert(self, records: Sequence[MemoryRecord]) -> None:
         """Insert or replace rows by id (re-embedded rows replace their vectors)."""
-        if not records:
-            return
+        await self._upserts.submit(records)
+
+    async def _upsert(self, records: list[MemoryRecord]) -> None:
+        """One upsert call (of one caller's rows or several callers')."""
 
         def call() -> None:
             rows = [record_to_row(r, links_as_array=self.links_as_array) for r in records]
