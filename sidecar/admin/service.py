@@ -50,7 +50,6 @@ from sidecar.memory.read.corpus_cache import CorpusCache
 from sidecar.memory.read.service import MemoryService
 from sidecar.memory.store.filters import build_filter, validate_identifier
 from sidecar.memory.store.milvus import MemoryStore
-from sidecar.memory.store.tombstones import mark_forgotten
 from sidecar.memory.write.consolidation import ConsolidationReport, Consolidator
 from sidecar.memory.write.enrich import Enricher
 from sidecar.memory.write.gateway import WriteGateway
@@ -378,7 +377,7 @@ class MemoryAdmin:
             rows = await self._store.scan(build_filter(owner=owner, node_type=None, status=None))
             await self._writes.delete(rows)
             # Any writer with a turn of theirs accepted before now drops it.
-            await mark_forgotten(self._store, owner)
+            await self._writes.forgets.mark(owner)
         # Their unit reloads, and what the request path keeps of their questions
         # (vectors, rewrites) goes, here and, over the cache relay, in every worker.
         self._writes.forget_cached(owner)

@@ -155,6 +155,7 @@ class Components:
             max_content_chars=config.store.max_content_chars,
             locks=KeyedLocks(owner_host),
             on_stored=(to_prune.note, to_consolidate.note),
+            sole_writer=not config.shares_store,
         )
         hierarchy = (
             Hierarchy(
@@ -189,7 +190,6 @@ class Components:
 
         writer = MemoryWriter(
             writes,
-            store,
             embedder,
             FactExtractor(llm, metrics),
             DedupJudge(llm, metrics),

@@ -25,7 +25,9 @@ A forget also leaves a **forget marker**, a tombstone of its own with a fixed id
 owner (:func:`forget_marker_id`) and the time of the forget. Every writer reads it
 before storing a turn (:func:`forgotten_since`) and drops a turn accepted before
 the forget: another worker's queue, a turn in flight during a forget from the CLI,
-a replica's backlog — none of them brings the forgotten memories back.
+a replica's backlog — none of them brings the forgotten memories back. Where one
+process is the store's only writer, :class:`ForgetMarkers` keeps what it read and
+wrote per owner, so a turn costs no store read for an owner seen before.
 
 :func:`purge` deletes tombstones older than ``cache.full_reload_s`` twice over (by
 then every cache has reloaded in full since the delete); retention's schedule runs
@@ -35,6 +37,7 @@ it.
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from dataclasses import replace
 
 from sidecar.memory.model.records import RELOAD_MARKER, MemoryRecord, Status, now_ms
@@ -99,6 +102,49 @@ async def forgotten_since(store: Store, owner: str) -> int | None:
         limit=1,
     )
     return rows[0].updated_at if rows else None
+
+
+class ForgetMarkers:
+    """The forget markers as the write path and the admin API use them.
+
+    ``remember``: this process is the store's only writer (a milvus-lite file it
+    holds open, one worker, no writer processes), so a marker changes only through
+    :meth:`mark` here; what was read or marked is kept for the last ``capacity``
+    owners and a turn of an owner seen before costs no store read. Otherwise
+    (several workers, a Milvus server that replicas share) any of them may forget,
+    and every :meth:`since` reads the store.
+    """
+
+    def __init__(self, store: Store, *, remember: bool, capacity: int = 100_000) -> None:
+        self._store = store
+        self._remember = remember
+        self._capacity = capacity
+        #: owner -> when last forgotten (None: never), most recently used last.
+        self._known: OrderedDict[str, int | None] = OrderedDict()
+
+    async def since(self, owner: str) -> int | None:
+        """When ``owner`` was last forgotten (epoch ms), if ever."""
+        if self._remember and owner in self._known:
+            self._known.move_to_end(owner)
+            return self._known[owner]
+        found = await forgotten_since(self._store, owner)
+        self._keep(owner, found)
+        return found
+
+    async def mark(self, owner: str) -> int:
+        """Record that ``owner`` is forgotten as of now; the time."""
+        self._known.pop(owner, None)  # unknown while the marker is being written
+        at = await mark_forgotten(self._store, owner)
+        self._keep(owner, at)
+        return at
+
+    def _keep(self, owner: str, at: int | None) -> None:
+        if not self._remember:
+            return
+        self._known[owner] = at
+        self._known.move_to_end(owner)
+        while len(self._known) > self._capacity:
+            self._known.popitem(last=False)
 
 
 async def purge(store: Store, older_than_ms: int) -> int:

@@ -35,7 +35,7 @@ from sidecar.memory.model.batches import UPSERT_CHUNK, chunks
 from sidecar.memory.model.records import MemoryRecord, Status, now_ms
 from sidecar.memory.read.corpus_cache import CorpusCache
 from sidecar.memory.store.protocol import Store
-from sidecar.memory.store.tombstones import mark_for_reload, tombstone
+from sidecar.memory.store.tombstones import ForgetMarkers, mark_for_reload, tombstone
 from sidecar.memory.write.enrich import Enricher
 from sidecar.memory.write.locks import KeyedLocks, OwnerLock
 from sidecar.memory.write.sanitize import clean_text, is_meaningful
@@ -74,12 +74,16 @@ class WriteGateway:
         max_content_chars: int,
         locks: KeyedLocks | None = None,
         on_stored: Sequence[StoredObserver] = (),
+        sole_writer: bool = False,
     ) -> None:
         self._store = store
         self._cache = cache
         self._max_chars = max_content_chars
         self._locks = locks or KeyedLocks()
         self._on_stored = tuple(on_stored)
+        #: When each owner was last forgotten (remembered where ``sole_writer``:
+        #: this process is the only one that writes the store).
+        self.forgets = ForgetMarkers(store, remember=sole_writer)
 
     @property
     def dim(self) -> int:

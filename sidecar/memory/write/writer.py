@@ -28,8 +28,6 @@ from sidecar.memory.model.turns import Fact, Turn
 from sidecar.memory.read.corpus import Corpus
 from sidecar.memory.read.corpus_cache import CorpusCache
 from sidecar.memory.read.retrieval.signals import top_indices
-from sidecar.memory.store.milvus import MemoryStore
-from sidecar.memory.store.tombstones import forgotten_since
 from sidecar.memory.write.dedup import Candidate, Decision, DedupJudge, Judgement
 from sidecar.memory.write.enrich import Enricher
 from sidecar.memory.write.extraction import FactExtractor
@@ -73,7 +71,6 @@ class MemoryWriter:
     def __init__(
         self,
         writes: WriteGateway,
-        store: MemoryStore,
         embedder: Embedder,
         extractor: FactExtractor,
         judge: DedupJudge,
@@ -85,7 +82,6 @@ class MemoryWriter:
         other_writers: bool = False,
     ) -> None:
         self._writes = writes
-        self._store = store
         self._embedder = embedder
         self._extractor = extractor
         self._judge = judge
@@ -125,14 +121,13 @@ class MemoryWriter:
         (enriched, upserted and written through the cache). One store round trip and
         one corpus build per turn; a failure stores nothing (the retry starts from
         the same state)."""
-        forgotten = await forgotten_since(self._store, turn.user_id)
+        forgotten = await self._writes.forgets.since(turn.user_id)
         if forgotten is not None and forgotten >= turn.created_at:
             # The user was forgotten after this turn was accepted (another worker's
             # queue, a forget from the CLI): storing it would bring memories back.
             self._metrics.facts.labels(decision="dropped_forgotten").inc(len(facts))
             return WriteResult()
         texts = [f.text for f in facts]
-        vectors = await self._embedder.embed([embedding_text(t) for t in texts])
         scope = Scope(turn.user_id)
         if self._other_writers:
             # Another worker or replica may have written this owner's rows since the
@@ -141,6 +136,7 @@ class MemoryWriter:
         else:
             corpus = await self._cache.corpus(scope)
         pending = _TurnRows(corpus, turn.user_id)
+        vectors = await self._vectors(turn.user_id, texts, pending)
         result = WriteResult()
         topics: dict[str, str] = {}
         merged: list[MemoryRecord] = []
@@ -158,6 +154,22 @@ class MemoryWriter:
         if merged:  # the dropped wordings, as the history of what they duplicate
             await self._writes.put(merged)
         return result
+
+    async def _vectors(
+        self, owner: str, texts: list[str], pending: _TurnRows
+    ) -> list[npt.NDArray[np.float32]]:
+        """The vectors of ``texts``: a text the owner's active memory already says
+        word for word (a restated fact) takes that memory's
+        vector; the others are embedded, in one call."""
+        vectors: list[npt.NDArray[np.float32] | None] = [
+            pending.stored_vector(memory_id(owner, text), text) for text in texts
+        ]
+        missing = [i for i, vector in enumerate(vectors) if vector is None]
+        if missing:
+            fresh = await self._embedder.embed([embedding_text(texts[i]) for i in missing])
+            for i, vector in zip(missing, fresh, strict=True):
+                vectors[i] = vector
+        return [v for v in vectors if v is not None]
 
     async def _apply(
         self,
@@ -279,6 +291,18 @@ class _TurnRows:
             return found
         index = self._corpus.index_of.get(memory_id)
         return self._corpus.records[index] if index is not None else None
+
+    def stored_vector(self, memory_id: str, text: str) -> npt.NDArray[np.float32] | None:
+        """The vector of the snapshot's active memory ``memory_id`` when it says
+        ``text`` (None otherwise)."""
+        index = self._corpus.index_of.get(memory_id)
+        if index is None or not self._mine[index]:
+            return None
+        record = self._corpus.records[index]
+        if record.status != Status.ACTIVE or record.content != text:
+            return None
+        vector: npt.NDArray[np.float32] = self._corpus.vectors[index]
+        return vector
 
     def put(self, rows: list[MemoryRecord]) -> None:
         for row in rows:

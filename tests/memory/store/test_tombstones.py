@@ -17,6 +17,7 @@ from sidecar.memory.model.records import NodeType, Scope, Status, now_ms
 from sidecar.memory.read import corpus_cache
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.tombstones import forgotten_since, purge
+from sidecar.runtime.components import Components
 from tests.memory.write import test_write_concurrency as concurrency
 
 FACTS = ["I have a dog named Rex.", "I play the cello.", "I live in Lisbon."]
@@ -181,3 +182,42 @@ async def test_category_moves_reach_the_other_workers_cache_at_its_next_refresh(
         after = {r.id: r.category_id for r in (await cache.corpus(Scope("tree"))).records}
         stored = {r.id: r.category_id for r in await first.store.scan(build_filter(owner="tree"))}
         assert after == stored != before
+
+
+def _queries(components: Components) -> float:
+    return components.metrics.value("memory_sidecar_store_seconds_count", {"operation": "query"})
+
+
+async def test_the_only_writer_reads_an_owners_forget_marker_once_and_keeps_its_own(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """One process over its milvus-lite file is the store's only writer: it reads an
+    owner's forget marker for their first turn, then keeps it, and its own forget
+    updates what it keeps, so a turn accepted before that forget is still dropped."""
+    components = await concurrency.build(tmp_path, embedder)
+    try:
+        assert not components.config.shares_store
+        writer = components.writer
+        assert (await writer.write_turn(concurrency.make_turn("fay", 1, FACTS[:1]))).stored == 1
+        reads = _queries(components)
+        assert (await writer.write_turn(concurrency.make_turn("fay", 2, FACTS[1:2]))).stored == 1
+        assert _queries(components) == reads  # the marker was not read again
+        accepted = replace(concurrency.make_turn("fay", 3, FACTS[2:]), created_at=now_ms() - 1)
+        await MemoryAdmin.from_components(components).forget("fay")
+        assert (await writer.write_turn(accepted)).stored == 0
+        assert await components.store.scan(build_filter(owner="fay")) == []
+        later = replace(concurrency.make_turn("fay", 4, FACTS[2:]), created_at=now_ms() + 1_000)
+        assert (await writer.write_turn(later)).stored == 1
+    finally:
+        await components.close()
+
+
+async def test_workers_sharing_a_store_read_the_marker_for_every_turn(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    async with concurrency.two_workers(tmp_path, embedder) as (first, second):
+        assert second.config.shares_store
+        for n in (1, 2):
+            reads = _queries(second)
+            await second.writer.write_turn(concurrency.make_turn("gil", n, FACTS[n : n + 1]))
+            assert _queries(second) == reads + 1

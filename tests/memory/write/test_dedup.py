@@ -7,6 +7,7 @@ non-LLM rule (no LLM configured), and again with the mock LLM as extractor and j
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 from e2e.mock_llm import MockLLM
 from sidecar.config import ExtractionConfig
 from sidecar.errors import LLMUnavailable
-from sidecar.memory.embedding.protocol import Embedder
+from sidecar.memory.embedding.protocol import Embedder, Vectors
 from sidecar.memory.model.embedding_text import embedding_text
 from sidecar.memory.model.records import Scope, Status, now_ms
 from sidecar.memory.model.turns import Turn
@@ -290,6 +291,52 @@ async def test_update_keeps_the_richer_wording_and_reembeds(
         stored = after[0].embedding
         assert stored is not None
         assert sum(a * b for a, b in zip(vector, stored, strict=True)) > 0.999
+    finally:
+        await components.close()
+
+
+class CountingEmbedder:
+    """The suite's embedder, remembering what it was asked to embed."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.texts: list[str] = []
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    async def embed(self, texts: Sequence[str], *, urgent: bool = False) -> Vectors:
+        self.texts.extend(texts)
+        return await self.inner.embed(texts, urgent=urgent)
+
+    async def close(self) -> None:
+        """The suite's embedder outlives this test."""
+
+
+async def test_a_restated_fact_takes_its_memorys_vector_and_is_not_embedded_again(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    counting = CountingEmbedder(embedder)
+    components = await build(tmp_path, counting, None)
+    try:
+        await say(components, "again", "I live in Berlin.", 1)
+        assert len(counting.texts) == 1
+        await say(components, "again", "I live in Berlin. I play the cello.", 2)
+        assert counting.texts[1:] == [embedding_text("User plays the cello.")]
+        rows = await components.store.query(build_filter(owner="again"))
+        assert sorted(r.content for r in rows) == [
+            "User lives in Berlin.",
+            "User plays the cello.",
+        ]
+        decisions = components.metrics.value(
+            "memory_sidecar_facts_total", {"decision": "noop_exact"}
+        )
+        assert decisions == 1
+        # A fact superseded since is embedded afresh when it is said again.
+        await say(components, "again", "I moved to Lisbon.", 3)
+        await say(components, "again", "I live in Berlin.", 4)
+        assert counting.texts[-1] == embedding_text("User lives in Berlin.")
     finally:
         await components.close()
 
