@@ -59,8 +59,7 @@ async def test_two_writes_of_one_row_stay_two_calls_in_order() -> None:
     first = asyncio.create_task(joined.submit(["a:1"]))
     await asyncio.sleep(0)
     later = [
-        asyncio.create_task(joined.submit(items))
-        for items in (["b:1"], ["a:2"], ["c:1"], ["a:3"])
+        asyncio.create_task(joined.submit(items)) for items in (["b:1"], ["a:2"], ["c:1"], ["a:3"])
     ]
     await asyncio.sleep(0)
     sink.gate.set()

@@ -215,7 +215,7 @@ async def test_the_only_writer_reads_an_owners_forget_marker_once_and_keeps_its_
 async def test_workers_sharing_a_store_read_the_marker_for_every_turn(
     tmp_path: Path, embedder: Embedder
 ) -> None:
-    async with concurrency.two_workers(tmp_path, embedder) as (first, second):
+    async with concurrency.two_workers(tmp_path, embedder) as (_, second):
         assert second.config.shares_store
         for n in (1, 2):
             reads = _queries(second)
