@@ -182,6 +182,13 @@ class Metrics:
         self.store_errors = Counter(
             p + "store_errors", "Store operations that failed", ["operation"], registry=reg
         )
+        self.store_engine = Gauge(
+            p + "store_engine",
+            "1 for the store's engine and version, and where BM25 runs (milvus: the "
+            "collection has Milvus' BM25 function too; in_process: only the product's own)",
+            ["engine", "version", "full_text"],
+            registry=reg,
+        )
         self.store_seconds = Histogram(
             p + "store_seconds",
             "Store operation latency",

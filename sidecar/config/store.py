@@ -34,11 +34,12 @@ class StoreConfig(_Model):
     workers: int = Field(default=4, ge=1, le=64)
     #: Longest stored memory text, in characters (longer text is truncated).
     max_content_chars: int = Field(default=2000, ge=16, le=8000)
-    #: Milvus server only: make ``user_id`` the collection's partition key, so a
-    #: user's rows are hashed into one of Milvus' partitions and a filter on the
-    #: user prunes the others. Fixed at collection creation (a different value for
-    #: an existing collection is a schema mismatch: ``sidecar store migrate``).
-    #: milvus-lite has no partitions: ``true`` with a file URI is an error.
+    #: Milvus server only (2.4 or newer: older servers misplace upserted rows): make
+    #: ``user_id`` the collection's partition key, so a user's rows are hashed into
+    #: one of Milvus' partitions and a filter on the user prunes the others. Fixed
+    #: at collection creation (a different value for an existing collection is a
+    #: schema mismatch: ``sidecar store migrate``). milvus-lite has no partitions:
+    #: ``true`` with a file URI is an error.
     partition_key: bool = False
     #: Vector index of ``embedding``. ``FLAT`` (exact) is the recommendation: every
     #: query carries a selective per-user filter, under which approximate indexes

@@ -10,7 +10,7 @@ import asyncio
 from dataclasses import dataclass
 
 from sidecar.config import ExtractionConfig, SidecarConfig
-from sidecar.errors import SidecarError
+from sidecar.errors import SidecarError, StoreError
 from sidecar.llm import LLMClient
 from sidecar.memory.embedding.factory import build_embedder
 from sidecar.memory.embedding.protocol import Embedder
@@ -103,6 +103,19 @@ class Components:
             loop = asyncio.get_running_loop()
             embedder = await loop.run_in_executor(None, build_embedder, config.embedding)
         store = await MemoryStore.open(config.store, embedder.dim, metrics)
+        needs_full_text = sorted(
+            name
+            for name in config.profile_names()
+            if (profile := config.profile(name)) is not None
+            and profile.retrieval.strategy == "bm25-milvus"
+        )
+        if needs_full_text and not store.full_text:
+            await store.close()
+            raise StoreError(
+                f"profiles {', '.join(needs_full_text)} use the bm25-milvus strategy, which "
+                f"needs Milvus' BM25 function; the store is {store.capabilities} and its "
+                "collection has none (use bm25 or default: the same BM25, in process)"
+            )
         llm = LLMClient(config.llm, metrics)
         # The cache relay's clients (the host's other processes), before the cache
         # that tells them of this process's writes. A writer process is woken over

@@ -456,6 +456,7 @@ class FakeStore:
         limit: int = 1000,
         offset: int = 0,
         with_vectors: bool = False,
+        strong: bool = False,
     ) -> list[MemoryRecord]:
         await self._call("query")
         if offset + limit > QUERY_WINDOW:
@@ -464,7 +465,12 @@ class FakeStore:
         return self._records(page, with_vectors=with_vectors)
 
     async def scan(
-        self, where: Filter, *, with_vectors: bool = False, batch_size: int = 1000
+        self,
+        where: Filter,
+        *,
+        with_vectors: bool = False,
+        batch_size: int = 1000,
+        strong: bool = False,
     ) -> list[MemoryRecord]:
         await self._call("scan")
         return self._records(self._matching(where), with_vectors=with_vectors)

@@ -205,8 +205,8 @@ class CorpusCache:
         unit = self._units.get(key)
         if unit is not None:
             started_wall = now_ms()
-            heads = await self._store.scan(unit_filter(key, updated_since=0))
-            changed = await self._changed_rows(heads)
+            heads = await self._store.scan(unit_filter(key, updated_since=0), strong=True)
+            changed = await self._changed_rows(heads, strong=True)
             present = {r.id for r in heads}
             gone = [
                 r.with_changes(status=Status.DELETED)
@@ -437,9 +437,12 @@ class CorpusCache:
                 if unit is not None and row.updated_at >= unit.loaded_wall_ms - CLOCK_SKEW_MS:
                     self._bump(key)
 
-    async def _changed_rows(self, heads: list[MemoryRecord]) -> list[MemoryRecord]:
+    async def _changed_rows(
+        self, heads: list[MemoryRecord], *, strong: bool = False
+    ) -> list[MemoryRecord]:
         """The full rows (with vectors) of ``heads`` (scalar rows) that some cached
-        unit does not hold in that version."""
+        unit does not hold in that version (``strong``: read as :meth:`current`
+        reads, every acknowledged write included)."""
         index: dict[str, dict[str, MemoryRecord]] = {}
         wanted = sorted({r.id for r in heads if not self._held(r, index)})
         changed: list[MemoryRecord] = []
@@ -450,6 +453,7 @@ class CorpusCache:
                     build_filter(ids=chunk, node_type=None, status=None, deleted=True),
                     limit=len(chunk),
                     with_vectors=True,
+                    strong=strong,
                 )
             )
         return changed

@@ -1,6 +1,11 @@
 """Creating the store's two collections, or checking that existing ones have this
 version's schema (:mod:`sidecar.memory.store.schema`), when the store opens.
 
+On a server without the BM25 function (Milvus before 2.5,
+:mod:`sidecar.memory.store.capabilities`) the memory collection is made without its
+sparse field; a collection without it opens on any engine, without Milvus' full-text
+search (the product's BM25 runs in process either way).
+
 A collection of another version, or with other settings fixed at creation
 (``store.partition_key``, the vector dimension), is a :class:`SchemaMismatch` that
 says what differs; a version-1 collection is opened as it is, its links written as
@@ -20,7 +25,7 @@ from sidecar.memory.store.schema import (
     ACCESS_FIELDS,
     ACCESS_SCHEMA_TAG,
     ACCESS_SLOT,
-    FIELDS,
+    FULL_TEXT_FIELD,
     LEGACY_SCHEMA_TAG,
     PARTITION_KEY_FIELD,
     SCHEMA_TAG,
@@ -39,6 +44,8 @@ class OpenedCollections:
     info: dict[str, Any]
     access_info: dict[str, Any]
     links_as_array: bool
+    #: The memory collection has the BM25 function's field (Milvus' full-text search).
+    full_text: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,20 +56,30 @@ class _Target:
     access: str
     dim: int
     partition_key: bool
+    full_text: bool = True
 
 
 def ensure_collections(
-    client: Any, config: StoreConfig, *, memory: str, access: str, dim: int, partition_key: bool
+    client: Any,
+    config: StoreConfig,
+    *,
+    memory: str,
+    access: str,
+    dim: int,
+    partition_key: bool,
+    full_text: bool = True,
 ) -> OpenedCollections:
     """Create the memory and access-count collections, or check and load existing
-    ones (blocking: run on the store's executor)."""
-    target = _Target(client, config, memory, access, dim, partition_key)
+    ones (blocking: run on the store's executor). ``full_text``: the engine has the
+    BM25 function."""
+    target = _Target(client, config, memory, access, dim, partition_key, full_text)
     timeout = config.timeout_s
     existed = client.has_collection(memory, timeout=timeout)
     if not existed:
         _create_memory_collection(target)
     info = client.describe_collection(memory, timeout=timeout)
     legacy = False
+    has_full_text = any(f.get("name") == FULL_TEXT_FIELD for f in info.get("fields", []))
     if existed:
         legacy = _check_memory_schema(target, info)
         client.load_collection(memory, timeout=config.load_timeout_s)
@@ -73,15 +90,21 @@ def ensure_collections(
     if existed:
         _check_access_schema(target, access_info)
         client.load_collection(access, timeout=config.load_timeout_s)
-    return OpenedCollections(info, access_info, legacy)
+    return OpenedCollections(info, access_info, legacy, has_full_text)
 
 
 def create_memory_collection(
-    client: Any, config: StoreConfig, *, memory: str, dim: int, partition_key: bool
+    client: Any,
+    config: StoreConfig,
+    *,
+    memory: str,
+    dim: int,
+    partition_key: bool,
+    full_text: bool = True,
 ) -> None:
     """Create the memory collection ``memory`` with this version's schema, its BM25
-    function and the configured vector index (blocking)."""
-    _create_memory_collection(_Target(client, config, memory, "", dim, partition_key))
+    function where ``full_text`` and the configured vector index (blocking)."""
+    _create_memory_collection(_Target(client, config, memory, "", dim, partition_key, full_text))
 
 
 def create_access_collection(
@@ -106,7 +129,7 @@ def _schema(target: _Target, fields: Sequence[FieldSpec], tag: str, dim: int) ->
             kwargs["max_capacity"] = spec.max_capacity
         if spec.primary:
             kwargs["is_primary"] = True
-        if spec.analyzer:
+        if spec.analyzer and target.full_text:
             kwargs["enable_analyzer"] = True
         if spec.name == PARTITION_KEY_FIELD and target.partition_key:
             kwargs["is_partition_key"] = True
@@ -118,15 +141,17 @@ def _create_memory_collection(target: _Target) -> None:
     from pymilvus import Function, FunctionType
 
     config = target.config
-    schema = _schema(target, FIELDS, SCHEMA_TAG, target.dim)
-    schema.add_function(
-        Function(
-            name="content_bm25",
-            function_type=FunctionType.BM25,
-            input_field_names=["content"],
-            output_field_names=["sparse"],
+    fields = collection_fields(legacy=False, full_text=target.full_text)
+    schema = _schema(target, fields, SCHEMA_TAG, target.dim)
+    if target.full_text:
+        schema.add_function(
+            Function(
+                name="content_bm25",
+                function_type=FunctionType.BM25,
+                input_field_names=["content"],
+                output_field_names=[FULL_TEXT_FIELD],
+            )
         )
-    )
     index = target.client.prepare_index_params()
     # FLAT (default): exact search. Approximate indexes lose most of their recall
     # under the selective per-user filter every query carries.
@@ -135,17 +160,19 @@ def _create_memory_collection(target: _Target) -> None:
         index.add_index("embedding", index_type="HNSW", metric_type="COSINE", params=params)
     else:
         index.add_index("embedding", index_type="FLAT", metric_type="COSINE")
-    index.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+    if target.full_text:
+        index.add_index(FULL_TEXT_FIELD, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
     target.client.create_collection(
         target.memory, schema=schema, index_params=index, timeout=config.timeout_s
     )
     log.info(
-        "created collection %s (%s, dim=%d, index=%s, partition_key=%s)",
+        "created collection %s (%s, dim=%d, index=%s, partition_key=%s, full_text=%s)",
         target.memory,
         SCHEMA_TAG,
         target.dim,
         config.index,
         target.partition_key,
+        target.full_text,
     )
 
 
@@ -185,7 +212,9 @@ def _check_memory_schema(target: _Target, info: dict[str, Any]) -> bool:
     if description != SCHEMA_TAG and not legacy:
         problems.append(f"schema tag is {description!r}, expected {SCHEMA_TAG!r}")
     found = {f["name"]: f for f in info.get("fields", [])}
-    for spec in collection_fields(legacy=legacy):
+    # Without the BM25 function's field: made on a server before 2.5 (or for one).
+    full_text = FULL_TEXT_FIELD in found
+    for spec in collection_fields(legacy=legacy, full_text=full_text):
         field = found.pop(spec.name, None)
         if field is None:
             problems.append(f"field {spec.name!r} is missing")

@@ -47,6 +47,7 @@ from sidecar.memory.model.records import (
     as_vector,
     merge_access,
 )
+from sidecar.memory.store.capabilities import FULL_TEXT_SINCE, detect, dotted, lite_capabilities
 from sidecar.memory.store.coalesce import Coalescer
 from sidecar.memory.store.collections import ensure_collections
 from sidecar.memory.store.connection import connect
@@ -98,6 +99,10 @@ class MemoryStore:
         self._access_info: dict[str, Any] | None = None
         #: The collection is version 1 (:data:`LEGACY_SCHEMA_TAG`): links as an ARRAY.
         self.links_as_array = False
+        #: What the engine offers (:mod:`.capabilities`), asked when the store opens.
+        self.capabilities = lite_capabilities()
+        #: The memory collection has Milvus' BM25 function (``search_text`` works).
+        self.full_text = True
         gate = config.gate_path
         self._gate = (
             None
@@ -198,6 +203,7 @@ class MemoryStore:
     # -- schema ----------------------------------------------------------------------
 
     def _ensure_collections(self) -> None:
+        self.capabilities = detect(self._client, self._config)
         opened = ensure_collections(
             self._client,
             self._config,
@@ -205,9 +211,25 @@ class MemoryStore:
             access=self._access,
             dim=self._dim,
             partition_key=self._partition_key,
+            full_text=self.capabilities.full_text,
         )
         self._info, self._access_info = opened.info, opened.access_info
         self.links_as_array = opened.links_as_array
+        self.full_text = opened.full_text
+        self._metrics.store_engine.labels(
+            engine=self.capabilities.engine,
+            version=dotted(self.capabilities.version),
+            full_text="milvus" if self.full_text else "in_process",
+        ).set(1)
+        log.info(
+            "store: %s; BM25 %s",
+            self.capabilities,
+            "in process, and Milvus' full-text search for bm25-milvus"
+            if self.full_text
+            else "in process only (no BM25 function in this collection"
+            + ("" if self.capabilities.full_text else f": needs Milvus {dotted(FULL_TEXT_SINCE)}")
+            + "); the bm25-milvus strategy is unavailable",
+        )
 
     # -- migrations ------------------------------------------------------------------
 
@@ -365,7 +387,7 @@ class MemoryStore:
 
     def _access_rows(self, ids: Iterable[str], *, strong: bool = False) -> dict[str, AccessStat]:
         wanted = sorted(set(ids))
-        extra: dict[str, Any] = {"consistency_level": "Strong"} if strong else {}
+        extra = _consistency(strong)
         found: dict[str, AccessStat] = {}
         for start in range(0, len(wanted), ACCESS_ID_BATCH):
             chunk = wanted[start : start + ACCESS_ID_BATCH]
@@ -451,7 +473,13 @@ class MemoryStore:
         return {"metric_type": "COSINE"}
 
     async def search_text(self, text: str, *, where: Filter, limit: int) -> list[Hit]:
-        """BM25 full-text search over ``content`` among rows matching ``where``."""
+        """BM25 full-text search over ``content`` among rows matching ``where`` (a
+        :class:`StoreError` where the collection has no BM25 function)."""
+        if not self.full_text:
+            raise StoreError(
+                f"full-text search needs the BM25 function: Milvus {dotted(FULL_TEXT_SINCE)}"
+                f" or newer, and a collection made there ({self.capabilities})"
+            )
 
         def call() -> list[Hit]:
             result = self._client.search(
@@ -475,6 +503,7 @@ class MemoryStore:
         limit: int = 1000,
         offset: int = 0,
         with_vectors: bool = False,
+        strong: bool = False,
     ) -> list[MemoryRecord]:
         fields = [*SCALAR_FIELDS, "embedding"] if with_vectors else list(SCALAR_FIELDS)
 
@@ -486,25 +515,32 @@ class MemoryStore:
                 limit=limit,
                 offset=offset,
                 timeout=self._config.timeout_s,
+                **_consistency(strong),
             )
             return self._with_access(records(dict(row) for row in rows))
 
         return await self._run("query", call, gate="read", owners=_owner(where))
 
     async def scan(
-        self, where: Filter, *, with_vectors: bool = False, batch_size: int = 1000
+        self,
+        where: Filter,
+        *,
+        with_vectors: bool = False,
+        batch_size: int = 1000,
+        strong: bool = False,
     ) -> list[MemoryRecord]:
         """Every row matching ``where``: one query when it fits Milvus' 16,384-row
         window, a paged query iterator beyond it."""
         fields = [*SCALAR_FIELDS, "embedding"] if with_vectors else list(SCALAR_FIELDS)
 
         def call() -> list[MemoryRecord]:
-            return self._with_access(records(self._query_all(where, fields, batch_size)))
+            rows = self._query_all(where, fields, batch_size, strong=strong)
+            return self._with_access(records(rows))
 
         return await self._run("scan", call, gate="read", owners=_owner(where))
 
     def _query_all(
-        self, where: Filter, fields: list[str], batch_size: int = 1000
+        self, where: Filter, fields: list[str], batch_size: int = 1000, *, strong: bool = False
     ) -> list[dict[str, Any]]:
         rows = self._client.query(
             self._collection,
@@ -512,6 +548,7 @@ class MemoryStore:
             output_fields=fields,
             limit=QUERY_WINDOW,
             timeout=self._config.timeout_s,
+            **_consistency(strong),
         )
         if len(rows) < QUERY_WINDOW:
             return [dict(row) for row in rows]
@@ -521,6 +558,7 @@ class MemoryStore:
             filter=where,
             output_fields=fields,
             timeout=self._config.timeout_s,
+            **_consistency(strong),
         )
         paged: list[dict[str, Any]] = []
         try:
@@ -563,3 +601,10 @@ class MemoryStore:
 def _owner(where: Filter) -> list[str] | None:
     """The one owner whose rows ``where`` can match (for the store gate), if any."""
     return None if where.owner is None else [where.owner]
+
+
+def _consistency(strong: bool) -> dict[str, Any]:
+    """A read's consistency: ``Strong`` sees every write acknowledged before it (the
+    write path's reads of rows other writers may just have written); otherwise the
+    collection's default (``Bounded`` on a server: a few seconds stale at most)."""
+    return {"consistency_level": "Strong"} if strong else {}

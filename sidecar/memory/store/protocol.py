@@ -62,14 +62,21 @@ class Store(Protocol):
         limit: int = 1000,
         offset: int = 0,
         with_vectors: bool = False,
+        strong: bool = False,
     ) -> list[MemoryRecord]:
-        """One page (``offset``, ``limit``) of the rows matching ``where``."""
+        """One page (``offset``, ``limit``) of the rows matching ``where``
+        (``strong``: read-your-writes consistency, and other writers' writes)."""
         ...
 
     async def scan(
-        self, where: Filter, *, with_vectors: bool = False, batch_size: int = 1000
+        self,
+        where: Filter,
+        *,
+        with_vectors: bool = False,
+        batch_size: int = 1000,
+        strong: bool = False,
     ) -> list[MemoryRecord]:
-        """Every row matching ``where``."""
+        """Every row matching ``where`` (``strong``: as for :meth:`query`)."""
         ...
 
     async def owners(self, where: Filter, *, limit: int = 1000) -> dict[str, str]:

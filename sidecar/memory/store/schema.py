@@ -96,9 +96,18 @@ LEGACY_RELATED_FIELD = FieldSpec(
 )
 
 
-def collection_fields(*, legacy: bool) -> list[FieldSpec]:
-    """The memory collection's fields; ``legacy``: as a version-1 collection has them."""
-    return [LEGACY_RELATED_FIELD if legacy and f.name == "related_ids" else f for f in FIELDS]
+#: The BM25 function's output: absent from collections made on servers before 2.5.
+FULL_TEXT_FIELD = "sparse"
+
+
+def collection_fields(*, legacy: bool, full_text: bool = True) -> list[FieldSpec]:
+    """The memory collection's fields; ``legacy``: as a version-1 collection has them;
+    ``full_text``: with the BM25 function's sparse field (Milvus 2.5 and milvus-lite)."""
+    return [
+        LEGACY_RELATED_FIELD if legacy and f.name == "related_ids" else f
+        for f in FIELDS
+        if full_text or f.name != FULL_TEXT_FIELD
+    ]
 
 
 #: Scalar fields returned by reads (vectors are fetched only when asked for).

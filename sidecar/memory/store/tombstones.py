@@ -100,6 +100,7 @@ async def forgotten_since(store: Store, owner: str) -> int | None:
             owner=owner, ids=[forget_marker_id(owner)], node_type=None, status=Status.DELETED
         ),
         limit=1,
+        strong=True,  # a forget by another process just now counts
     )
     return rows[0].updated_at if rows else None
 
