@@ -6,6 +6,10 @@
 * The deterministic mock LLM (``e2e.mock_llm``) on loopback: ``mock_llm`` is started
   for one test, ``module_mock_llm`` for a module's fixtures (an in-process sidecar
   that needs its address).
+* ``milvus_server``: one real Milvus server for the session (the ``milvus`` wheel,
+  ``tests/support/milvus_server.py``), started by the first test that asks; tests
+  use collections of their own on it. Skipped, saying why, only where the wheel is
+  missing or its server cannot start here.
 * ``channel``: a gRPC channel to the in-process ``sidecar`` fixture of the module or
   package that asks for it (``tests.support.boot`` builds and runs one).
 """
@@ -14,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import grpc
@@ -25,6 +29,7 @@ from sidecar.config import EmbeddingConfig
 from sidecar.memory.embedding.batching import BatchingEmbedder
 from sidecar.memory.embedding.factory import build_local_embedder
 from sidecar.runtime.server import Sidecar
+from tests.support.milvus_server import MilvusServer, ServerUnavailable, start_server
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -67,3 +72,13 @@ async def channel(sidecar: Sidecar) -> AsyncIterator[grpc.aio.Channel]:
     """A gRPC channel to ``sidecar``: the fixture of that name where the test is."""
     async with grpc.aio.insecure_channel(f"127.0.0.1:{sidecar.port}") as ch:
         yield ch
+
+
+@pytest.fixture(scope="session")
+def milvus_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MilvusServer]:
+    try:
+        server = start_server(tmp_path_factory.mktemp("milvus-server"))
+    except ServerUnavailable as exc:
+        pytest.skip(f"no Milvus server here: {exc}")
+    yield server
+    server.stop()
