@@ -7,7 +7,7 @@
   for one test, ``module_mock_llm`` for a module's fixtures (an in-process sidecar
   that needs its address).
 * ``milvus_server``: one real Milvus server for the session (the ``milvus`` wheel,
-  ``tests/support/milvus_server.py``), started by the first test that asks; tests
+  ``e2e/milvus_server.py``), started by the first test that asks; tests
   use collections of their own on it. Skipped, saying why, only where the wheel is
   missing or its server cannot start here.
 * ``channel``: a gRPC channel to the in-process ``sidecar`` fixture of the module or
@@ -24,12 +24,12 @@ from pathlib import Path
 import grpc
 import pytest
 
+from e2e.milvus_server import MilvusServer, ServerUnavailable, start_server
 from e2e.mock_llm import MockLLM, start_mock
 from sidecar.config import EmbeddingConfig
 from sidecar.memory.embedding.batching import BatchingEmbedder
 from sidecar.memory.embedding.factory import build_local_embedder
 from sidecar.runtime.server import Sidecar
-from tests.support.milvus_server import MilvusServer, ServerUnavailable, start_server
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -28,10 +28,10 @@ from typing import Any
 import pytest
 import yaml
 
+from e2e.milvus_server import MilvusServer
 from e2e.stack import PYTHON, ManagedProcess, Stack, http_get, wait_until
 from sidecar.config import StoreConfig
 from sidecar.memory.store.filters import build_filter
-from tests.support.milvus_server import MilvusServer
 
 pytestmark = pytest.mark.e2e
 
@@ -114,6 +114,12 @@ def replicas(
         for i in range(REPLICAS):  # one at a time: the first exports the ONNX model
             running.start(i)
         wait_for(lambda: envoy_health(stack) == ["healthy"] * REPLICAS, what="Envoy sees both")
+        # Until Envoy has sent each replica a request (its least-request choice over
+        # idle hosts is random, and a host's first health checks may still be due).
+        wait_for(
+            lambda: ask(stack, "warm-up", "Hello") is not None and min(running.served()) > 0,
+            what="both replicas served",
+        )
         yield running
     finally:
         for process in running.processes:

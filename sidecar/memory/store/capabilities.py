@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from sidecar.config import StoreConfig
 from sidecar.errors import StoreError
+from sidecar.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -128,3 +129,30 @@ def _unimplemented(exc: BaseException) -> bool:
         except Exception:  # a MilvusException's code is an int attribute, not a call
             return False
     return "unimplemented" in str(exc).lower()
+
+
+def announce(found: Capabilities, full_text: bool, metrics: Metrics) -> None:
+    """One log line and ``memory_sidecar_store_engine`` say what the store runs on and
+    where BM25 runs (``full_text``: the collection has Milvus' BM25 function)."""
+    metrics.store_engine.labels(
+        engine=found.engine,
+        version=dotted(found.version),
+        full_text="milvus" if full_text else "in_process",
+    ).set(1)
+    if full_text:
+        where = "in process, and Milvus' full-text search for bm25-milvus"
+    else:
+        why = "" if found.full_text else f": needs Milvus {dotted(FULL_TEXT_SINCE)}"
+        where = (
+            f"in process only (no BM25 function in this collection{why}); "
+            "the bm25-milvus strategy is unavailable"
+        )
+    log.info("store: %s; BM25 %s", found, where)
+
+
+def full_text_error(found: Capabilities) -> StoreError:
+    """What a full-text search on a collection without the BM25 function raises."""
+    return StoreError(
+        f"full-text search needs the BM25 function: Milvus {dotted(FULL_TEXT_SINCE)} or "
+        f"newer, and a collection made there ({found})"
+    )

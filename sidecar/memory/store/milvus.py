@@ -47,7 +47,7 @@ from sidecar.memory.model.records import (
     as_vector,
     merge_access,
 )
-from sidecar.memory.store.capabilities import FULL_TEXT_SINCE, detect, dotted, lite_capabilities
+from sidecar.memory.store.capabilities import announce, detect, full_text_error, lite_capabilities
 from sidecar.memory.store.coalesce import Coalescer
 from sidecar.memory.store.collections import ensure_collections
 from sidecar.memory.store.connection import connect
@@ -216,20 +216,7 @@ class MemoryStore:
         self._info, self._access_info = opened.info, opened.access_info
         self.links_as_array = opened.links_as_array
         self.full_text = opened.full_text
-        self._metrics.store_engine.labels(
-            engine=self.capabilities.engine,
-            version=dotted(self.capabilities.version),
-            full_text="milvus" if self.full_text else "in_process",
-        ).set(1)
-        log.info(
-            "store: %s; BM25 %s",
-            self.capabilities,
-            "in process, and Milvus' full-text search for bm25-milvus"
-            if self.full_text
-            else "in process only (no BM25 function in this collection"
-            + ("" if self.capabilities.full_text else f": needs Milvus {dotted(FULL_TEXT_SINCE)}")
-            + "); the bm25-milvus strategy is unavailable",
-        )
+        announce(self.capabilities, self.full_text, self._metrics)
 
     # -- migrations ------------------------------------------------------------------
 
@@ -476,10 +463,7 @@ class MemoryStore:
         """BM25 full-text search over ``content`` among rows matching ``where`` (a
         :class:`StoreError` where the collection has no BM25 function)."""
         if not self.full_text:
-            raise StoreError(
-                f"full-text search needs the BM25 function: Milvus {dotted(FULL_TEXT_SINCE)}"
-                f" or newer, and a collection made there ({self.capabilities})"
-            )
+            raise full_text_error(self.capabilities)
 
         def call() -> list[Hit]:
             result = self._client.search(

@@ -316,6 +316,7 @@ async def test_links_are_one_varchar_and_a_version_1_collection_still_opens(
     """Version 2 keeps ``related_ids`` as a JSON array in a VARCHAR (milvus-lite returns
     ARRAY fields slowly); a version-1 collection is opened and written as it is."""
     from sidecar.memory.store import collections as store_module
+    from sidecar.memory.store import schema as schema_module
 
     linked = record(1).with_changes(related_ids=("m2", "m 3", 'q"uote'))
     fresh = await MemoryStore.open(StoreConfig(uri=str(tmp_path / "v2.db")), 8, Metrics())
@@ -335,7 +336,7 @@ async def test_links_are_one_varchar_and_a_version_1_collection_still_opens(
     config = StoreConfig(uri=str(tmp_path / "v1.db"), collection="mem")
     legacy_fields = tuple(LEGACY_RELATED_FIELD if f.name == "related_ids" else f for f in FIELDS)
     with monkeypatch.context() as patch:  # a store written by the version before
-        patch.setattr(store_module, "FIELDS", legacy_fields)
+        patch.setattr(schema_module, "FIELDS", legacy_fields)
         patch.setattr(store_module, "SCHEMA_TAG", LEGACY_SCHEMA_TAG)
         old = await MemoryStore.open(config, 8, Metrics())
         old.links_as_array = True

@@ -1,5 +1,5 @@
 """The store contract on both engines: a milvus-lite file and a real Milvus server
-(2.3.5, from the ``milvus`` wheel; ``tests/support/milvus_server.py``).
+(2.3.5, from the ``milvus`` wheel; ``e2e/milvus_server.py``).
 
 Every test runs once per engine, each in collections of its own: schema creation and
 checks, capabilities, upsert and replace, scan paging, filtered search (owner,
@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from e2e.milvus_server import MilvusServer
 from sidecar.config import StoreConfig, config_from_mapping
 from sidecar.errors import SchemaMismatch, StoreError
 from sidecar.memory.embedding.protocol import Embedder
@@ -33,7 +34,6 @@ from sidecar.memory.store.milvus import MemoryStore
 from sidecar.memory.store.tombstones import purge, tombstone
 from sidecar.metrics import Metrics
 from sidecar.runtime.components import Components
-from tests.support.milvus_server import MilvusServer
 
 DIM = 8
 _names = itertools.count()

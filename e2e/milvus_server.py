@@ -1,4 +1,4 @@
-"""A real Milvus standalone server for the server-mode tests.
+"""A real Milvus standalone server for the server-mode tests and benchmarks.
 
 The ``milvus`` package (a dev dependency) ships the Milvus 2.3.5 standalone binary
 with embedded etcd and local storage; its launcher, ``milvus-server``, unpacks it
