@@ -364,6 +364,17 @@ class Stack:
 
         wait_until(ready, timeout, "envoy")
 
+    def sidecar_health(self) -> list[str]:
+        """Envoy's health flags of each sidecar endpoint (worker or replica), in port
+        order."""
+        _, body = http_get(f"http://127.0.0.1:{self.ports.envoy_admin}/clusters")
+        flags = {}
+        for line in body.decode().splitlines():
+            parts = line.split("::")
+            if len(parts) == 4 and parts[0] == "memory_sidecar" and parts[2] == "health_flags":
+                flags[int(parts[1].rsplit(":", 1)[1])] = parts[3]
+        return [flags[port] for port in sorted(flags)]
+
     def restart_sidecar(self, timeout: float = 90.0) -> None:
         self.sidecar.stop()
         self.sidecar.start()

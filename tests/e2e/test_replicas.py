@@ -113,7 +113,7 @@ def replicas(
         stack.start()
         for i in range(REPLICAS):  # one at a time: the first exports the ONNX model
             running.start(i)
-        wait_for(lambda: envoy_health(stack) == ["healthy"] * REPLICAS, what="Envoy sees both")
+        wait_for(lambda: stack.sidecar_health() == ["healthy"] * REPLICAS, what="Envoy sees both")
         # Until Envoy has sent each replica a request (its least-request choice over
         # idle hosts is random, and a host's first health checks may still be due).
         wait_for(
@@ -125,17 +125,6 @@ def replicas(
         for process in running.processes:
             process.stop(timeout=60)
         stack.stop()
-
-
-def envoy_health(stack: Stack) -> list[str]:
-    """Envoy's health flags of each replica endpoint, in port order."""
-    _, body = http_get(f"http://127.0.0.1:{stack.ports.envoy_admin}/clusters")
-    flags = {}
-    for line in body.decode().splitlines():
-        parts = line.split("::")
-        if len(parts) == 4 and parts[0] == "memory_sidecar" and parts[2] == "health_flags":
-            flags[int(parts[1].rsplit(":", 1)[1])] = parts[3]
-    return [flags[port] for port in sorted(flags)]
 
 
 def ask(stack: Stack, user: str, text: str) -> str:

@@ -100,19 +100,8 @@ def worker_pids(stack: Stack) -> list[int]:
     ]
 
 
-def envoy_health(stack: Stack) -> list[str]:
-    """Envoy's health flags of each worker endpoint, in port order."""
-    _, body = http_get(f"http://127.0.0.1:{stack.ports.envoy_admin}/clusters")
-    flags = {}
-    for line in body.decode().splitlines():
-        parts = line.split("::")
-        if len(parts) == 4 and parts[0] == "memory_sidecar" and parts[2] == "health_flags":
-            flags[int(parts[1].rsplit(":", 1)[1])] = parts[3]
-    return [flags[port] for port in sorted(flags)]
-
-
 def test_both_workers_take_traffic_and_share_memories(stack: Stack) -> None:
-    wait_for(lambda: envoy_health(stack) == ["healthy"] * WORKERS)
+    wait_for(lambda: stack.sidecar_health() == ["healthy"] * WORKERS)
     before = requests_per_worker(stack)
     after = before
     for i in range(200):  # least request over idle workers: random, both within a few
