@@ -354,6 +354,11 @@ class MemoryAdmin:
         async with self._writes.lock(owner):
             current = await self.get(owner, memory)
             await self._writes.delete([current])
+        # The turn the memory came from was written, its text dropped from the
+        # journal; older page images of it wait in the WAL until a checkpoint.
+        journal = self._journal
+        if journal is not None and journal.is_open and not await journal.truncate_wal():
+            log.warning("delete: the journal's WAL is still read by another connection")
         self._metrics.admin_rows.labels(operation="delete").inc()
         return current
 

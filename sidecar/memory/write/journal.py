@@ -529,6 +529,13 @@ class TurnJournal:
             log.warning("forget: the journal's WAL is still read by another connection")
         return int(deleted), int(in_progress)
 
+    async def truncate_wal(self) -> bool:
+        """Checkpoint the WAL into the database file and truncate it, so that turn
+        text dropped from the database (written turns lose it, ``secure_delete``
+        zeroes it) is no longer in the WAL's older page images either: after a
+        memory is deleted. False when another connection still reads the WAL."""
+        return await self._call("truncate_wal", lambda: truncate_wal(self._connection()))
+
     async def counts(self) -> JournalCounts:
         """Rows per state and the oldest unwritten turn's time."""
         return await self._call("counts", self._counts_sync)
