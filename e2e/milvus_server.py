@@ -54,21 +54,34 @@ class MilvusServer:
         return self.process.poll() is None
 
     def stop(self, *, kill: bool = False) -> None:
-        """End the launcher and the server (SIGTERM, SIGKILL after 20 s; ``kill``:
-        SIGKILL at once, as a crash)."""
-        if not self.running:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL if kill else signal.SIGTERM)
+        """End the launcher and the server, its child in the same process group
+        (SIGTERM, SIGKILL after 20 s; ``kill``: SIGKILL at once, as a crash). The group
+        is signalled whether or not the launcher still runs: the server may outlive it."""
+        group = self.process.pid
+        self._signal(group, signal.SIGKILL if kill else signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        while self._alive(group) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self._signal(group, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while self._alive(group) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=1)
+
+    @staticmethod
+    def _signal(group: int, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, sig)
+
+    def _alive(self, group: int) -> bool:
+        """Whether any process of the group is left (the launcher reaped first)."""
+        self.process.poll()
         try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
-        # The server itself is the launcher's child, in the same group.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return False
+        return True
 
     def log_tail(self, chars: int = 2000) -> str:
         path = self.data / "launcher.log"
