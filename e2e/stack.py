@@ -364,6 +364,20 @@ class Stack:
 
         wait_until(ready, timeout, "envoy")
 
+    def chat(self, user: str, text: str, timeout: float = 30) -> tuple[int, str]:
+        """One user message as ``user`` through Envoy's full-memory route, without
+        the SDK: the status and the answer's text (the echo mock's shows what the
+        model was sent)."""
+        body = {"model": "m", "messages": [{"role": "user", "content": text}]}
+        request = urllib.request.Request(
+            f"{self.base_url}/chat/completions",
+            data=json.dumps(body).encode(),
+            headers={"content-type": "application/json", "x-user-id": user},
+        )
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            answer = json.loads(response.read())
+            return response.status, str(answer["choices"][0]["message"]["content"])
+
     def sidecar_health(self) -> list[str]:
         """Envoy's health flags of each sidecar endpoint (worker or replica), in port
         order."""

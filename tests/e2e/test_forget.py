@@ -38,6 +38,15 @@ def files_holding(root: Path, needle: bytes) -> list[str]:
     ]
 
 
+def delete_then_kill(stack: Stack, request: urllib.request.Request) -> None:
+    """Send the admin API's DELETE, then kill the sidecar with SIGKILL."""
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.status == 200
+    assert stack.sidecar.process is not None
+    stack.sidecar.process.send_signal(signal.SIGKILL)
+    stack.sidecar.process.wait()
+
+
 def test_a_forgotten_users_words_are_in_no_file_after_a_kill(stack: Stack) -> None:
     user, secret = f"forget-{uuid.uuid4().hex[:6]}", f"zq{uuid.uuid4().hex[:10]}"
     before = stack.turns_written()
@@ -52,11 +61,7 @@ def test_a_forgotten_users_words_are_in_no_file_after_a_kill(stack: Stack) -> No
         method="DELETE",
         headers={"Authorization": f"Bearer {TOKEN}"},
     )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        assert response.status == 200
-    assert stack.sidecar.process is not None
-    stack.sidecar.process.send_signal(signal.SIGKILL)
-    stack.sidecar.process.wait()
+    delete_then_kill(stack, request)
     try:
         assert files_holding(stack.workdir, secret.encode()) == []
     finally:
@@ -90,11 +95,7 @@ def test_a_deleted_memorys_words_are_in_no_file_after_a_kill(stack: Stack) -> No
         method="DELETE",
         headers=headers,
     )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        assert response.status == 200
-    assert stack.sidecar.process is not None
-    stack.sidecar.process.send_signal(signal.SIGKILL)
-    stack.sidecar.process.wait()
+    delete_then_kill(stack, request)
     try:
         holding = files_holding(stack.workdir, secret.encode())
         assert not [name for name in holding if name.startswith("journal")], holding

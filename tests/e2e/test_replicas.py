@@ -128,16 +128,9 @@ def replicas(
 
 
 def ask(stack: Stack, user: str, text: str) -> str:
-    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": text}]}).encode()
-    request = urllib.request.Request(
-        f"{stack.base_url}/chat/completions",
-        data=body,
-        headers={"content-type": "application/json", "x-user-id": user},
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        assert response.status == 200
-        answer: str = json.loads(response.read())["choices"][0]["message"]["content"]
-        return answer
+    status, answer = stack.chat(user, text)
+    assert status == 200
+    return answer
 
 
 def mock_config(stack: Stack, **knobs: float) -> None:

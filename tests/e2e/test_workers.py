@@ -39,15 +39,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 
 def ask(stack: Stack, user: str, text: str) -> tuple[int, str]:
-    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": text}]}).encode()
-    request = urllib.request.Request(
-        f"{stack.base_url}/chat/completions",
-        data=body,
-        headers={"content-type": "application/json", "x-user-id": user},
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        answer = json.loads(response.read())
-        return response.status, answer["choices"][0]["message"]["content"]
+    return stack.chat(user, text)
 
 
 def requests_per_worker(stack: Stack) -> list[float]:
