@@ -15,12 +15,13 @@ import contextlib
 import importlib.util
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from e2e.stack import free_port
 
 #: Seconds a server may take to answer after its launch.
 START_TIMEOUT_S = 240.0
@@ -28,13 +29,6 @@ START_TIMEOUT_S = 240.0
 
 class ServerUnavailable(RuntimeError):
     """The wheel is missing, or its server did not start here."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass

@@ -35,16 +35,16 @@ BIN_DIR = Path(sys.executable).parent
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-#: Port runs come from below Linux's ephemeral range (32768-60999 by default): the
+#: Ports come from below Linux's ephemeral range (32768-60999 by default): the
 #: kernel hands ports there to outgoing connections, and one took a worker's port
-#: between this check and the worker's bind (a flaky start-up, seen once).
+#: between this check and the worker's bind (a flaky start-up, seen once for a run of
+#: worker ports and once for a single sidecar's).
 _RUN_PORTS = (10_000, 32_000)
+
+
+def free_port() -> int:
+    """A free loopback port, outside the ephemeral range."""
+    return free_port_run(1)
 
 
 def free_port_run(count: int, attempts: int = 50) -> int:
