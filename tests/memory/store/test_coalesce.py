@@ -30,6 +30,22 @@ def coalescer(sink: Sink, max_items: int = 100) -> Coalescer[str]:
     return Coalescer(sink.send, key=lambda item: item.split(":")[0], max_items=max_items)
 
 
+async def behind_a_call_in_flight(
+    joined: Coalescer[str], sink: Sink, later: list[list[str]]
+) -> list[object]:
+    """Submit ``["a:1"]`` and hold its send, submit each of ``later`` meanwhile, then
+    let the sink go: every call's outcome (None, or its error), the first first."""
+    sink.gate.clear()
+    first = asyncio.create_task(joined.submit(["a:1"]))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert sink.sent == [["a:1"]]  # in flight
+    rest = [asyncio.create_task(joined.submit(items)) for items in later]
+    await asyncio.sleep(0)
+    sink.gate.set()
+    return await asyncio.gather(first, *rest, return_exceptions=True)
+
+
 async def test_a_lone_call_is_sent_at_once() -> None:
     sink = Sink()
     await coalescer(sink).submit(["a:1", "b:1"])
@@ -39,15 +55,8 @@ async def test_a_lone_call_is_sent_at_once() -> None:
 async def test_calls_arriving_while_one_is_in_flight_go_out_together() -> None:
     sink = Sink()
     joined = coalescer(sink)
-    sink.gate.clear()
-    first = asyncio.create_task(joined.submit(["a:1"]))
-    await asyncio.sleep(0)
-    await asyncio.sleep(0)
-    assert sink.sent == [["a:1"]]  # in flight
-    rest = [asyncio.create_task(joined.submit([f"{k}:1"])) for k in "bcd"]
-    await asyncio.sleep(0)
-    sink.gate.set()
-    await asyncio.gather(first, *rest)
+    outcomes = await behind_a_call_in_flight(joined, sink, [[f"{k}:1"] for k in "bcd"])
+    assert outcomes == [None] * 4
     assert sink.sent == [["a:1"], ["b:1", "c:1", "d:1"]]
     assert (joined.calls, joined.sends) == (4, 2)
 
@@ -55,15 +64,8 @@ async def test_calls_arriving_while_one_is_in_flight_go_out_together() -> None:
 async def test_two_writes_of_one_row_stay_two_calls_in_order() -> None:
     sink = Sink()
     joined = coalescer(sink)
-    sink.gate.clear()
-    first = asyncio.create_task(joined.submit(["a:1"]))
-    await asyncio.sleep(0)
-    later = [
-        asyncio.create_task(joined.submit(items)) for items in (["b:1"], ["a:2"], ["c:1"], ["a:3"])
-    ]
-    await asyncio.sleep(0)
-    sink.gate.set()
-    await asyncio.gather(first, *later)
+    later = [["b:1"], ["a:2"], ["c:1"], ["a:3"]]
+    assert await behind_a_call_in_flight(joined, sink, later) == [None] * 5
     # "a:3" cannot share "a:2"'s call, and nothing after it overtakes it.
     assert sink.sent == [["a:1"], ["b:1", "a:2", "c:1"], ["a:3"]]
     order = [item for call in sink.sent for item in call if item.startswith("a:")]
@@ -73,16 +75,8 @@ async def test_two_writes_of_one_row_stay_two_calls_in_order() -> None:
 async def test_a_batch_never_exceeds_max_items_and_a_big_call_goes_alone() -> None:
     sink = Sink()
     joined = coalescer(sink, max_items=3)
-    sink.gate.clear()
-    first = asyncio.create_task(joined.submit(["a:1"]))
-    await asyncio.sleep(0)
-    later = [
-        asyncio.create_task(joined.submit(items))
-        for items in (["b:1", "c:1"], ["d:1", "e:1"], ["f:1", "g:1", "h:1", "i:1"], ["j:1"])
-    ]
-    await asyncio.sleep(0)
-    sink.gate.set()
-    await asyncio.gather(first, *later)
+    later = [["b:1", "c:1"], ["d:1", "e:1"], ["f:1", "g:1", "h:1", "i:1"], ["j:1"]]
+    assert await behind_a_call_in_flight(joined, sink, later) == [None] * 5
     assert sink.sent == [
         ["a:1"],
         ["b:1", "c:1"],
@@ -95,13 +89,7 @@ async def test_a_batch_never_exceeds_max_items_and_a_big_call_goes_alone() -> No
 async def test_a_failed_call_fails_every_caller_in_it_and_no_other() -> None:
     sink = Sink(fail={"c:1"})
     joined = coalescer(sink)
-    sink.gate.clear()
-    first = asyncio.create_task(joined.submit(["a:1"]))
-    await asyncio.sleep(0)
-    later = [asyncio.create_task(joined.submit([f"{k}:1"])) for k in "bc"]
-    await asyncio.sleep(0)
-    sink.gate.set()
-    results = await asyncio.gather(first, *later, return_exceptions=True)
+    results = await behind_a_call_in_flight(joined, sink, [["b:1"], ["c:1"]])
     assert results[0] is None
     assert all(isinstance(r, RuntimeError) for r in results[1:])
     # The coalescer keeps working after a failure.
