@@ -87,7 +87,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         strategies=tuple(_comma_list(args.strategies)) if args.strategies else None,
         ks=tuple(args.k),
         no_threshold=args.no_threshold,
-        topics=not args.no_topics,
+        oracle_topics=args.oracle_topics,
         limit_queries=args.limit_queries,
         store_uri=args.store_uri,
         progress=not args.quiet,
@@ -190,10 +190,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="turn the evidence gate off (threshold -1, lexical_threshold 0): pure ranking",
     )
     evaluate.add_argument(
-        "--no-topics",
+        "--oracle-topics",
         action="store_true",
-        help="ignore the memories' 'cluster' labels (by default filed as named topics, "
-        "as the extraction LLM's topics are): categories come from clustering alone",
+        help="file memories under their dataset 'cluster' labels as named topics, as a "
+        "perfect topic-labelling LLM would: an upper bound, not the product's figure "
+        "(by default the labels are ignored)",
     )
     evaluate.add_argument("--limit-queries", type=int, help="evaluate only the first N queries")
     evaluate.add_argument(

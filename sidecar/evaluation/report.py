@@ -61,11 +61,15 @@ def _describe_topics(result: EvalResult) -> str:
     labelled = sum(1 for m in result.dataset.memories if m.cluster)
     if not labelled:
         return "categories: built by the write path's clustering (no 'cluster' labels)"
-    if not result.topics:
-        return f"categories: clustering only (--no-topics: {labelled} 'cluster' labels ignored)"
+    if not result.oracle_topics:
+        return (
+            f"categories: as the write path files them ({labelled} 'cluster' labels "
+            "ignored; --oracle-topics files them)"
+        )
     return (
-        f"categories: {labelled} memories filed under named topics from their 'cluster' "
-        "labels (as extraction-LLM topics are; --no-topics to ignore them)"
+        f"categories: ORACLE TOPICS: {labelled} memories filed under named topics from "
+        "their 'cluster' labels, as a perfect topic-labelling LLM would: the figures are "
+        "an upper bound, not the product's"
     )
 
 
@@ -296,7 +300,7 @@ def to_json(result: EvalResult) -> dict[str, Any]:
             "source": result.config_source,
             "no_threshold": result.no_threshold,
             "evidence_gate": not result.no_threshold,
-            "topics": result.topics,
+            "oracle_topics": result.oracle_topics,
             "retrieval": result.retrieval.model_dump(mode="json"),
             "embedding": config.embedding.model_dump(mode="json"),
             "enrichment": config.enrichment.model_dump(mode="json"),

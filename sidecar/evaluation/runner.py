@@ -49,9 +49,10 @@ class EvalOptions:
     #: Evidence gate off (``threshold=-1``, ``lexical_threshold=0``): pure ranking.
     no_threshold: bool = False
     #: File memories that carry a ``cluster`` label under a named topic of that name,
-    #: as the write path files facts the extraction LLM gave a topic; off: every
-    #: memory is placed by the category tree's clustering alone.
-    topics: bool = True
+    #: as if a perfect topic-labelling LLM had given each fact its dataset's label: an
+    #: upper bound, never the product's figure. Off (the default): memories are
+    #: filed as the write path files them without an LLM.
+    oracle_topics: bool = False
     limit_queries: int | None = None
     #: ``None``: a temporary milvus-lite file; ``"config"``: the config's store URI.
     store_uri: str | None = None
@@ -123,8 +124,8 @@ class EvalResult:
     added_baselines: tuple[str, ...]
     retrieval: RetrievalConfig
     no_threshold: bool
-    #: Whether dataset ``cluster`` labels were filed as named topics.
-    topics: bool
+    #: Whether dataset ``cluster`` labels were filed as named topics (an upper bound).
+    oracle_topics: bool
     config: SidecarConfig = field(repr=False)
     config_source: str | None
     store: str
@@ -254,7 +255,7 @@ async def run_eval(
             memory = env.components.memory
             for name in strategies:
                 memory.retriever(name)  # the service knows every registered name
-            stats = await ingest(data, env, progress=options.progress, topics=options.topics)
+            stats = await ingest(data, env, progress=options.progress, topics=options.oracle_topics)
             vectors, embed_ms = await _embed_queries(memory, data.queries, retrieval)
             memories = {m.id: m for m in data.memories}
             bar = progress_bar(
@@ -298,7 +299,7 @@ async def run_eval(
         added_baselines=added,
         retrieval=retrieval,
         no_threshold=options.no_threshold,
-        topics=options.topics,
+        oracle_topics=options.oracle_topics,
         config=config,
         config_source=config_source,
         store=store,

@@ -387,10 +387,28 @@ def test_json_has_every_number(result: EvalResult, tmp_path: Path) -> None:
     assert dense["latency_ms"]["p50"] > 0
     assert data["visibility_violations"] == 0
     assert data["config"]["no_threshold"] is True
+    assert data["config"]["oracle_topics"] is False  # never the default
     assert data["config"]["retrieval"]["threshold"] == -1
     assert data["config"]["file"]["defaults"]["retrieval"]["threshold"] == 0.2
     assert data["machine"]["cpus"] >= 1
     assert data["timings"]["ingest_s"] > 0
+
+
+def test_dataset_labels_are_filed_only_when_asked_and_then_called_an_upper_bound() -> None:
+    from types import SimpleNamespace
+
+    from sidecar.evaluation.report import _describe_topics
+
+    labelled = SimpleNamespace(
+        memories=[SimpleNamespace(cluster="rag"), SimpleNamespace(cluster=None)]
+    )
+    honest = _describe_topics(SimpleNamespace(dataset=labelled, oracle_topics=False))  # type: ignore[arg-type]
+    assert "1 'cluster' labels ignored" in honest
+    assert "ORACLE" not in honest
+    oracle = _describe_topics(SimpleNamespace(dataset=labelled, oracle_topics=True))  # type: ignore[arg-type]
+    assert "ORACLE TOPICS" in oracle
+    assert "upper bound" in oracle
+    assert EvalOptions().oracle_topics is False
 
 
 def test_gate_applies_without_no_threshold(config: SidecarConfig) -> None:

@@ -22,7 +22,7 @@ STRATEGIES = ("dense", "bm25", "default")
 
 
 async def evaluate(
-    name: str, config: SidecarConfig, embedder: Embedder, *, topics: bool = True
+    name: str, config: SidecarConfig, embedder: Embedder, *, oracle_topics: bool = False
 ) -> EvalResult:
     path = DATA / name
     if not path.exists():
@@ -30,7 +30,7 @@ async def evaluate(
     result = await run_eval(
         load_dataset(path),
         config,
-        EvalOptions(strategies=STRATEGIES, topics=topics),
+        EvalOptions(strategies=STRATEGIES, oracle_topics=oracle_topics),
         embedder=embedder,
     )
     assert result.violations == 0
@@ -41,17 +41,19 @@ def numbers(result: EvalResult, metric: str) -> str:
     return ", ".join(f"{s.name} {metric_value(s.overall, metric):.3f}" for s in result.strategies)
 
 
-#: Issue B's floors: clusters30 precision@5 >= 0.90 and gosource117 recall@10 >= 0.60.
-#: The memories of both sets carry topic labels (``cluster``), filed as named topics
-#: exactly as the write path files facts the extraction LLM gave a topic. Without
-#: them (``--no-topics``: categories from clustering alone) MiniLM stays at the
-#: ``dense`` level; those runs hold the measured level as a regression floor.
+#: Issue B's floors: clusters30 precision@5 >= 0.90 and gosource117 recall@10 >= 0.60,
+#: with the sets' topic labels (``cluster``) filed as named topics (``--oracle-topics``,
+#: as a perfect topic-labelling LLM would file them): they hold the named-topic stage
+#: to what it can do, an upper bound. The product's own figures (labels ignored, the
+#: default) stay at MiniLM's ``dense`` level; those runs hold the measured level.
 MEASURED_CLUSTERS30_P5_NO_TOPICS = 0.70
 MEASURED_GOSOURCE117_R10_NO_TOPICS = 0.48
 
 
-async def test_clusters30_precision_at_5(config: SidecarConfig, embedder: Embedder) -> None:
-    result = await evaluate("clusters30.json", config, embedder)
+async def test_clusters30_precision_at_5_with_oracle_topics(
+    config: SidecarConfig, embedder: Embedder
+) -> None:
+    result = await evaluate("clusters30.json", config, embedder, oracle_topics=True)
     precision = result.strategy("default").overall.precision[5]
     assert precision >= 0.90, (
         f"clusters30 precision@5 of default is {precision:.3f}, floor 0.90 "
@@ -62,7 +64,7 @@ async def test_clusters30_precision_at_5(config: SidecarConfig, embedder: Embedd
 async def test_clusters30_without_topics_holds_the_dense_level(
     config: SidecarConfig, embedder: Embedder
 ) -> None:
-    result = await evaluate("clusters30.json", config, embedder, topics=False)
+    result = await evaluate("clusters30.json", config, embedder)
     precision = result.strategy("default").overall.precision[5]
     assert precision >= MEASURED_CLUSTERS30_P5_NO_TOPICS - 1e-9, numbers(result, "precision@5")
     # Within one memory of dense: with 6 queries one memory is 1/30 of precision@5.
@@ -75,8 +77,10 @@ async def test_clusters30_without_topics_holds_the_dense_level(
     assert precision >= dense.precision[5] - one_memory - 1e-9, numbers(result, "precision@5")
 
 
-async def test_gosource117_recall_at_10(config: SidecarConfig, embedder: Embedder) -> None:
-    result = await evaluate("gosource117.json", config, embedder)
+async def test_gosource117_recall_at_10_with_oracle_topics(
+    config: SidecarConfig, embedder: Embedder
+) -> None:
+    result = await evaluate("gosource117.json", config, embedder, oracle_topics=True)
     recall = result.strategy("default").overall.recall[10]
     assert recall >= 0.60, (
         f"gosource117 recall@10 of default is {recall:.3f}, floor 0.60 "
@@ -87,7 +91,7 @@ async def test_gosource117_recall_at_10(config: SidecarConfig, embedder: Embedde
 async def test_gosource117_without_topics_holds_the_measured_level(
     config: SidecarConfig, embedder: Embedder
 ) -> None:
-    result = await evaluate("gosource117.json", config, embedder, topics=False)
+    result = await evaluate("gosource117.json", config, embedder)
     recall = result.strategy("default").overall.recall[10]
     assert recall >= MEASURED_GOSOURCE117_R10_NO_TOPICS - 1e-9, numbers(result, "recall@10")
     best = max(result.strategy(s).overall.recall[10] for s in ("dense", "bm25"))
