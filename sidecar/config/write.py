@@ -100,6 +100,18 @@ class EnrichmentConfig(_Model):
     link_threshold: float = Field(default=0.8, ge=0, le=1)
     #: Most similarity links a new memory gets (0 = none).
     max_links: int = Field(default=8, ge=0, le=32)
+    #: Most entity links a new memory gets (0 = none): links to the owner's memories
+    #: that name the same person, place or thing ("User's sister is Ana." and "Ana
+    #: lives in Porto."), the most similar first, in both directions. Link expansion
+    #: follows them from a hit to the facts about what it names
+    #: (docs/design/entity-links.md).
+    max_entity_links: int = Field(default=4, ge=0, le=32)
+    #: A name more of the owner's memories carry than this share (and at least
+    #: ``entity_min_holders``) tells nothing about which memory is about it (a
+    #: speaker's name in a transcript): no links are made on it.
+    entity_max_share: float = Field(default=0.05, gt=0, le=1)
+    #: Any name carried by at most this many of the owner's memories may link them.
+    entity_min_holders: int = Field(default=8, ge=2, le=1000)
     #: L0 abstract length (characters).
     abstract_chars: int = Field(default=120, ge=20, le=1000)
     #: L1 overview length (characters).

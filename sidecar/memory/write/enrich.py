@@ -5,8 +5,10 @@ For a batch of new memories of one owner (already embedded) it fills in
 * ``abstract`` (L0): the first sentence, at most ``abstract_chars``;
 * ``overview`` (L1): the content, at most ``overview_chars``;
 * ``related_ids``: links to the owner's most similar memories (new or stored) at
-  cosine >= ``link_threshold``, at most ``max_links``, in both directions — the
-  stored memories that gain a back-link are returned for upsert too;
+  cosine >= ``link_threshold``, at most ``max_links``, and to at most
+  ``max_entity_links`` memories that name the same entity (the most similar first;
+  :mod:`sidecar.memory.model.entities`), in both directions — the stored memories
+  that gain a back-link are returned for upsert too;
 * ``category_id`` / ``parent_id`` through the :class:`Categorizer`, when one is set.
 
 Links are only made between memories of the same owner: a user's memory never
@@ -22,6 +24,7 @@ from typing import Protocol
 import numpy as np
 
 from sidecar.config import EnrichmentConfig
+from sidecar.memory.model.entities import mentions, names
 from sidecar.memory.model.records import MemoryRecord, NodeType, Scope
 from sidecar.memory.read.corpus_cache import CorpusCache
 from sidecar.memory.store.schema import MAX_RELATED
@@ -91,6 +94,8 @@ class Enricher:
             self._link(new, new_vectors, new, new_vectors, links, None)
             if existing:
                 self._link(new, new_vectors, existing, existing_vectors, links, back)
+        if config.max_entity_links > 0:
+            self._link_entities(new, new_vectors, existing, existing_vectors, links, back)
 
         enriched = [
             r.with_changes(
@@ -137,3 +142,53 @@ class Enricher:
                 else:
                     back.setdefault(target.id, set()).add(record.id)
                 count += 1
+
+    def _link_entities(
+        self,
+        new: Sequence[MemoryRecord],
+        new_vectors: np.ndarray,
+        existing: Sequence[MemoryRecord],
+        existing_vectors: np.ndarray,
+        links: dict[str, set[str]],
+        back: dict[str, set[str]],
+    ) -> None:
+        """Link each new memory to at most ``max_entity_links`` of the owner's
+        memories (new or stored) that name one of its entities, the most similar
+        first. Stored memories are found by substring first (one pass over their
+        text per name, in C), then checked as whole words."""
+        config = self._config
+        named = [names(r.content) for r in new]
+        wanted = sorted(set().union(*named))
+        if not wanted:
+            return
+        population = len(new) + len(existing)
+        most = max(config.entity_min_holders, int(config.entity_max_share * population))
+        holders: dict[str, list[int]] = {}  # name -> positions in new + existing
+        for name in wanted:
+            found = [i for i, found_names in enumerate(named) if name in found_names]
+            found.extend(
+                len(new) + j
+                for j, record in enumerate(existing)
+                if name in record.content and mentions(record.content, name)
+            )
+            if 1 < len(found) <= most:
+                holders[name] = found
+        if not holders:
+            return
+        vectors = np.concatenate([new_vectors, existing_vectors]) if existing else new_vectors
+        records = [*new, *existing]
+        for i, record in enumerate(new):
+            others = sorted(
+                {j for name in named[i] for j in holders.get(name, ()) if j != i},
+            )
+            if not others:
+                continue
+            similarity = vectors[others] @ new_vectors[i]
+            order = np.lexsort((np.asarray(others), -similarity))
+            for k in order[: config.max_entity_links]:
+                other = records[others[k]]
+                links[record.id].add(other.id)
+                if others[k] < len(new):
+                    links.setdefault(other.id, set()).add(record.id)
+                else:
+                    back.setdefault(other.id, set()).add(record.id)

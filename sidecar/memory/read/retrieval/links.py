@@ -1,14 +1,17 @@
 """Link expansion: memories reached from strong hits along persisted links.
 
-Links are the ``related_ids`` written at store time (similarity links, both
-directions) plus, optionally, the previous/next memory of the same session. From
+Links are the ``related_ids`` written at store time (similarity and entity links,
+both directions) plus, optionally, the previous/next memory of the same session. From
 each of the best direct candidates, links are followed up to ``max_link_depth``
 hops; a memory reached at hop ``h`` from referrer ``r`` scores
 
     hop_decay ** (h - 1) * (blend * score(r) + (1 - blend) * own score)
 
-and keeps ``max(direct, linked)``. :func:`limit_link_share` then keeps memories
-that rank only through a link from taking more than ``max_share`` of the top-k.
+and keeps ``max(direct, linked)``. Along a bridge link (a fact about the user and
+one about what it names) a memory with evidence of its own may instead score
+``own + support * score(r)`` (:func:`_support`). :func:`limit_link_share` then
+keeps memories that rank only through a link from taking more than ``max_share``
+of the top-k.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.config import LinkConfig
+from sidecar.memory.model.entities import is_user_fact
 from sidecar.memory.read.corpus import Corpus
 from sidecar.memory.read.retrieval.signals import Scores, top_indices
 
@@ -79,6 +83,8 @@ def expand_links(
     linked = np.asarray(decays, dtype=dtype) * (np.asarray(shares, dtype=dtype) + own)
     final = direct.copy()
     np.maximum.at(final, index, linked)
+    if config.support > 0:
+        _support(final, direct, corpus, referrers, scores, config.support, evidence)
     return final, dict.fromkeys(reached, "link")
 
 
@@ -154,3 +160,38 @@ def limit_link_share(
             used += 1
         kept.append(index)
     return kept + deferred
+
+
+def _support(
+    final: Scores,
+    direct: Scores,
+    corpus: Corpus,
+    referrers: list[int],
+    scores: list[float],
+    support: float,
+    evidence: npt.NDArray[np.bool_] | None,
+) -> None:
+    """Mutual support along bridge links: persisted links that join a fact about the
+    user ("User's father is Piotr.") and one about someone or something else
+    ("Piotr retired from teaching maths."; the write path names the user "User").
+    Such a memory linked to a referrer also scores its own score plus ``support``
+    times the referrer's, when that is more, so the bridge and the fact about what
+    it names rise together above look-alikes nothing links to. Only memories with
+    evidence of their own take support: two linked memories that are each off the
+    question do not rise on each other. Only the referrers' links are read (no pass
+    over the corpus)."""
+    records = corpus.records
+    reached: list[int] = []
+    shares: list[float] = []
+    for referrer, score in zip(referrers, scores, strict=True):
+        mine = is_user_fact(records[referrer].content)
+        for other in corpus.links[referrer]:
+            if (evidence is None or evidence[other]) and is_user_fact(
+                records[other].content
+            ) != mine:
+                reached.append(other)
+                shares.append(support * score)
+    if not reached:
+        return
+    index = np.asarray(reached, dtype=np.intp)
+    np.maximum.at(final, index, direct[index] + np.asarray(shares, dtype=direct.dtype))
