@@ -240,3 +240,40 @@ def test_rerank_prefers_salient_memories_among_equally_relevant_ones(field: str)
     assert ranked_ids("default", corpus, q, config())[0] == "high"
     off = config().rerank.model_copy(update={"enabled": False})
     assert ranked_ids("default", corpus, q, config(rerank=off))[0] == "low"  # index order
+
+
+def bridge_corpus() -> Corpus:
+    return Corpus.build(
+        [
+            rec("bridge", "User's father is Piotr.", unit(1, 0, 0, 0), at=0, related=("target",)),
+            rec("target", "Piotr retired from teaching maths.", unit(0, 1, 0, 0), at=1),
+            rec("wen", "Wen retired from teaching maths.", unit(0, 1, 0.1, 0), at=2),
+            rec("ken", "Ken retired from teaching maths.", unit(0, 1, 0.2, 0), at=3),
+            rec("tea", "User likes tea.", unit(0, 0, 1, 0), at=4, related=("green",)),
+            rec("green", "User likes green tea.", unit(0, 0, 1, 0.1), at=5),
+        ],
+        DIM,
+    )
+
+
+def test_a_bridge_and_the_fact_it_names_rise_together_above_look_alikes() -> None:
+    corpus = bridge_corpus()
+    direct = np.asarray([0.5, 0.9, 0.9, 0.88, 0.8, 0.6], dtype=np.float32)
+    evidence = np.ones(corpus.size, dtype=bool)
+    final, _ = expand_links(corpus, direct, LinkConfig(support=1.0), 10, evidence)
+    order = [corpus.records[i].id for i in np.argsort(-final, kind="stable")]
+    assert order[:2] == ["bridge", "target"]  # each 0.5 + 0.9
+    # Two facts about the user lift each other only as linked memories always did.
+    assert final[5] == pytest.approx(max(0.6, 0.5 * 0.8 + 0.5 * 0.6))
+    # Without support the bridge stays below the look-alikes.
+    plain, _ = expand_links(corpus, direct, LinkConfig(support=0.0), 10, evidence)
+    assert plain[0] < plain[3]
+    assert plain[1] == direct[1]
+
+
+def test_support_needs_evidence_of_the_memorys_own() -> None:
+    corpus = bridge_corpus()
+    direct = np.asarray([0.5, 0.9, 0.9, 0.88, 0.8, 0.6], dtype=np.float32)
+    evidence = np.asarray([False, True, True, True, True, True])
+    final, _ = expand_links(corpus, direct, LinkConfig(support=1.0), 10, evidence)
+    assert final[0] < final[3]  # the bridge is off the question: no support
