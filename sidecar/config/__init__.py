@@ -63,6 +63,8 @@ from sidecar.config.write import (
     ExtractionConfig,
     HierarchyBuildConfig,
     RetentionConfig,
+    TaxonomyConfig,
+    TaxonomyTopic,
     WriteQueueConfig,
 )
 
@@ -101,6 +103,8 @@ __all__ = [
     "SidecarConfig",
     "StoreConfig",
     "StrategyName",
+    "TaxonomyConfig",
+    "TaxonomyTopic",
     "TieredConfig",
     "TopicConfig",
     "WriteQueueConfig",

@@ -118,6 +118,36 @@ class EnrichmentConfig(_Model):
     overview_chars: int = Field(default=600, ge=50, le=4000)
 
 
+class TaxonomyTopic(_Model):
+    """A topic of the taxonomy (``hierarchy.taxonomy.topics``)."""
+
+    #: What the topic covers, in a line: a fact is compared with its embedding.
+    description: str = Field(min_length=1, max_length=400)
+    #: Words that file a fact under the topic (compared as stemmed tokens).
+    keywords: list[str] = Field(default_factory=list, max_length=200)
+
+
+class TaxonomyConfig(_Model):
+    """Topics the write path files a fact under when no LLM named one
+    (``sidecar.memory.write.taxonomy``): a small built-in taxonomy (health, family,
+    relationships, work, education, food, travel, home, money, hobbies, pets,
+    technology, preferences, schedule), by keywords and by the fact's similarity to
+    each topic's description. A fact that fits none is filed as before (nearest
+    category, else "general")."""
+
+    #: File facts under taxonomy topics when the extraction gave none.
+    enabled: bool = True
+    #: Least score a topic needs: the fact's cosine to the description, plus
+    #: ``keyword_bonus`` when one of its keywords is among the fact's words.
+    min_score: float = Field(default=0.45, ge=-1, le=2)
+    #: What a keyword hit adds to a topic's score.
+    keyword_bonus: float = Field(default=0.25, ge=0, le=1)
+    #: Topics added to the built-in ones, or replacing one of the same name.
+    topics: dict[str, TaxonomyTopic] = Field(default_factory=dict)
+    #: Built-in topics left out (by name).
+    without: list[str] = Field(default_factory=list)
+
+
 class HierarchyBuildConfig(HierarchyBuildExperiments):
     """The per-user category tree the write path builds (``sidecar.memory.write.hierarchy``).
 
@@ -154,6 +184,8 @@ class HierarchyBuildConfig(HierarchyBuildExperiments):
     summary_keywords: int = Field(default=8, ge=1, le=50)
     #: Central members quoted in a category's summary.
     examples: int = Field(default=3, ge=0, le=10)
+    #: Topics for facts no LLM gave one.
+    taxonomy: TaxonomyConfig = TaxonomyConfig()
 
     @model_validator(mode="after")
     def _check_sizes(self) -> HierarchyBuildConfig:

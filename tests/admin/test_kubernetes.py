@@ -4,6 +4,7 @@ Envoy bootstrap. They are not applied to a cluster here."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -90,7 +91,11 @@ def test_every_file_parses_and_every_resource_is_listed(
     }
     (generated,) = kustomization["configMapGenerator"]
     assert generated["name"] == "memory-sidecar-config"
-    assert sorted(generated["files"]) == ["config/envoy.yaml", "config/sidecar.yaml"]
+    assert sorted(generated["files"]) == [
+        "config/envoy.yaml",
+        "config/jwks.json",
+        "config/sidecar.yaml",
+    ]
     volumes = objects[("Deployment", "llm-gateway")]["spec"]["template"]["spec"]["volumes"]
     assert {"name": "config", "configMap": {"name": "memory-sidecar-config"}} in volumes
 
@@ -145,6 +150,26 @@ def test_envoy_container_and_services_match_the_config(
     assert config.store.index == "FLAT"
 
 
+def test_envoy_verifies_tokens_with_the_mounted_public_keys(
+    config: SidecarConfig, objects: dict[tuple[str, str], Doc]
+) -> None:
+    # Client identity headers are never trusted: stripped, then set from the token.
+    assert config.envoy.strip_identity_headers
+    assert config.envoy.jwt is not None
+    envoy = container(objects, "Deployment", "llm-gateway", "envoy")
+    mounts = {m["mountPath"]: m for m in envoy["volumeMounts"]}
+    assert mounts[config.envoy.jwt.jwks_file] == {
+        "name": "config",
+        "mountPath": config.envoy.jwt.jwks_file,
+        "subPath": "jwks.json",
+    }
+    keys = json.loads((DEPLOY / "config" / "jwks.json").read_text(encoding="utf-8"))["keys"]
+    assert keys
+    for key in keys:  # public halves only: no private exponent, no symmetric secret
+        assert key["kty"] == "RSA"
+        assert not {"d", "p", "q", "k"} & set(key)
+
+
 def test_secrets_are_the_documented_environment_overrides(
     objects: dict[tuple[str, str], Doc],
 ) -> None:
@@ -164,14 +189,23 @@ def test_secrets_are_the_documented_environment_overrides(
 
 @pytest.mark.e2e
 @pytest.mark.skipif(not (BIN_DIR / "envoy").exists(), reason="needs the Envoy binary")
-def test_envoy_accepts_the_kubernetes_bootstrap() -> None:
+def test_envoy_accepts_the_kubernetes_bootstrap(config: SidecarConfig, tmp_path: Path) -> None:
+    # The JWKS path is the container's; here it is the file the ConfigMap carries.
+    assert config.envoy.jwt is not None
+    bootstrap = tmp_path / "envoy.yaml"
+    bootstrap.write_text(
+        ENVOY_YAML.read_text(encoding="utf-8").replace(
+            config.envoy.jwt.jwks_file, str(DEPLOY / "config" / "jwks.json")
+        ),
+        encoding="utf-8",
+    )
     result = subprocess.run(
         [
             str(BIN_DIR / "envoy"),
             "--mode",
             "validate",
             "-c",
-            str(ENVOY_YAML),
+            str(bootstrap),
             "--disable-hot-restart",
             "--log-level",
             "warn",

@@ -11,7 +11,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sidecar.config import CacheConfig, EnrichmentConfig, HierarchyBuildConfig, StoreConfig
+from sidecar.config import (
+    CacheConfig,
+    EnrichmentConfig,
+    HierarchyBuildConfig,
+    StoreConfig,
+    TaxonomyConfig,
+)
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import MemoryRecord, NodeType, Status, content_hash, memory_id
 from sidecar.memory.read.corpus_cache import CorpusCache
@@ -125,9 +131,9 @@ class Harness:
         store = await MemoryStore.open(StoreConfig(uri=str(path)), embedder.dim, metrics)
         cache = CorpusCache(store, CacheConfig(), metrics)
         writes = gateway(store, cache)
-        hierarchy = Hierarchy(
-            store, writes, cache, embedder, config or HierarchyBuildConfig(schedule_s=0)
-        )
+        # The clustering path: no taxonomy topics unless the config asks for them.
+        no_taxonomy = HierarchyBuildConfig(schedule_s=0, taxonomy=TaxonomyConfig(enabled=False))
+        hierarchy = Hierarchy(store, writes, cache, embedder, config or no_taxonomy)
         return cls(
             store, cache, hierarchy, Enricher(cache, EnrichmentConfig(), hierarchy), embedder
         )

@@ -20,6 +20,10 @@ from sidecar.memory.model.vectors import Vector
 
 GENERAL_NAME = "general"
 TOPIC_SOURCE = "topic"
+#: Categories of the built-in taxonomy (:mod:`sidecar.memory.write.taxonomy`): named
+#: like topics and kept like them by ``evolve``, but not retrieval evidence (as
+#: evidence they cost LoCoMo recall, as clusters do; docs/design/named-topics.md).
+TAXONOMY_SOURCE = "taxonomy"
 #: Longest topic name kept (characters, after normalising).
 MAX_TOPIC_CHARS = 80
 
@@ -72,13 +76,31 @@ def topic_id(owner: str, name: str) -> str:
     return category_id(owner, "", "\x01" + topic_name(name).casefold())
 
 
+def taxonomy_id(owner: str, name: str) -> str:
+    """The id of ``owner``'s taxonomy category ``name`` (apart from a topic of the same
+    name: a seed neither topics nor keyword names produce)."""
+    return category_id(owner, "", "\x02" + topic_name(name).casefold())
+
+
 def is_topic(record: MemoryRecord | None) -> bool:
+    """A named topic (the extraction LLM's, an import's): retrieval evidence."""
     return record is not None and record.source == TOPIC_SOURCE
+
+
+def is_named(record: MemoryRecord | None) -> bool:
+    """A category whose name came with its memories (a topic or the taxonomy's):
+    ``evolve`` never merges two of them or renames one."""
+    return record is not None and record.source in (TOPIC_SOURCE, TAXONOMY_SOURCE)
 
 
 def topic_node(owner: str, name: str, vector: Vector, now: int) -> MemoryRecord:
     """A fresh topic category row (``evolve`` refreshes its summary and centroid)."""
     return _fresh_node(owner, topic_id(owner, name), name, vector, now, TOPIC_SOURCE)
+
+
+def taxonomy_node(owner: str, name: str, vector: Vector, now: int) -> MemoryRecord:
+    """A fresh taxonomy category row."""
+    return _fresh_node(owner, taxonomy_id(owner, name), name, vector, now, TAXONOMY_SOURCE)
 
 
 def leaves_under(root: str, children: Mapping[str, list[str]]) -> list[str]:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,12 +42,14 @@ from sidecar.memory.model.categories import (
     general_id,
     general_node,
     leaves_under,
+    taxonomy_id,
+    taxonomy_node,
     topic_id,
     topic_name,
     topic_node,
 )
 from sidecar.memory.model.records import MemoryRecord, NodeType, Scope, Status, as_vector, now_ms
-from sidecar.memory.model.vectors import Matrix, centroid, unit
+from sidecar.memory.model.vectors import Matrix, Vector, centroid, unit
 from sidecar.memory.read.corpus import Corpus
 from sidecar.memory.read.corpus_cache import CorpusCache
 from sidecar.memory.store.filters import build_filter
@@ -55,9 +57,15 @@ from sidecar.memory.store.milvus import MemoryStore
 from sidecar.memory.write.gateway import WriteGateway
 from sidecar.memory.write.hierarchy_plan import TreePlan, TreePlanner
 from sidecar.memory.write.locks import KeyedLocks, OwnerLock
+from sidecar.memory.write.taxonomy import TopicClassifier
 from sidecar.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
+
+#: A named category's id: (owner, name) -> id; and its fresh row:
+#: (owner, name, centroid, now) -> row.
+IdMaker = Callable[[str, str], str]
+NodeMaker = Callable[[str, str, Vector, int], MemoryRecord]
 
 _ID_BATCH = 500
 
@@ -102,6 +110,7 @@ class Hierarchy:
         self._cache = cache
         self._embedder = embedder
         self._config = config
+        self._taxonomy = TopicClassifier(embedder, config.taxonomy)
         #: ``evolve``'s lock per owner (across the host's workers when given so): one
         #: plan of an owner's tree at a time.
         self._locks = tree_locks or KeyedLocks()
@@ -133,9 +142,11 @@ class Hierarchy:
     ) -> list[MemoryRecord]:
         """``records`` filed under categories, plus the category nodes that have to be
         created ("general", named topics). ``topics`` maps memory ids to the topic
-        their writer named (the extraction LLM, an import): those are filed under the
-        owner's topic of that name (or the nearest of its subcategories). Counts and
-        centroids are refreshed lazily by ``evolve``."""
+        their writer named (the extraction LLM, an import); the others get the
+        taxonomy's topic when one fits (:mod:`sidecar.memory.write.taxonomy`). Those
+        are filed under the owner's topic of that name (or the nearest of its
+        subcategories); the rest under the nearest category. Counts and centroids
+        are refreshed lazily by ``evolve``."""
         if not records:
             return []
         corpus = await self._cache.corpus(Scope(owner))
@@ -146,12 +157,22 @@ class Hierarchy:
             and record.status == Status.ACTIVE
             and (name := topic_name((topics or {}).get(record.id, "")))
         }
+        unnamed = [
+            r
+            for r in records
+            if r.id not in named and r.node_type == NodeType.MEMORY and r.status == Status.ACTIVE
+        ]
+        classified = await self._taxonomy.classify(unnamed) if unnamed else {}
         out: list[MemoryRecord] = []
-        if named:
-            out = _file_topics(owner, [r for r in records if r.id in named], named, corpus)
-            records = [r for r in records if r.id not in named]
-        if named and self._config.schedule_s > 0:
-            self._pending[owner] = self._pending.get(owner, 0) + len(named)
+        kinds = ((named, topic_id, topic_node), (classified, taxonomy_id, taxonomy_node))
+        for names, ident, node in kinds:
+            if names:
+                mine = [r for r in records if r.id in names]
+                out += _file_named(owner, mine, names, corpus, ident, node)
+                records = [r for r in records if r.id not in names]
+        filed = len(named) + len(classified)
+        if filed and self._config.schedule_s > 0:
+            self._pending[owner] = self._pending.get(owner, 0) + filed
         return out + (await self._assign_nearest(owner, records, corpus) if records else [])
 
     async def _assign_nearest(
@@ -321,11 +342,17 @@ class Hierarchy:
         await cancel_and_wait(task)
 
 
-def _file_topics(
-    owner: str, records: Sequence[MemoryRecord], named: Mapping[str, str], corpus: Corpus
+def _file_named(
+    owner: str,
+    records: Sequence[MemoryRecord],
+    named: Mapping[str, str],
+    corpus: Corpus,
+    ident: IdMaker,
+    node: NodeMaker,
 ) -> list[MemoryRecord]:
-    """``records`` filed under their named topics: the topic row itself, or the
-    nearest leaf under it once ``evolve`` has split it; new topic rows appended."""
+    """``records`` filed under their named categories (topics, or the taxonomy's):
+    the category row itself, or the nearest leaf under it once ``evolve`` has split
+    it; new category rows (made by ``node``) appended."""
     existing = {c.id: c for c in corpus.categories if c.user_id == owner}
     children: dict[str, list[str]] = {}
     for category in existing.values():
@@ -333,7 +360,7 @@ def _file_topics(
     by_topic: dict[str, list[MemoryRecord]] = {}
     names: dict[str, str] = {}
     for record in records:
-        tid = topic_id(owner, named[record.id])
+        tid = ident(owner, named[record.id])
         by_topic.setdefault(tid, []).append(record)
         names.setdefault(tid, named[record.id])
     out: list[MemoryRecord] = []
@@ -353,7 +380,7 @@ def _file_topics(
                 [r.embedding for r in members if r.embedding is not None], dtype=np.float32
             )
             if len(vectors):
-                out.append(topic_node(owner, names[tid], centroid(vectors), now))
+                out.append(node(owner, names[tid], centroid(vectors), now))
     return out
 
 

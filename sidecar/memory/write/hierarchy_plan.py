@@ -40,7 +40,7 @@ from sidecar.memory.model.categories import (
     category_id,
     differs,
     general_id,
-    is_topic,
+    is_named,
     summary_text,
 )
 from sidecar.memory.model.records import MemoryRecord, NodeType, Status, as_vector, content_hash
@@ -280,7 +280,7 @@ class TreePlanner:
             changed = True
 
     def _topic(self, cid: str) -> bool:
-        return is_topic(self._nodes[cid].record)
+        return is_named(self._nodes[cid].record)
 
     def _closest_pair(self, groups: dict[str, list[str]]) -> tuple[str, str] | None:
         best: tuple[float, str, str] | None = None
