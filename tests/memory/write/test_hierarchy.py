@@ -14,9 +14,10 @@ import pytest
 
 from sidecar.config import HierarchyBuildConfig
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.categories import category_id, general_id
-from sidecar.memory.model.records import MemoryRecord, NodeType, Status, Visibility
+from sidecar.memory.model.categories import TAXONOMY_SOURCE, category_id, general_id, taxonomy_id
+from sidecar.memory.model.records import MemoryRecord, NodeType, Scope, Status, Visibility
 from sidecar.memory.model.vectors import centroid
+from sidecar.memory.read.retrieval.topics import TopicGroups
 from sidecar.memory.write.clustering import split_clusters
 from sidecar.memory.write.hierarchy import Hierarchy
 from sidecar.memory.write.hierarchy_plan import TreePlan, TreePlanner
@@ -360,3 +361,41 @@ def test_planner_repairs_orphans_and_cycles() -> None:
     assert set(plan.moves.values()) == {general_id("u")}  # orphans filed in "general"
     assert {r.id for r in plan.superseded} == {"ca", "cb"}  # empty: superseded, not deleted
     assert [c.id for c in plan.categories] == [general_id("u")]
+
+
+async def test_facts_no_llm_named_are_filed_under_taxonomy_categories(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    harness = await Harness.open(tmp_path / "t.db", embedder, HierarchyBuildConfig(schedule_s=0))
+    try:
+        pasta = TOPICS["cooking"][0]
+        await harness.write(
+            "alice", interleaved(), topic=lambda t: "music" if "guitar" in t else ""
+        )
+        categories = {c.id: c for c in await harness.categories("alice")}
+        food = taxonomy_id("alice", "food")
+        assert categories[food].source == TAXONOMY_SOURCE
+        assert categories[food].abstract == "food"
+        filed = {m.content: m.category_id for m in await harness.memories("alice")}
+        assert filed[pasta] == food
+        # A topic the writer named stays a topic (retrieval evidence); the taxonomy's
+        # categories are not evidence.
+        guitar = next(t for t in TOPICS["music"] if "guitar" in t)
+        assert categories[filed[guitar]].source == "topic"
+        corpus = await harness.cache.corpus(Scope("alice"))
+        evidence = TopicGroups.of(corpus, "alice").groups
+        members = {corpus.records[i].content for group in evidence for i in group}
+        assert pasta not in members
+        assert guitar in members
+        # evolve keeps a taxonomy category's name and row.
+        await harness.hierarchy.evolve("alice")
+        after = {c.id: c for c in await harness.categories("alice")}
+        assert after[food].abstract == "food"
+        assert after[food].source == TAXONOMY_SOURCE
+    finally:
+        await harness.close()
+
+
+async def test_the_taxonomy_files_nothing_when_off(harness: Harness) -> None:
+    await harness.write("alice", interleaved())
+    assert not any(c.source == TAXONOMY_SOURCE for c in await harness.categories("alice"))
