@@ -164,7 +164,12 @@ async def test_category_moves_reach_the_other_workers_cache_at_its_next_refresh(
     # Refreshes re-read rows written within the clock skew: none here, so only the
     # marker can bring the moves in.
     monkeypatch.setattr(corpus_cache, "CLOCK_SKEW_MS", 0)
-    async with concurrency.two_workers(tmp_path, embedder) as (first, second):
+    # Filed by clustering alone (no taxonomy topics), so evolve has memories to move.
+    clustering_only = {"schedule_s": 0, "taxonomy": {"enabled": False}}
+    async with concurrency.two_workers(tmp_path, embedder, hierarchy=clustering_only) as (
+        first,
+        second,
+    ):
         turns = [
             replace(concurrency.make_turn("tree", i, [s]), created_at=now_ms())
             for i, s in enumerate(concurrency.SENTENCES)

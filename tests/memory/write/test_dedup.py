@@ -19,6 +19,7 @@ from sidecar.errors import LLMUnavailable
 from sidecar.memory.embedding.protocol import Embedder, Vectors
 from sidecar.memory.model.embedding_text import embedding_text
 from sidecar.memory.model.records import Scope, Status, now_ms
+from sidecar.memory.model.taxonomy import BUILTIN_TOPICS
 from sidecar.memory.model.turns import Turn
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.write.dedup import (
@@ -296,18 +297,20 @@ async def test_update_keeps_the_richer_wording_and_reembeds(
 
 
 class CountingEmbedder:
-    """The suite's embedder, remembering what it was asked to embed."""
+    """The suite's embedder, remembering what it was asked to embed (the taxonomy's
+    topic descriptions, embedded once per process, left out)."""
 
     def __init__(self, inner: Embedder) -> None:
         self.inner = inner
         self.texts: list[str] = []
+        self._descriptions = {t.description for t in BUILTIN_TOPICS}
 
     @property
     def dim(self) -> int:
         return self.inner.dim
 
     async def embed(self, texts: Sequence[str], *, urgent: bool = False) -> Vectors:
-        self.texts.extend(texts)
+        self.texts.extend(t for t in texts if t not in self._descriptions)
         return await self.inner.embed(texts, urgent=urgent)
 
     async def close(self) -> None:
