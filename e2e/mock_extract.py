@@ -20,6 +20,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from e2e.mock_protocol import flatten_content, request_messages
+from sidecar.memory.model.entities import named_subject
 
 # ---------------------------------------------------------------------------
 # The "extract" task: rule-based fact extraction from the user's turn
@@ -266,6 +267,10 @@ def _sentence_fact(raw: str) -> dict[str, Any] | None:
     if words[0] in _REQUEST_STARTS:
         return None
     if not _FIRST_PERSON.intersection(words):
+        # News about someone or something the user names, under their name (the
+        # sidecar keeps it only when another fact says who they are to the user).
+        if named_subject(sentence) is not None:
+            return _fact(sentence + ".", "semantic")
         return None
     kind = "procedural" if _PROCEDURAL_RE.search(sentence) else "semantic"
     return _fact(third_person(sentence), kind)

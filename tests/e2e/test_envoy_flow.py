@@ -282,6 +282,16 @@ def test_memories_users_can_trust(stack: Stack) -> None:
     # A negation is kept.
     seen = injected_after(stack, new_user("sober"), ["No booze for me, ever."], "Any drinks?")
     assert "No booze for User" in seen
+    # Two hops: the sister is Ana, and Ana's news is found through her.
+    seen = injected_after(
+        stack,
+        new_user("sister"),
+        ["My sister is Ana.", "Ana just moved to Porto!", "Marco moved to Lyon."],
+        "Where does my sister live these days?",
+    )
+    assert "sister is Ana" in seen
+    assert "Ana just moved to Porto" in seen
+    assert "Marco" not in seen  # nobody the user's facts name: never stored
 
 
 def upstream_messages(stack: Stack, marker: str) -> list[dict[str, Any]]:

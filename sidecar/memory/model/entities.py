@@ -31,7 +31,7 @@ _CONTRACTION = re.compile(r"['’](?:re|ve|ll|d|m|t)$|n['’]t$", re.IGNORECASE)
 #: Verbs that follow a subject in their plain form.
 _VERBS = frozenset(
     """is was are were has had have can could will would may might must should does did
-    do just also still never always recently now loves likes""".split()
+    do just also still never always recently now loves likes used got""".split()
 )
 _SENTENCE_END = (".", "!", "?", ":", ";", "\n", '"', "“", "(")
 #: Titles and articles that open a name without being part of it.
@@ -53,7 +53,10 @@ _OPENERS = STOPWORDS | frozenset(
     said saw came left felt knew thought told gave found became began bought brought
     built caught chose drove ate fell flew forgot grew heard held met paid ran rode
     sold sent sat slept spoke spent stood swam taught wore wrote broke quit can't
-    don't didn't won't isn't wasn't it's that's there's what's let's""".split()
+    don't didn't won't isn't wasn't it's that's there's what's let's never ever
+    one two three four five six seven eight nine ten eleven twelve twenty thirty
+    hundred thousand first second third last next few several many most some every
+    each both half another other""".split()
 )
 
 
@@ -81,13 +84,19 @@ def names(text: str) -> frozenset[str]:
                 len(words) == 1
                 and opens_sentence
                 and len(run) == 1
-                and not _verb_follows(text, end)
+                and (_ordinary(words[0]) or not _verb_follows(text, end))
             ):
                 opens_sentence = True
                 continue
             found.add(" ".join(words))
             opens_sentence = True  # the next run of this match follows a sentence end
     return frozenset(found)
+
+
+def _ordinary(word: str) -> bool:
+    """A sentence's first word that reads as an ordinary word, not a name: a verb or
+    adverb form ("Switched", "Living", "Really")."""
+    return len(word) > 4 and word.casefold().endswith(("ing", "ed", "ly"))
 
 
 def _runs(run: str, start: int) -> list[tuple[list[str], int]]:
@@ -115,7 +124,9 @@ def _verb_follows(text: str, end: int) -> bool:
     if match is None:
         return False
     word = match.group(1)
-    return word in _VERBS or (len(word) > 3 and word.endswith("s") and not word.endswith("ss"))
+    return word in _VERBS or (
+        len(word) > 3 and (word.endswith("ed") or (word.endswith("s") and not word.endswith("ss")))
+    )
 
 
 def mentions(text: str, name: str) -> bool:
@@ -153,3 +164,10 @@ def is_user_fact(text: str) -> bool:
     """Whether ``text`` is a fact about the user as the write path words them
     ("User …", "User's …"), rather than about someone or something else."""
     return text.startswith(("User ", "User's ", "User’s "))
+
+
+def named_subject(text: str) -> str | None:
+    """The proper name ``text`` opens with as its subject ("Ana" of "Ana lives in
+    Porto."; "Helix Labs" of "Helix Labs is based in Rotterdam."), if any."""
+    found = [n for n in names(text) if text.startswith(n)]
+    return max(found, key=len) if found else None

@@ -33,3 +33,7 @@ class Fact:
     #: The topic the extractor filed the fact under ("" = none: the category tree
     #: places it by similarity). See :mod:`sidecar.memory.model.categories`.
     topic: str = ""
+    #: The name the fact is about when it is about someone or something in the
+    #: user's life rather than the user ("Ana lives in Porto."): the write path
+    #: keeps it only when the user's own facts name them ("User's sister is Ana.").
+    about: str = ""

@@ -21,6 +21,7 @@ from sidecar.errors import LLMBadOutput, LLMError
 from sidecar.llm import ChatMessage, ChatModel, task_tag
 from sidecar.memory.model.categories import topic_name
 from sidecar.memory.model.directives import instructs_assistant
+from sidecar.memory.model.entities import named_subject
 from sidecar.memory.model.facts import shape
 from sidecar.memory.model.records import MemoryType
 from sidecar.memory.model.turns import Fact, Turn
@@ -29,7 +30,7 @@ from sidecar.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
-PROMPT_VERSION = 3
+PROMPT_VERSION = 4
 LLM_CONFIDENCE = 0.9
 MAX_FACT_CHARS = 500
 
@@ -43,7 +44,9 @@ questions and one-off requests.
 
 Every fact is one short, self-contained sentence about "User" (third person), in the
 canonical form of what it states ("User lives in Phoenix.", "User's sister is called
-Ana.", "User does not drink alcohol."), with names and details kept:
+Ana.", "User does not drink alcohol."), with names and details kept. News about a
+person, pet or thing of the user's life goes under their name ("Ana moved to
+Porto."); such a fact is kept only when another fact says who they are to the user:
 - keep the user's meaning exactly: negation and modality stay ("does not", "never",
   "no longer", "used to"); a request, question or greeting is never a fact;
 - a change states the new value, and the old one when the user names it ("User moved
@@ -68,6 +71,14 @@ Answer with JSON only:
  "durable": true}]}
 If there is nothing worth remembering, answer {"facts": []}."""
 )
+
+
+def _about(text: str) -> str:
+    """The named subject of an LLM fact that is not about the user at all ("Ana
+    moved to Porto."); "" for any fact that mentions the user."""
+    if "User" in text:
+        return ""
+    return named_subject(text) or ""
 
 
 def render_turn(turn: Turn, max_chars: int) -> str:
@@ -119,6 +130,7 @@ def parse_facts(value: Any, *, max_facts: int) -> list[Fact]:
                 LLM_CONFIDENCE,
                 "llm",
                 topic_name(topic) if isinstance(topic, str) else "",
+                about=_about(text),
             )
         )
         if len(facts) >= max_facts:

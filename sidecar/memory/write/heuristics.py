@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 
+from sidecar.memory.model.entities import named_subject
 from sidecar.memory.model.facts import shape
 from sidecar.memory.model.records import MemoryType
 from sidecar.memory.model.turns import Fact
@@ -337,6 +338,18 @@ def _statement(sentence: str) -> str | None:
     return None
 
 
+def _about_named(sentence: str) -> tuple[str, str] | None:
+    """(name, fact) for a statement whose subject is a proper name ("Ana just moved
+    to Porto."): kept by the writer only when the user's own facts name them."""
+    if _FIRST_PERSON.search(sentence):
+        return None
+    name = named_subject(sentence)
+    if name is None:
+        return None
+    text = " ".join(sentence.split()).rstrip(" .!") + "."
+    return name, _capitalised(text)
+
+
 def _joined(text: str) -> str:
     """``text`` as the second clause of a joined fact (its first letter lower-cased,
     unless it is "User")."""
@@ -380,6 +393,24 @@ def extract_heuristic(user_text: str, *, max_facts: int) -> list[Fact]:
             if text is None and facts and _LEADING_REFERENCE.match(sentence):
                 text = rewrite_first_person(sentence)  # "Her name's Ayesha": joined below
             if text is None:
+                named = _about_named(sentence)
+                if named is not None:
+                    about, text = named
+                    if _meaningful(text) and not _momentary(text):
+                        fact = Fact(
+                            text,
+                            MemoryType.SEMANTIC,
+                            0.4,
+                            HEURISTIC_CONFIDENCE,
+                            "heuristic",
+                            about=about,
+                        )
+                        key = fact.text.casefold()
+                        if key not in seen:
+                            seen.add(key)
+                            facts.append(fact)
+                        if len(facts) >= max_facts:
+                            break
                 continue
             if _BARE_CHANGE.search(text) and context and not _REQUEST_START.match(context):
                 # "Three weeks without a cigarette. I've quit for good."

@@ -14,6 +14,7 @@ import numpy.typing as npt
 from sidecar.config import ExtractionConfig
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.embedding_text import embedding_text
+from sidecar.memory.model.entities import is_user_fact, mentions, named_subject
 from sidecar.memory.model.facts import shape, slot_of
 from sidecar.memory.model.records import (
     MemoryRecord,
@@ -102,6 +103,25 @@ class MemoryWriter:
         async with self._writes.lock(turn.user_id):
             return await self._store_facts(turn, facts, config)
 
+    def _known_subjects(self, facts: list[Fact], corpus: Corpus, owner: str) -> list[Fact]:
+        """The facts, less those about someone or something (``Fact.about``) that no
+        fact of the user's relations names (stored or of this turn: "User's sister
+        is Ana."): "Ana lives in Porto." is worth keeping from a user whose sister
+        is Ana, not small talk about strangers or general knowledge about a place
+        the user lives in (counted as ``dropped_unknown_subject``)."""
+        if not any(f.about for f in facts):
+            return facts
+        own = [f.text for f in facts if _relates(f.text)]
+        own += [r.content for r in corpus.records if r.user_id == owner and _relates(r.content)]
+        kept: list[Fact] = []
+        for fact in facts:
+            name = fact.about
+            if name and not any(name in text and mentions(text, name) for text in own):
+                self._metrics.facts.labels(decision="dropped_unknown_subject").inc()
+                continue
+            kept.append(fact)
+        return kept
+
     def _clean_facts(self, facts: list[Fact]) -> list[Fact]:
         """Facts with clean text, invalid ones dropped (and counted)."""
         kept: list[Fact] = []
@@ -127,7 +147,6 @@ class MemoryWriter:
             # queue, a forget from the CLI): storing it would bring memories back.
             self._metrics.facts.labels(decision="dropped_forgotten").inc(len(facts))
             return WriteResult()
-        texts = [f.text for f in facts]
         scope = Scope(turn.user_id)
         if self._other_writers:
             # Another worker or replica may have written this owner's rows since the
@@ -135,6 +154,10 @@ class MemoryWriter:
             corpus = await self._cache.current(scope)
         else:
             corpus = await self._cache.corpus(scope)
+        facts = self._known_subjects(facts, corpus, turn.user_id)
+        if not facts:
+            return WriteResult()
+        texts = [f.text for f in facts]
         pending = _TurnRows(corpus, turn.user_id)
         vectors = await self._vectors(turn.user_id, texts, pending)
         result = WriteResult()
@@ -142,6 +165,18 @@ class MemoryWriter:
         merged: list[MemoryRecord] = []
         for fact, text, vector in zip(facts, texts, vectors, strict=True):
             candidates = pending.candidates(vector, config.dedup_candidates, shape(text).slot)
+            if fact.about:
+                # A fact about someone else restates or replaces only facts about them,
+                candidates = [
+                    c
+                    for c in candidates
+                    if not is_user_fact(c.text) and mentions(c.text, fact.about)
+                ]
+            elif is_user_fact(text):
+                # and a fact about the user never one about someone else.
+                candidates = [
+                    c for c in candidates if is_user_fact(c.text) or named_subject(c.text) is None
+                ]
             judgement = await self._judge.judge(text, candidates, config)
             if judgement.decision == Decision.NOOP:
                 merged.extend(_merged_row(turn, fact, text, vector, judgement, pending.get))
@@ -343,3 +378,10 @@ class _TurnRows:
             ]
             chosen.extend(sorted(same, key=lambda i: (-similarity[i], i)))
         return [Candidate(records[i].id, records[i].content, float(similarity[i])) for i in chosen]
+
+
+def _relates(text: str) -> bool:
+    """A fact about one of the user's relations ("User's sister is Ana.", "User's
+    dog is called Biscuit."): the names in it are people and things in the user's
+    life."""
+    return text.startswith(("User's ", "User’s "))

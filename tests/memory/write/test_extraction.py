@@ -237,11 +237,11 @@ def test_render_turn_is_what_the_mock_parses() -> None:
 
 
 def test_system_prompt_starts_with_the_versioned_task_tag() -> None:
-    assert PROMPT_VERSION == 3
-    assert SYSTEM_PROMPT.startswith("[memory-sidecar:extract v3]\n")
+    assert PROMPT_VERSION == 4
+    assert SYSTEM_PROMPT.startswith("[memory-sidecar:extract v4]\n")
     tag = parse_task_tag({"messages": [{"role": "system", "content": SYSTEM_PROMPT}]})
     assert tag is not None
-    assert (tag.task, tag.version) == ("extract", 3)
+    assert (tag.task, tag.version) == ("extract", 4)
 
 
 # -- FactExtractor against the mock LLM ----------------------------------------------------------
