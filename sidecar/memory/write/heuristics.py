@@ -338,16 +338,19 @@ def _statement(sentence: str) -> str | None:
     return None
 
 
-def _about_named(sentence: str) -> tuple[str, str] | None:
-    """(name, fact) for a statement whose subject is a proper name ("Ana just moved
-    to Porto."): kept by the writer only when the user's own facts name them."""
+def _named_fact(sentence: str) -> Fact | None:
+    """A statement whose subject is a proper name ("Ana just moved to Porto."), as a
+    fact about them (``about``): the writer keeps it only when a fact of the user's
+    relations names them. None for anything else, or a state of the moment."""
     if _FIRST_PERSON.search(sentence):
         return None
     name = named_subject(sentence)
     if name is None:
         return None
-    text = " ".join(sentence.split()).rstrip(" .!") + "."
-    return name, _capitalised(text)
+    text = _capitalised(" ".join(sentence.split()).rstrip(" .!") + ".")
+    if not _meaningful(text) or _momentary(text):
+        return None
+    return Fact(text, MemoryType.SEMANTIC, 0.4, HEURISTIC_CONFIDENCE, "heuristic", about=name)
 
 
 def _joined(text: str) -> str:
@@ -380,6 +383,15 @@ def extract_heuristic(user_text: str, *, max_facts: int) -> list[Fact]:
     facts: list[Fact] = []
     seen: set[str] = set()
     before = ""  # the turn's previous statement, extracted or not (context)
+
+    def add(fact: Fact) -> bool:
+        """Keep ``fact`` unless the turn stated it already; True once ``max_facts``."""
+        key = fact.text.casefold()
+        if key not in seen:
+            seen.add(key)
+            facts.append(fact)
+        return len(facts) >= max_facts
+
     for raw in _SENTENCE.split(user_text):
         sentence = _prepare(raw)
         if len(sentence) < 6 or sentence.rstrip().endswith("?"):
@@ -393,24 +405,9 @@ def extract_heuristic(user_text: str, *, max_facts: int) -> list[Fact]:
             if text is None and facts and _LEADING_REFERENCE.match(sentence):
                 text = rewrite_first_person(sentence)  # "Her name's Ayesha": joined below
             if text is None:
-                named = _about_named(sentence)
-                if named is not None:
-                    about, text = named
-                    if _meaningful(text) and not _momentary(text):
-                        fact = Fact(
-                            text,
-                            MemoryType.SEMANTIC,
-                            0.4,
-                            HEURISTIC_CONFIDENCE,
-                            "heuristic",
-                            about=about,
-                        )
-                        key = fact.text.casefold()
-                        if key not in seen:
-                            seen.add(key)
-                            facts.append(fact)
-                        if len(facts) >= max_facts:
-                            break
+                named = _named_fact(sentence)
+                if named is not None and add(named):
+                    break
                 continue
             if _BARE_CHANGE.search(text) and context and not _REQUEST_START.match(context):
                 # "Three weeks without a cigarette. I've quit for good."
@@ -431,10 +428,6 @@ def extract_heuristic(user_text: str, *, max_facts: int) -> list[Fact]:
                 text = f"{previous.text[:-1]}; {_joined(text)}"
                 kind = previous.memory_type
             fact = Fact(text, kind, 0.5, HEURISTIC_CONFIDENCE, "heuristic")
-        key = fact.text.casefold()
-        if key not in seen:
-            seen.add(key)
-            facts.append(fact)
-        if len(facts) >= max_facts:
+        if add(fact):
             break
     return facts

@@ -5,7 +5,10 @@ both facts through the entity link between them."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
+
+import pytest
 
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import Scope
@@ -31,64 +34,57 @@ def test_the_heuristics_propose_facts_about_named_subjects() -> None:
     assert extract_heuristic("Monday was rough.", max_facts=3) == []
 
 
+@pytest.fixture
+async def components(tmp_path: Path, embedder: Embedder) -> AsyncIterator[Components]:
+    config = sidecar_config(tmp_path, hierarchy={"schedule_s": 0})
+    built = await Components.build(config, embedder=embedder)
+    yield built
+    await built.close()
+
+
 async def say(components: Components, user: str, text: str, at: int) -> None:
     turn = Turn(user_id=user, user_text=text, assistant_text="Noted.", created_at=at)
     await components.writer.write_turn(turn)
 
 
 async def test_a_fact_about_someone_the_user_named_is_kept_and_found_through_them(
-    tmp_path: Path, embedder: Embedder
+    components: Components,
 ) -> None:
-    config = sidecar_config(tmp_path, hierarchy={"schedule_s": 0})
-    components = await Components.build(config, embedder=embedder)
-    try:
-        await say(components, "u", "My sister is Ana.", 1)
-        await say(components, "u", "Ana just moved to Porto.", 2)
-        await say(components, "u", "Paris is lovely in spring.", 3)  # nobody the user named
-        await say(components, "u", "My dad is Piotr. Piotr retired from teaching maths.", 4)
-        rows = {r.content for r in await components.store.query(build_filter(owner="u"))}
-        assert rows == {
-            "User's sister is Ana.",
-            "Ana just moved to Porto.",
-            "User's dad is Piotr.",
-            "Piotr retired from teaching maths.",
-        }
-        dropped = components.metrics.value(
-            "memory_sidecar_facts_total", {"decision": "dropped_unknown_subject"}
-        )
-        assert dropped == 1
-        retrieval = components.config.defaults.retrieval
-        (query,) = await components.memory.embed(["Where does my sister live now?"], retrieval)
-        hits = await components.memory.search(query, Scope("u"), retrieval)
-        found = [h.record.content for h in hits]
-        assert {"User's sister is Ana.", "Ana just moved to Porto."} <= set(found[:3])
-    finally:
-        await components.close()
+    await say(components, "u", "My sister is Ana.", 1)
+    await say(components, "u", "Ana just moved to Porto.", 2)
+    await say(components, "u", "Paris is lovely in spring.", 3)  # nobody the user named
+    await say(components, "u", "My dad is Piotr. Piotr retired from teaching maths.", 4)
+    rows = {r.content for r in await components.store.query(build_filter(owner="u"))}
+    assert rows == {
+        "User's sister is Ana.",
+        "Ana just moved to Porto.",
+        "User's dad is Piotr.",
+        "Piotr retired from teaching maths.",
+    }
+    dropped = components.metrics.value(
+        "memory_sidecar_facts_total", {"decision": "dropped_unknown_subject"}
+    )
+    assert dropped == 1
+    retrieval = components.config.defaults.retrieval
+    (query,) = await components.memory.embed(["Where does my sister live now?"], retrieval)
+    hits = await components.memory.search(query, Scope("u"), retrieval)
+    found = [h.record.content for h in hits]
+    assert {"User's sister is Ana.", "Ana just moved to Porto."} <= set(found[:3])
 
 
-async def test_another_users_named_people_do_not_count(tmp_path: Path, embedder: Embedder) -> None:
-    config = sidecar_config(tmp_path, hierarchy={"schedule_s": 0})
-    components = await Components.build(config, embedder=embedder)
-    try:
-        await say(components, "a", "My sister is Ana.", 1)
-        await say(components, "b", "Ana just moved to Porto.", 2)
-        assert await components.store.query(build_filter(owner="b")) == []
-    finally:
-        await components.close()
+async def test_another_users_named_people_do_not_count(components: Components) -> None:
+    await say(components, "a", "My sister is Ana.", 1)
+    await say(components, "b", "Ana just moved to Porto.", 2)
+    assert await components.store.query(build_filter(owner="b")) == []
 
 
 async def test_a_move_of_the_users_never_replaces_one_of_someone_elses(
-    tmp_path: Path, embedder: Embedder
+    components: Components,
 ) -> None:
-    config = sidecar_config(tmp_path, hierarchy={"schedule_s": 0})
-    components = await Components.build(config, embedder=embedder)
-    try:
-        await say(components, "u", "My sister is Ana.", 1)
-        await say(components, "u", "Ana just moved to Porto.", 2)
-        await say(components, "u", "I just moved to Porto too.", 3)
-        rows = {r.content for r in await components.store.query(build_filter(owner="u"))}
-        assert "Ana just moved to Porto." in rows
-        assert "User's sister is Ana." in rows
-        assert any(r.startswith("User") and "Porto" in r for r in rows)
-    finally:
-        await components.close()
+    await say(components, "u", "My sister is Ana.", 1)
+    await say(components, "u", "Ana just moved to Porto.", 2)
+    await say(components, "u", "I just moved to Porto too.", 3)
+    rows = {r.content for r in await components.store.query(build_filter(owner="u"))}
+    assert "Ana just moved to Porto." in rows
+    assert "User's sister is Ana." in rows
+    assert any(r.startswith("User") and "Porto" in r for r in rows)
