@@ -64,9 +64,10 @@ class LinkConfig(_Model):
     blend: float = Field(default=0.5, ge=0, le=1)
     #: Score factor per further hop (see ``blend``).
     hop_decay: float = Field(default=0.8, gt=0, le=1)
-    #: Mutual support: a linked memory also scores ``own + support * referrer``
-    #: (times the hop decay) when that is more, so two memories that are each
-    #: relevant and linked (a bridge fact and the fact about the entity it names)
+    #: Mutual support along bridge links (a persisted link between a fact about the
+    #: user and one about someone or something else, one hop from a referrer): such
+    #: a memory with evidence of its own also scores ``own + support * referrer``
+    #: when that is more, so the bridge fact and the fact about the entity it names
     #: rise together above look-alikes nothing links to. 0 = off.
     support: float = Field(default=1.0, ge=0, le=1)
     #: At most this share of the top-k may be memories that rank there only

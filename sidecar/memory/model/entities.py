@@ -58,6 +58,8 @@ _OPENERS = STOPWORDS | frozenset(
     hundred thousand first second third last next few several many most some every
     each both half another other""".split()
 )
+#: What a sentence's first words are dropped for: openers, and words that are never names.
+_NOT_OPENING_NAMES = _OPENERS | _NEVER
 
 
 def names(text: str) -> frozenset[str]:
@@ -69,7 +71,7 @@ def names(text: str) -> frozenset[str]:
         for run, end in _runs(match.group(0), match.start()):
             words = [_bare(w) for w in run]
             if opens_sentence:
-                while words and words[0].casefold() in _OPENERS | _NEVER:
+                while words and words[0].casefold() in _NOT_OPENING_NAMES:
                     words.pop(0)
             while words and (words[0].casefold() in _LEADING or not words[0]):
                 words.pop(0)
@@ -156,8 +158,13 @@ def _bare(word: str) -> str:
 
 
 def _opens_sentence(text: str, start: int) -> bool:
-    before = text[:start].rstrip(" \t")
-    return not before or before.endswith(_SENTENCE_END)
+    """Whether ``start`` begins the text or follows a sentence end (spaces and tabs
+    between). Read backwards from ``start``: no copy of the text before it, which
+    made a long text with many names quadratic."""
+    i = start - 1
+    while i >= 0 and text[i] in " \t":
+        i -= 1
+    return i < 0 or text[i] in _SENTENCE_END
 
 
 def is_user_fact(text: str) -> bool:

@@ -154,8 +154,8 @@ class Enricher:
     ) -> None:
         """Link each new memory to at most ``max_entity_links`` of the owner's
         memories (new or stored) that name one of its entities, the most similar
-        first. Stored memories are found by substring first (one pass over their
-        text per name, in C), then checked as whole words."""
+        first. Stored memories are found by substring search (in C) per name, each
+        hit checked as a whole word (:func:`mentions`)."""
         config = self._config
         named = [names(r.content) for r in new]
         wanted = sorted(set().union(*named))
@@ -167,9 +167,7 @@ class Enricher:
         for name in wanted:
             found = [i for i, found_names in enumerate(named) if name in found_names]
             found.extend(
-                len(new) + j
-                for j, record in enumerate(existing)
-                if name in record.content and mentions(record.content, name)
+                len(new) + j for j, record in enumerate(existing) if mentions(record.content, name)
             )
             if 1 < len(found) <= most:
                 holders[name] = found

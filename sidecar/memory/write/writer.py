@@ -116,7 +116,7 @@ class MemoryWriter:
         kept: list[Fact] = []
         for fact in facts:
             name = fact.about
-            if name and not any(name in text and mentions(text, name) for text in own):
+            if name and not any(mentions(text, name) for text in own):
                 self._metrics.facts.labels(decision="dropped_unknown_subject").inc()
                 continue
             kept.append(fact)
