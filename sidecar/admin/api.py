@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from aiohttp import web
 
+from sidecar.admin.explain import Explained, ExplainOff
 from sidecar.admin.models import (
     ExportQuery,
     ImportQuery,
@@ -46,6 +47,7 @@ from sidecar.admin.transfer import ImportReport
 from sidecar.config import AdminConfig
 from sidecar.errors import EmbeddingError, InvalidInput, SidecarError, StoreError
 from sidecar.logs import clean_request_id, request_context
+from sidecar.memory.read.injections import Injection
 from sidecar.memory.store.filters import validate_identifier
 from sidecar.memory.write.consolidation import ConsolidationReport
 from sidecar.metrics import Metrics
@@ -93,6 +95,20 @@ class TokenAuth:
     @property
     def enabled(self) -> bool:
         return bool(self._grants)
+
+    @property
+    def grants(self) -> tuple[Grant, ...]:
+        """Every configured grant, in configuration order (``admin.token`` first)."""
+        return tuple(grant for _, grant in self._grants)
+
+    def fingerprint(self) -> bytes:
+        """A digest of every configured token and its scope: what console sessions
+        are signed with, so a changed token or scope invalidates them."""
+        digest = hashlib.sha256()
+        for secret, grant in self._grants:
+            digest.update(secret)
+            digest.update(repr((grant.name, grant.users)).encode())
+        return digest.digest()
 
     def authenticate(self, header: str | None) -> Grant | None:
         """The grant of the bearer token in ``header`` (None: missing or unknown)."""
@@ -189,6 +205,16 @@ class MemoryApi:
         self._admin = admin
         self._auth = TokenAuth(config)
         self._metrics = metrics
+        self.config = config
+
+    @property
+    def auth(self) -> TokenAuth:
+        return self._auth
+
+    @property
+    def service(self) -> MemoryAdmin | None:
+        """The admin service (None: no store to manage, every route answers 403)."""
+        return self._admin
 
     @property
     def enabled(self) -> bool:
@@ -215,6 +241,8 @@ class MemoryApi:
             ("POST", f"{users}/consolidate", "consolidate", self._consolidate, False),
             ("GET", f"{users}/export", "export", self._export, False),
             ("POST", f"{users}/import", "import", self._import, True),
+            ("GET", f"{users}/injections", "injections", self._injections, False),
+            ("GET", f"{users}/injections/{{request_id}}", "explain", self._explain, False),
         ]
         for method, path, operation, handler, all_users in routes:
             app.router.add_route(method, path, self._endpoint(operation, handler, all_users))
@@ -282,6 +310,8 @@ class MemoryApi:
             return _invalid(exc)
         except NotFound:
             return error_response(404, "not_found", "no such memory for this user")
+        except ExplainOff as exc:
+            return error_response(404, "explain_off", str(exc))
         except InvalidInput as exc:
             return error_response(400, "invalid_request", str(exc))
         except web.HTTPException:
@@ -376,11 +406,51 @@ class MemoryApi:
         await response.write_eof()
         return response
 
+    async def _injections(self, call: Call) -> web.StreamResponse:
+        items = self.admin.explanations.recent(call.user)
+        return web.json_response({"user": call.user, "items": [injection_json(i) for i in items]})
+
+    async def _explain(self, call: Call) -> web.StreamResponse:
+        request_id = call.request.match_info["request_id"]
+        explained = await self.admin.explanations.explain(call.user, request_id)
+        if explained is None:
+            return error_response(404, "not_found", "no such injection kept for this user")
+        return web.json_response(explained_json(explained))
+
     async def _import(self, call: Call) -> web.StreamResponse:
         query = parse(ImportQuery, call.query(), "query")
         body = await call.request.read()
         report = await self.admin.import_lines(call.user, body.splitlines(), reembed=query.reembed)
         return web.json_response(import_json(report))
+
+
+def injection_json(injection: Injection) -> dict[str, Any]:
+    return {
+        "request_id": injection.request_id,
+        "at": injection.at_ms,
+        "profile": injection.profile,
+        "query": injection.query,
+        "rewritten": injection.rewritten,
+        "deep_search": injection.deep,
+        "memories": [
+            {
+                "id": m.id,
+                "owner": m.owner,
+                "visibility": m.visibility,
+                "score": round(m.score, 6),
+                "via": m.via,
+                "signals": {k: round(v, 6) for k, v in m.signals.items()},
+            }
+            for m in injection.memories
+        ],
+    }
+
+
+def explained_json(explained: Explained) -> dict[str, Any]:
+    out = injection_json(explained.injection)
+    for entry, item in zip(explained.memories, out["memories"], strict=True):
+        item["memory"] = memory_json(entry.record) if entry.record is not None else None
+    return out
 
 
 def _invalid(exc: ValidationFailed) -> web.Response:

@@ -1,5 +1,6 @@
 """The HTTP admin listener: Prometheus metrics, liveness and readiness (always
-unauthenticated), and the memory admin API (:mod:`sidecar.admin.api`) when given."""
+unauthenticated), and the memory admin API (:mod:`sidecar.admin.api`) and its web
+console (:mod:`sidecar.admin.console`) when given."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from sidecar.admin.api import MAX_BODY_BYTES, MemoryApi
+from sidecar.admin.console.routes import Console
 from sidecar.config import AdminConfig
 from sidecar.metrics import Metrics
 
@@ -35,6 +37,8 @@ def build_admin_app(
     app.router.add_get("/ready", ready)
     if api is not None:
         api.register(app)
+        if api.config.console:
+            Console(api.service, api.auth, api.config, metrics).register(app)
     return app
 
 

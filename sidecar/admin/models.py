@@ -171,6 +171,7 @@ class ListQuery(_Request):
     #: ``all``: any status.
     status: StatusFilter = "active"
     memory_type: MemoryType | None = None
+    visibility: Visibility | None = None
     session_id: str | None = None
     category_id: str | None = None
     #: By creation time: ``desc`` newest first.

@@ -87,6 +87,56 @@ def _envelopes() -> dict[str, Any]:
                 },
             },
         },
+        "Injection": {
+            "type": "object",
+            "required": ["request_id", "at", "profile", "query", "rewritten", "memories"],
+            "properties": {
+                "request_id": {"type": "string"},
+                "at": {**integer, "description": "When, in ms since the epoch."},
+                "profile": {"type": "string"},
+                "query": {"type": "string", "description": "The message as searched."},
+                "rewritten": {
+                    "type": ["string", "null"],
+                    "description": "The follow-up rewritten into a self-contained query.",
+                },
+                "deep_search": {"type": ["string", "null"]},
+                "memories": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["id", "owner", "visibility", "score", "via", "signals"],
+                        "properties": {
+                            "id": {"type": "string"},
+                            "owner": {"type": "string"},
+                            "visibility": {"type": "string"},
+                            "score": {"type": "number"},
+                            "via": {
+                                "type": "string",
+                                "description": "direct, link, associative, deep",
+                            },
+                            "signals": {
+                                "type": "object",
+                                "additionalProperties": {"type": "number"},
+                                "description": "cosine, bm25, ngram, fused, support, ...",
+                            },
+                            "memory": {
+                                "anyOf": [memory, {"type": "null"}],
+                                "description": "The row now (one injection only; null: "
+                                "deleted or no longer readable by the user).",
+                            },
+                        },
+                    },
+                },
+            },
+        },
+        "Injections": {
+            "type": "object",
+            "required": ["user", "items"],
+            "properties": {
+                "user": {"type": "string"},
+                "items": {"type": "array", "items": _ref("Injection")},
+            },
+        },
         "MemoryPage": {
             "type": "object",
             "required": ["user", "total", "offset", "limit", "next_offset", "items"],
@@ -243,6 +293,13 @@ def build_openapi() -> dict[str, Any]:
         "required": True,
         "schema": {"type": "string", "minLength": 1, "maxLength": 64},
     }
+    request_id = {
+        "name": "request_id",
+        "in": "path",
+        "required": True,
+        "description": "The request's id (the x-memory-request-id response header).",
+        "schema": {"type": "string", "minLength": 1, "maxLength": 128},
+    }
     common = {
         "400": _error("Invalid input; `errors` lists every problem with its path."),
         "401": _error("No or an unknown bearer token."),
@@ -350,6 +407,24 @@ def build_openapi() -> dict[str, Any]:
                 "Export every row the user owns as JSON lines",
                 {"200": {"description": "JSON lines (MemoryLine).", "content": jsonl}},
                 params=[user, *_query_parameters(schemas["ExportQuery"])],
+            )
+        },
+        f"{base}/injections": {
+            "get": op(
+                "The user's last injections this process kept explained (route profiles "
+                "with injection.explain_last), newest first",
+                {"200": _json(_ref("Injections"), "Newest first.")},
+                params=[user],
+                extra={"404": _error("No profile keeps injections (explain_off).")},
+            )
+        },
+        f"{base}/injections/{{request_id}}": {
+            "get": op(
+                "Why a request's memories were injected: each memory with its score, "
+                "how it was found and its signals",
+                {"200": _json(_ref("Injection"), "The injection, memories in block order.")},
+                params=[user, request_id],
+                extra={"404": _error("Not kept for this user, or explain_off.")},
             )
         },
         f"{base}/import": {

@@ -22,6 +22,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from sidecar.admin.explain import Explanations
 from sidecar.admin.models import (
     ListQuery,
     MemoryInput,
@@ -47,6 +48,7 @@ from sidecar.memory.model.records import (
     now_ms,
 )
 from sidecar.memory.read.corpus_cache import CorpusCache
+from sidecar.memory.read.injections import InjectionLog
 from sidecar.memory.read.service import MemoryService
 from sidecar.memory.store.filters import build_filter, validate_identifier
 from sidecar.memory.store.milvus import MemoryStore
@@ -129,8 +131,11 @@ class MemoryAdmin:
         journal: TurnJournal | None = None,
         tree_lock: Callable[[str], OwnerLock] | None = None,
         consolidator: Consolidator | None = None,
+        injections: InjectionLog | None = None,
     ) -> None:
         self._config = config
+        #: This process's injections explained (None: no profile keeps them).
+        self.explanations = Explanations(store, injections)
         self._store = store
         self._embedder = embedder
         self._memory = memory
@@ -177,6 +182,7 @@ class MemoryAdmin:
             journal=journal,
             tree_lock=components.hierarchy.lock if components.hierarchy is not None else None,
             consolidator=components.consolidator,
+            injections=components.pipeline.caches.injections,
         )
 
     @property
@@ -205,6 +211,7 @@ class MemoryAdmin:
             name: str(value)
             for name, value in (
                 ("memory_type", query.memory_type),
+                ("visibility", query.visibility),
                 ("session_id", query.session_id),
                 ("category_id", query.category_id),
             )
@@ -216,6 +223,15 @@ class MemoryAdmin:
         window = rows[query.offset : query.offset + query.limit]
         return MemoryPage(window, len(rows), query.offset, query.limit)
 
+    async def categories(self, user: str) -> dict[str, str]:
+        """The user's categories: id -> name (L0), by name."""
+        owner = owner_id(user)
+        rows = await self._store.scan(
+            build_filter(owner=owner, node_type=NodeType.CATEGORY, status=None)
+        )
+        named = sorted((row.abstract or row.id, row.id) for row in rows)
+        return {cid: name for name, cid in named}
+
     async def get(self, user: str, memory: str, *, with_vector: bool = False) -> MemoryRecord:
         """The user's memory ``memory`` (any status); :class:`NotFound` otherwise."""
         owner = owner_id(user)
@@ -223,6 +239,16 @@ class MemoryAdmin:
         if found is None:
             raise NotFound(f"no memory {memory!r} for this user")
         return found
+
+    async def linked(self, user: str, record: MemoryRecord) -> list[MemoryRecord]:
+        """The user's memories ``record`` links to (any status but deleted)."""
+        owner = owner_id(user)
+        if not record.related_ids:
+            return []
+        ids = list(record.related_ids)
+        rows = await self._store.query(build_filter(owner=owner, ids=ids, status=None))
+        order = {rid: index for index, rid in enumerate(ids)}
+        return sorted(rows, key=lambda row: order.get(row.id, len(order)))
 
     async def _find(
         self, owner: str, memory: str, *, with_vector: bool = False

@@ -200,8 +200,16 @@ class InjectionConfig(_Model):
     debug_headers: bool = False
     #: Response header telling the client how many memories were injected ('' = none).
     response_header: str = "x-memory-injected"
+    #: Keep why each of a user's last N blocks was injected: the request id, the
+    #: query as searched and rewritten, each memory's id, score and signals. Kept in
+    #: this process's memory only, for the admin API and the console; never logged,
+    #: dropped when the user is forgotten. Private data: 0 (off) by default.
+    explain_last: int = Field(default=0, ge=0, le=1000)
+    #: Response header carrying the request id an explained injection is found by
+    #: ('' = none); sent only when the block was kept.
+    explain_header: str = "x-memory-request-id"
 
-    @field_validator("response_header")
+    @field_validator("response_header", "explain_header")
     @classmethod
     def _check_header(cls, value: str) -> str:
         return value if value == "" else _header_name(value)

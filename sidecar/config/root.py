@@ -181,3 +181,11 @@ class SidecarConfig(_Model):
 
     def profile_names(self) -> list[str]:
         return sorted({"default", *self.profiles})
+
+    @property
+    def explains_injections(self) -> bool:
+        """Whether some profile keeps its injections explained (``explain_last``)."""
+        return any(
+            profile is not None and profile.injection.explain_last > 0
+            for profile in map(self.profile, self.profile_names())
+        )

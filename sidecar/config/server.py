@@ -84,6 +84,15 @@ class AdminConfig(_Model):
     token: SecretStr | None = None
     #: Further tokens, each limited to some users.
     tokens: tuple[AdminToken, ...] = ()
+    #: Serve the memory console (web pages under ``/console/``) beside the API, with
+    #: the same tokens and scopes.
+    console: bool = True
+    #: Seconds a console sign-in lasts (a signed, HTTP-only cookie; the token itself
+    #: is never stored in the browser).
+    console_session_s: int = Field(default=8 * 3600, ge=60, le=7 * 24 * 3600)
+    #: Most users whose injections are kept explained (profiles with
+    #: ``injection.explain_last``); the least recently injected go first.
+    explain_max_users: int = Field(default=10_000, ge=1, le=10_000_000)
 
     _check_token = field_validator("token")(_check_admin_token)
 

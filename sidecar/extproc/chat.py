@@ -12,6 +12,7 @@ logs message content unless ``debug_content`` is on.
 from __future__ import annotations
 
 import logging
+import uuid
 from dataclasses import dataclass
 
 from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2 as pb
@@ -78,6 +79,7 @@ class ChatMemoryProcessor(Processor):
         self._request_id = ""
         self._user_text: str | None = None
         self._injected: int | None = None  # None: nothing attempted
+        self._explained = False  # why the block was injected is kept (explain_last)
         self._rewrite: RewriteResult | None = None
         self._deep: DeepReport | None = None
         self._collect = False  # collect the response for extraction
@@ -103,6 +105,8 @@ class ChatMemoryProcessor(Processor):
         headers = header_dict(message.headers)
         self._headers = headers
         self._request_id = headers.get("x-request-id", "")[:128]
+        if not self._request_id and self._profile.injection.explain_last:
+            self._request_id = uuid.uuid4().hex  # an explanation needs a name
         path = headers.get(":path", "").split("?", 1)[0]
         if path not in self._profile.paths:
             self._skip("other_path")
@@ -172,6 +176,7 @@ class ChatMemoryProcessor(Processor):
             profile=self._profile,
             profile_name=self._profile_name,
             session_key=identity.session_id or identity.user_id,
+            request_id=self._request_id,
         )
         try:
             found = await self._deps.memory.run(request_memory)
@@ -186,6 +191,7 @@ class ChatMemoryProcessor(Processor):
         if self._deps.debug_content and self._rewrite is not None and self._rewrite.changed:
             log.debug("rewrote request_id=%s query=%r", self._request_id, self._rewrite.query)
         self._injected = context.count
+        self._explained = bool(context.count and self._profile.injection.explain_last)
         self._metrics.injected.observe(context.count)
         self._metrics.requests.labels(profile=self._profile_name, outcome="retrieved").inc()
         if self._deps.debug_content:
@@ -221,6 +227,8 @@ class ChatMemoryProcessor(Processor):
         header = self._profile.injection.response_header
         if header and self._injected is not None:
             set_headers[header] = str(self._injected)
+        if self._explained and self._profile.injection.explain_header:
+            set_headers[self._profile.injection.explain_header] = self._request_id
         if self._profile.injection.debug_headers:
             if self._rewrite is not None:
                 set_headers["x-memory-rewrite"] = self._rewrite.header_value()

@@ -17,6 +17,7 @@ from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.model.records import Scope
 from sidecar.memory.read.corpus_cache import CorpusCache
 from sidecar.memory.read.deep_search import DeepSearcher
+from sidecar.memory.read.injections import InjectionLog
 from sidecar.memory.read.pipeline import QueryCaches, RequestPipeline
 from sidecar.memory.read.query_cache import QueryVectorCache
 from sidecar.memory.read.retrieval.registry import build_retrievers
@@ -129,7 +130,9 @@ class Components:
         # What the request path keeps of users' questions goes when a user is
         # forgotten, here or (over the relay) by a peer.
         caches = QueryCaches(
-            QueryRewriter(llm, metrics), QueryVectorCache.from_config(config.embedding)
+            QueryRewriter(llm, metrics),
+            QueryVectorCache.from_config(config.embedding),
+            InjectionLog(config.admin.explain_max_users) if config.explains_injections else None,
         )
         cache = CorpusCache(
             store,

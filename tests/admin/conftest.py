@@ -32,6 +32,7 @@ async def sidecar(
             "tokens": [{"token": SCOPED, "users": ["alice-*"], "name": "alice-team"}],
         },
         hierarchy={"schedule_s": 0},
+        defaults={"injection": {"explain_last": 5}},
     )
     async with running_sidecar(config, embedder) as server:
         yield server

@@ -16,7 +16,9 @@
 * **deep search** per ``deep_search.mode`` (own budget): a second, slower look when
   the primary results look weak (:mod:`sidecar.memory.read.deep_search`).
 * **assemble**: the block injected into the prompt, within ``injection.max_tokens``,
-  labelled with category names; the injected memories' accesses are recorded.
+  labelled with category names; the injected memories' accesses are recorded and,
+  where the profile keeps explanations (``injection.explain_last``), why each
+  memory is there (:mod:`sidecar.memory.read.injections`).
 
 :meth:`RequestPipeline.run` raises ``TimeoutError``, ``StoreError`` or
 ``EmbeddingError`` when the search cannot be done; the caller decides between
@@ -33,7 +35,7 @@ from typing import Protocol
 
 from sidecar.config import Profile, RetrievalConfig
 from sidecar.memory.model.directives import overrides_assistant
-from sidecar.memory.model.records import Hit, Scope
+from sidecar.memory.model.records import Hit, Scope, now_ms
 from sidecar.memory.model.text import valid_unicode
 from sidecar.memory.read.ambiguity import History
 from sidecar.memory.read.context import (
@@ -46,6 +48,7 @@ from sidecar.memory.read.corpus import Corpus
 from sidecar.memory.read.deep_ranking import PrimaryConfidence
 from sidecar.memory.read.deep_search import DeepReport, DeepResult, DeepSearcher
 from sidecar.memory.read.focus import focus_query, query_text
+from sidecar.memory.read.injections import InjectionLog, explain
 from sidecar.memory.read.query_cache import QueryVectorCache, RecentRankings, Vector
 from sidecar.memory.read.retrieval.base import Query, Retriever
 from sidecar.memory.read.retrieval.store_side import STORE_SIDE_STRATEGIES
@@ -79,6 +82,8 @@ class MemoryRequest:
     profile_name: str = ""
     #: Whose deep-search budget an escalation spends (``x-session-id``, else user).
     session_key: str = ""
+    #: The request's id (``x-request-id``): what an explanation is found by.
+    request_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,19 +98,28 @@ class RequestContext:
 
 
 class QueryCaches:
-    """What the request path keeps of a user's questions: their query vectors and
-    their rewrites. Forgetting a user (here, or a peer's forget over the cache relay)
-    drops both, so it is handed to the corpus cache as its user observer."""
+    """What the request path keeps of a user's questions: their query vectors, their
+    rewrites and, where kept, their injections explained. Forgetting a user (here,
+    or a peer's forget over the cache relay) drops all of it, so it is handed to the
+    corpus cache as its user observer."""
 
-    def __init__(self, rewriter: QueryRewriter, vectors: QueryVectorCache | None) -> None:
+    def __init__(
+        self,
+        rewriter: QueryRewriter,
+        vectors: QueryVectorCache | None,
+        injections: InjectionLog | None = None,
+    ) -> None:
         self.rewriter = rewriter
         self.vectors = vectors
+        self.injections = injections
 
     def forget_user(self, user_id: str) -> int:
         """Drop what is kept of ``user_id``'s questions; how many entries."""
         dropped = self.rewriter.forget(user_id)
         if self.vectors is not None:
             dropped += self.vectors.forget(user_id)
+        if self.injections is not None:
+            dropped += self.injections.forget_user(user_id)
         return dropped
 
 
@@ -152,7 +166,33 @@ class RequestPipeline:
         deep: DeepReport | None = None
         if request.profile.deep_search.mode != "off":
             hits, deep = await self.deep_search(queries[0], hits, request)
-        return RequestContext(self.assemble(hits, request), hits, rewrite, deep)
+        context = self.assemble(hits, request)
+        self._explain(request, context, rewrite, deep)
+        return RequestContext(context, hits, rewrite, deep)
+
+    def _explain(
+        self,
+        request: MemoryRequest,
+        context: MemoryContext,
+        rewrite: RewriteResult | None,
+        deep: DeepReport | None,
+    ) -> None:
+        """Keep why this block was injected, where the profile asks for it."""
+        keep = request.profile.injection.explain_last
+        log = self.caches.injections
+        if not keep or log is None or not context.count or not request.request_id:
+            return
+        injection = explain(
+            request_id=request.request_id,
+            at_ms=now_ms(),
+            profile=request.profile_name,
+            query=request.text,
+            rewritten=rewrite.query if rewrite is not None and rewrite.changed else None,
+            hits=context.hits,
+            groups=request.scope.group_ids,
+            deep=deep.header_value() if deep is not None else None,
+        )
+        log.record(request.scope.user_id, injection, keep)
 
     async def rewrite(self, request: MemoryRequest) -> RewriteResult | None:
         """The follow-up rewritten from the conversation (None: rewriting is off)."""
