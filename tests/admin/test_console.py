@@ -181,7 +181,8 @@ async def test_list_search_and_filters(
     status, page = await get(browser, f"/console/users/{user}")
     assert status == 200
     assert "3 of 3" in page
-    assert "penicillin" in page and "sourdough" in page
+    assert "penicillin" in page
+    assert "sourdough" in page
     assert "<script>alert" not in page
     assert "&lt;script&gt;alert" in page
     status, page = await get(browser, f"/console/users/{user}", q="what medicine must I avoid")
@@ -189,7 +190,8 @@ async def test_list_search_and_filters(
     assert page.index("penicillin") < page.index("sourdough") if "sourdough" in page else True
     assert "penicillin" in page
     status, page = await get(browser, f"/console/users/{user}", memory_type="procedural")
-    assert "sourdough" in page and "penicillin" not in page
+    assert "sourdough" in page
+    assert "penicillin" not in page
     status, page = await get(browser, f"/console/users/{user}", status="superseded")
     assert "No memories match." in page
     status, page = await get(browser, f"/console/users/{user}", status="nonsense")
@@ -210,7 +212,8 @@ async def test_a_memory_shows_its_history(
     assert status == 200
     assert "Lisbon" in page
     history = page[page.index("<h2>History") :]
-    assert "Berlin" in history and "superseded by the next" in history
+    assert "Berlin" in history
+    assert "superseded by the next" in history
     assert f"/console/users/{user}/memories/{old['id']}" in history
     status, page = await get(browser, f"/console/users/{user}/memories/{'0' * 32}")
     assert status == 404
@@ -314,7 +317,8 @@ async def test_an_injection_is_explained_then_forgotten(
     assert request_id in page
     status, page = await get(browser, f"/console/users/{user}/injections/{request_id}")
     assert status == 200
-    assert "shellfish" in page and "Which food allergies" in page
+    assert "shellfish" in page
+    assert "Which food allergies" in page
 
     status, _ = await call(http, "DELETE", base(user))
     assert status == 200
