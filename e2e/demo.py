@@ -1,14 +1,17 @@
 """The demo: start mock LLM, sidecar and Envoy; talk through Envoy; show what was
-injected; stop everything.
+injected; print the memory console's address and a sign-in token made for this run;
+stop everything (``--serve``: keep it all running for the console until Ctrl-C).
 
-    python -m e2e.demo [--workdir data/demo] [--keep]
+    python -m e2e.demo [--workdir data/demo] [--keep] [--serve]
 """
 
 from __future__ import annotations
 
 import argparse
+import secrets
 import shutil
 import sys
+import time
 from pathlib import Path
 
 from e2e.scenario import run_scenario
@@ -19,13 +22,32 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--workdir", type=Path, default=Path("data/demo"))
     parser.add_argument("--keep", action="store_true", help="keep the previous demo store")
+    parser.add_argument(
+        "--serve", action="store_true", help="keep running after the scenario (Ctrl-C stops)"
+    )
     args = parser.parse_args(argv)
     if args.workdir.exists() and not args.keep:
         shutil.rmtree(args.workdir)
+    token = secrets.token_urlsafe(24)
+    overrides = {
+        "admin": {"token": token},
+        # The console's "why was this injected?" (off by default: private data).
+        "defaults": {"injection": {"explain_last": 20}},
+    }
     print("starting mock LLM, sidecar and Envoy (loading the embedding model takes a few s)")
-    with running_stack(args.workdir) as stack:
+    with running_stack(args.workdir, config_overrides=overrides) as stack:
         print(f"Envoy listens on {stack.base_url} (full memory), /readonly/v1, /nomemory/v1")
         report = run_scenario(stack)
+        print(f"\nmemory console: {stack.sidecar_admin_url}/console/  (sign-in token: {token})")
+        if args.serve:
+            print("serving until Ctrl-C")
+            try:
+                while True:
+                    time.sleep(3600)
+            except KeyboardInterrupt:
+                pass
+        else:
+            print("(./scripts/demo.sh --serve keeps the stack running to browse it)")
         print("\nstopping")
     failed = report.failed
     print(f"\n{len(report.checks) - len(failed)}/{len(report.checks)} demo checks passed")

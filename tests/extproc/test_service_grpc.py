@@ -38,6 +38,7 @@ def make_config(tmp: Path) -> SidecarConfig:
             "readonly": {"extraction": {"enabled": False}},
             "closed": {"fail_open": False},
             "bodyuser": {"identity": {"allow_body_user": True}},
+            "explained": {"injection": {"explain_last": 3}},
         },
     )
 
@@ -113,6 +114,35 @@ async def test_injects_memories_and_reports_count(
     assert set_headers["content-length"] == str(len(reply.request_body.response.body_mutation.body))
     injected = msg.header_values(replies[2].response_headers.response.header_mutation)
     assert int(injected["x-memory-injected"]) >= 1
+
+
+async def test_an_explained_injection_is_named_in_the_response(
+    sidecar: Sidecar, channel: grpc.aio.Channel
+) -> None:
+    user = new_user()
+    await remember(sidecar, user, "I live in Berlin. I have two cats.")
+    asked = [
+        msg.request_headers(user=user, extra={"x-request-id": "req-explained-1"}),
+        msg.request_body(msg.chat_body("Where do I live?")),
+        msg.response_headers(),
+    ]
+    replies = await exchange(channel, asked, profile="explained")
+    headers = msg.header_values(replies[2].response_headers.response.header_mutation)
+    assert headers["x-memory-request-id"] == "req-explained-1"
+    log = sidecar.components.pipeline.caches.injections
+    assert log is not None
+    kept = log.find(user, "req-explained-1")
+    assert kept is not None
+    assert kept.query == "Where do I live?"
+    assert kept.profile == "explained"
+    assert kept.memories
+    assert all(m.owner == user for m in kept.memories)
+    # The default profile keeps nothing and names nothing.
+    asked[0] = msg.request_headers(user=user, extra={"x-request-id": "req-plain-1"})
+    replies = await exchange(channel, asked)
+    headers = msg.header_values(replies[2].response_headers.response.header_mutation)
+    assert "x-memory-request-id" not in headers
+    assert log.find(user, "req-plain-1") is None
 
 
 async def test_other_users_memories_never_injected(

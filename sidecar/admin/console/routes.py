@@ -19,7 +19,7 @@ from importlib import resources
 from aiohttp import web
 
 from sidecar.admin.api import DISABLED_MESSAGE, TokenAuth
-from sidecar.admin.console import views
+from sidecar.admin.console import injection_views, views
 from sidecar.admin.console.html import Markup, page, path
 from sidecar.admin.console.session import COOKIE, COOKIE_PATH, ConsoleSessions, Session
 from sidecar.admin.explain import ExplainOff
@@ -345,19 +345,19 @@ class Console:
         try:
             items = self.admin.explanations.recent(visit.user)
         except ExplainOff:
-            return visit.page("Injections", views.injections(visit.user, None))
-        return visit.page("Injections", views.injections(visit.user, items))
+            return visit.page("Injections", injection_views.injections(visit.user, None))
+        return visit.page("Injections", injection_views.injections(visit.user, items))
 
     async def _injection(self, visit: Visit) -> web.StreamResponse:
         request_id = visit.request.match_info["request_id"]
         try:
             explained = await self.admin.explanations.explain(visit.user, request_id)
         except ExplainOff:
-            return visit.page("Injections", views.injections(visit.user, None))
+            return visit.page("Injections", injection_views.injections(visit.user, None))
         if explained is None:
             message = "This process keeps no injection of that request for this user."
             return visit.page("Not found", views.problem(404, message), 404)
-        return visit.page("Injection", views.injection(visit.user, explained))
+        return visit.page("Injection", injection_views.injection(visit.user, explained))
 
 
 def _int(value: str) -> int:

@@ -17,10 +17,8 @@ from sidecar.admin.console.html import (
     tag,
     when,
 )
-from sidecar.admin.explain import Explained
 from sidecar.admin.service import ForgetReport, History, MemoryPage
 from sidecar.memory.model.records import Hit, MemoryRecord, MemoryType, Status, Visibility
-from sidecar.memory.read.injections import Injection
 
 #: A grant's users: every user, or exact ids and patterns.
 Users = Literal["*"] | tuple[str, ...]
@@ -420,90 +418,6 @@ def forget_done(report: ForgetReport) -> Markup:
                 role="status",
             ),
             tag("p", tag("a", "Back to users", href=path())),
-        ]
-    )
-
-
-def injections(user: str, items: Sequence[Injection] | None) -> Markup:
-    parts: list[object] = [
-        tag("h1", "Injections for ", tag("code", user)),
-        user_nav(user, "Injections"),
-    ]
-    if items is None:
-        parts.append(
-            tag(
-                "p",
-                "No route profile keeps its injections explained. Set injection.explain_last "
-                "(for example 20) on a profile to see why memories were injected.",
-                class_="sub",
-            )
-        )
-        return join(parts)
-    rows = [
-        [
-            tag("td", when(i.at_ms), class_="when"),
-            tag(
-                "a",
-                i.request_id,
-                href=path("users", user, "injections", i.request_id),
-                class_="mono",
-            ),
-            short(i.query, 120),
-            short(i.rewritten, 120) if i.rewritten else "—",
-            tag("td", str(len(i.memories)), class_="num"),
-        ]
-        for i in items
-    ]
-    parts.append(
-        tag("p", f"The last {len(items)} kept by this process, newest first.", class_="sub")
-    )
-    parts.append(table(["When", "Request", "Query", "Rewritten", "Memories"], rows, "Injections"))
-    return join(parts)
-
-
-def injection(user: str, explained: Explained) -> Markup:
-    kept = explained.injection
-    facts: list[tuple[str, object]] = [
-        ("Request", tag("code", kept.request_id)),
-        ("When", when(kept.at_ms)),
-        ("Route profile", kept.profile),
-        ("Searched for", kept.query),
-        ("Rewritten as", kept.rewritten or "— (used as asked)"),
-        ("Deep search", kept.deep or "—"),
-    ]
-    rows = []
-    for rank, entry in enumerate(explained.memories, 1):
-        why = entry.why
-        text: object = (
-            tag("a", short(entry.record.content), href=path("users", user, "memories", why.id))
-            if entry.record is not None and entry.record.user_id == user
-            else (
-                short(entry.record.content)
-                if entry.record is not None
-                else tag("em", "gone (deleted or no longer shared)")
-            )
-        )
-        signals = ", ".join(f"{k} {v:.3f}" for k, v in why.signals.items()) or "—"
-        owner = "own" if why.owner == user else f"{why.visibility}, shared by {why.owner}"
-        rows.append(
-            [
-                tag("td", str(rank), class_="num"),
-                text,
-                tag("td", f"{why.score:.3f}", class_="num"),
-                why.via,
-                tag("td", signals, class_="signals"),
-                owner,
-            ]
-        )
-    return join(
-        [
-            tag("p", tag("a", "← Injections", href=path("users", user, "injections"))),
-            tag("h1", "Why these memories were injected"),
-            tag("dl", *(join([tag("dt", k), tag("dd", v)]) for k, v in facts), class_="facts"),
-            tag("h2", "In the block, in order"),
-            table(
-                ["#", "Memory", "Score", "Found by", "Signals", "Whose"], rows, "Injected memories"
-            ),
         ]
     )
 
