@@ -11,9 +11,8 @@ from typing import Any
 import promql_parser
 import pytest
 import yaml
-from prometheus_client.metrics import MetricWrapperBase
 
-from sidecar.metrics import Metrics
+from tests.support.series import exported
 
 RULES = Path(__file__).resolve().parents[1] / "deploy" / "prometheus" / "alerts.yaml"
 SERIES = re.compile(r"\b(memory_sidecar_\w+|envoy_http_ext_proc_\w+)(?:\{([^}]*)\})?")
@@ -23,19 +22,6 @@ ENVOY_SERIES = {
     name: {"envoy_http_conn_manager_prefix"}
     for name in ("envoy_http_ext_proc_failure_mode_allowed", "envoy_http_ext_proc_message_timeouts")
 }
-SUFFIXES = {"counter": ("_total",), "gauge": ("",), "histogram": ("_bucket", "_sum", "_count")}
-
-
-def exported() -> dict[str, set[str]]:
-    """Every series name the sidecar exports, with the label names it carries."""
-    series: dict[str, set[str]] = {}
-    for metric in vars(Metrics()).values():
-        if not isinstance(metric, MetricWrapperBase):
-            continue
-        for suffix in SUFFIXES[metric._type]:
-            labels = set(metric._labelnames) | ({"le"} if suffix == "_bucket" else set())
-            series[metric._name + suffix] = labels
-    return series
 
 
 def rules() -> list[dict[str, Any]]:
