@@ -36,9 +36,13 @@ from selenium import webdriver  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
+from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
+from selenium.webdriver.support import expected_conditions  # noqa: E402
+from selenium.webdriver.support.wait import WebDriverWait  # noqa: E402
 
 ADMIN = "console-e2e-admin-token-0123456789"
 SCOPED = "console-e2e-team-token-0123456789"
+FORGET = "//button[normalize-space()='Forget this user']"
 SHOTS = os.environ.get("SIDECAR_CONSOLE_SCREENSHOTS", "")
 
 
@@ -108,6 +112,16 @@ def tell(stack: Stack, user: str, *said: str) -> None:
         assert stack.wait_turns_written(before + 1)
 
 
+def navigate(browser: WebDriver, element: WebElement, *, submit: bool = False) -> None:
+    """Click ``element`` (or submit its form) and wait for the next page."""
+    page = browser.find_element(By.TAG_NAME, "html")
+    if submit:
+        element.submit()
+    else:
+        element.click()
+    WebDriverWait(browser, 15).until(expected_conditions.staleness_of(page))
+
+
 def sign_in(browser: WebDriver, stack: Stack, token: str) -> None:
     browser.delete_all_cookies()
     browser.get(f"{stack.sidecar_admin_url}/console/")
@@ -115,7 +129,7 @@ def sign_in(browser: WebDriver, stack: Stack, token: str) -> None:
     field = browser.find_element(By.ID, "token")
     assert field.get_attribute("type") == "password"
     field.send_keys(token)
-    browser.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+    navigate(browser, browser.find_element(By.CSS_SELECTOR, "form button[type=submit]"))
     assert browser.current_url.endswith("/console/")
     assert "Signed in" in browser.find_element(By.TAG_NAME, "header").text
 
@@ -123,7 +137,7 @@ def sign_in(browser: WebDriver, stack: Stack, token: str) -> None:
 def open_user(browser: WebDriver, user: str) -> None:
     field = browser.find_element(By.ID, "user")
     field.send_keys(user)
-    field.submit()
+    navigate(browser, field, submit=True)
     assert browser.current_url.endswith(f"/console/users/{user}")
 
 
@@ -139,7 +153,7 @@ def test_without_a_token_the_console_asks_to_sign_in(browser: WebDriver, stack: 
     assert "Admin token" in label.text
     shot(browser, "login")
     browser.find_element(By.ID, "token").send_keys("wrong-token")
-    browser.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+    navigate(browser, browser.find_element(By.CSS_SELECTOR, "form button[type=submit]"))
     assert "not valid" in main_text(browser)
 
 
@@ -162,14 +176,14 @@ def test_list_search_history_delete_and_forget(browser: WebDriver, stack: Stack)
 
     search = browser.find_element(By.ID, "f-q")
     search.send_keys("which medicine should I avoid")
-    search.submit()
+    navigate(browser, search, submit=True)
     rows = browser.find_elements(By.CSS_SELECTOR, "tbody tr")
     assert rows
     assert "penicillin" in rows[0].text
 
     # The new home, its history: the old one superseded by it.
     browser.get(f"{stack.sidecar_admin_url}/console/users/{user}")
-    browser.find_element(By.PARTIAL_LINK_TEXT, "Phoenix").click()
+    navigate(browser, browser.find_element(By.PARTIAL_LINK_TEXT, "Phoenix"))
     history = browser.find_element(By.CSS_SELECTOR, "ol.history").text
     assert "Minneapolis" in history
     assert "superseded" in history
@@ -177,18 +191,20 @@ def test_list_search_history_delete_and_forget(browser: WebDriver, stack: Stack)
 
     # Delete the dog memory.
     browser.get(f"{stack.sidecar_admin_url}/console/users/{user}")
-    browser.find_element(By.PARTIAL_LINK_TEXT, "dog").click()
-    browser.find_element(By.XPATH, "//button[normalize-space()='Delete this memory']").click()
+    navigate(browser, browser.find_element(By.PARTIAL_LINK_TEXT, "dog"))
+    navigate(
+        browser, browser.find_element(By.XPATH, "//button[normalize-space()='Delete this memory']")
+    )
     assert "The memory was deleted." in main_text(browser)
     assert "dog" not in main_text(browser)
 
     # Forget: the confirmation needs the user id typed.
-    browser.find_element(By.LINK_TEXT, "Forget this user").click()
+    navigate(browser, browser.find_element(By.LINK_TEXT, "Forget this user"))
     browser.find_element(By.ID, "confirm").send_keys("not-the-user")
-    browser.find_element(By.XPATH, "//button[normalize-space()='Forget this user']").click()
+    navigate(browser, browser.find_element(By.XPATH, FORGET))
     assert "nothing was deleted" in main_text(browser)
     browser.find_element(By.ID, "confirm").send_keys(user)
-    browser.find_element(By.XPATH, "//button[normalize-space()='Forget this user']").click()
+    navigate(browser, browser.find_element(By.XPATH, FORGET))
     assert "Forgotten" in main_text(browser)
     browser.get(f"{stack.sidecar_admin_url}/console/users/{user}?status=all")
     assert "No memories match." in main_text(browser)
@@ -217,7 +233,7 @@ def test_an_injection_is_explained_after_a_request_through_envoy(
     request_id = headers["x-memory-request-id"]
     sign_in(browser, stack, ADMIN)
     browser.get(f"{stack.sidecar_admin_url}/console/users/{user}/injections")
-    browser.find_element(By.LINK_TEXT, request_id).click()
+    navigate(browser, browser.find_element(By.LINK_TEXT, request_id))
     page = main_text(browser)
     assert "Which foods should I avoid?" in page
     rows = browser.find_elements(By.CSS_SELECTOR, "tbody tr")
