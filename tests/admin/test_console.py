@@ -307,7 +307,9 @@ async def test_an_injection_is_explained_then_forgotten(
     assert first["id"] == memory
     assert first["memory"]["content"] == "I am allergic to shellfish."
     assert first["via"] == "direct"
-    assert first["signals"]  # the evidence that gave the score
+    # The evidence, then the score after each stage of `default` that changed it.
+    assert list(first["signals"])[:4] == ["cosine", "bm25", "lexical", "ngram"]
+    assert first["signals"]["rerank"] == first["score"]
     assert explained["query"] == "Which food allergies do I have?"
     status, _ = await call(http, "GET", f"{base(new_user())}/injections/{request_id}")
     assert status == 404  # another user's request is not found

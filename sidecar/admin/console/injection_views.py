@@ -93,11 +93,13 @@ def injection(user: str, explained: Explained) -> Markup:
             ),
             tag(
                 "p",
-                "Score: the route's strategy's final score (fused ranks, re-ranking, link "
-                "support). Signals: cosine similarity to the query, BM25 (and its share of "
-                "the best possible, lexical), character n-gram overlap and, where they "
-                "applied, link support, topic and re-rank scores. Found by: direct search, "
-                "a link from a found memory, associative expansion or deep search.",
+                "Score: the route's strategy's final score. Signals: cosine similarity to "
+                "the query, BM25 (lexical: its share of the best possible), character "
+                "n-gram overlap; then the score after each stage that changed it: fused "
+                "(the signals weighted together), topic (the user's named topics), links "
+                "(support from linked memories) and rerank (similarity, salience and "
+                "confidence). Found by: direct search, a link from a found memory, "
+                "associative expansion or deep search.",
                 class_="sub",
             ),
         ]

@@ -44,7 +44,7 @@ class InjectedMemory:
             visibility=str(hit.record.visibility),
             score=float(hit.score),
             via=hit.via,
-            signals=MappingProxyType({k: float(v) for k, v in sorted(hit.signals.items())}),
+            signals=MappingProxyType({k: float(v) for k, v in hit.signals.items()}),
         )
 
 

@@ -51,9 +51,13 @@ class Ranking:
     scores: Scores
     signals: Signals
     via: dict[int, str]
+    #: The score after each stage that ran (``fused``, ``topic``, ``links``,
+    #: ``rerank``): a hit's evidence names the stages that changed its score.
+    stages: tuple[tuple[str, Scores], ...] = ()
 
     def hits(self, corpus: Corpus, top_k: int) -> list[Hit]:
-        return make_hits(corpus, self.order[:top_k], self.scores, self.signals, self.via)
+        order = self.order[:top_k]
+        return make_hits(corpus, order, self.scores, self.signals, self.via, self.stages)
 
 
 class PipelineRetriever:
@@ -104,13 +108,16 @@ class PipelineRetriever:
             base, gate = signals.ngram, evidence_mask(signals, config)
         else:
             base, gate = fuse(signals, hybrid), evidence_mask(signals, config)
+        stages: list[tuple[str, Scores]] = [("fused", base)] if self._base == "fused" else []
         if self._topics is not None and user_id is not None:
             topics = self._topics.get(corpus, user_id)
             base, gate, _ = expand_topics(base, gate, topics, config.topics)
+            stages.append(("topic", base))
         scores: Scores = base
         via: dict[int, str] = {}
         if self._links:
             scores, via = expand_links(corpus, base, config.links, config.candidate_pool, gate)
+            stages.append(("links", scores))
         if self._associative == "on" or (
             self._associative == "config" and config.associative.enabled
         ):
@@ -124,9 +131,10 @@ class PipelineRetriever:
         order = top_indices(scores, max(config.candidate_pool, top_k), gate)
         if self._rerank and config.rerank.enabled:
             order, scores = _rerank(order, scores, corpus, config)
+            stages.append(("rerank", scores))
         if via:
             order = limit_link_share(order, base, via, top_k, config.links.max_share)
-        return Ranking(order, scores, signals, via)
+        return Ranking(order, scores, signals, via, tuple(stages) if len(stages) > 1 else ())
 
     async def retrieve(self, query: Query, ctx: SearchContext, top_k: int) -> list[Hit]:
         ranking = self.rank(query, ctx.corpus, ctx.config, top_k, ctx.scope.user_id)

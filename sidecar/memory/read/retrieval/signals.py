@@ -13,6 +13,7 @@ evidence gate (:func:`evidence_mask`) always uses the absolute signals.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -145,10 +146,20 @@ def make_hits(
     scores: Scores,
     signals: Signals | None = None,
     via: dict[int, str] | None = None,
+    stages: Sequence[tuple[str, Scores]] = (),
 ) -> list[Hit]:
+    """Hits for ``indices`` with their signals as evidence, then the score after each
+    of ``stages`` (named, in order): the first, and every later one that changed it."""
+    columns = [(name, values[indices].tolist()) for name, values in stages] if indices else []
     hits = []
-    for index in indices:
+    for j, index in enumerate(indices):
         evidence = signals.at(index) if signals is not None else {}
+        previous: float | None = None
+        for name, column in columns:
+            value = round(column[j], 6)
+            if value != previous:
+                evidence[name] = value
+            previous = value
         hits.append(
             Hit(
                 corpus.records[index],
