@@ -167,6 +167,31 @@ async def test_a_scoped_token_sees_only_its_users(
     assert listed["total"] == 1
 
 
+async def test_another_users_memory_is_not_found_through_the_console(
+    http: aiohttp.ClientSession, browser: aiohttp.ClientSession
+) -> None:
+    alice, bob = new_user("alice"), new_user("bob")
+    await add(http, alice, "Alice keeps bees.")
+    bobs = await add(http, bob, "Bob's locker code is 4417.")
+    await sign_in(browser)  # a token for every user: the path's user still decides
+    status, page = await get(browser, f"/console/users/{alice}/memories/{bobs}")
+    assert status == 404
+    assert "4417" not in page
+    token = await form_token(browser, f"/console/users/{alice}")
+    status, page, _ = await post(
+        browser, f"/console/users/{alice}/memories/{bobs}/delete", {"form_token": token}
+    )
+    assert status == 404
+    status, _ = await call(http, "GET", f"{base(bob)}/memories/{bobs}")
+    assert status == 200
+    # Crafted ids are ids like any other (quoted in every filter) or refused.
+    for crafted in ('x" || user_id != "y', "../admin", "a" * 300, "%00"):
+        status, page = await get(browser, f"/console/users/{crafted}", status="all")
+        assert status in (200, 400, 404), crafted
+        assert "4417" not in page
+        assert "bees" not in page
+
+
 # -- reading --------------------------------------------------------------------------
 
 
