@@ -91,8 +91,9 @@ class AdminConfig(_Model):
     #: is never stored in the browser).
     console_session_s: int = Field(default=8 * 3600, ge=60, le=7 * 24 * 3600)
     #: Most users whose injections are kept explained (profiles with
-    #: ``injection.explain_last``); the least recently injected go first.
-    explain_max_users: int = Field(default=10_000, ge=1, le=10_000_000)
+    #: ``injection.explain_last``); the least recently injected go first. An entry is
+    #: about 1 KB: memory is bounded by this × ``explain_last``.
+    explain_max_users: int = Field(default=1_000, ge=1, le=1_000_000)
 
     _check_token = field_validator("token")(_check_admin_token)
 

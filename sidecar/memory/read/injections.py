@@ -23,6 +23,10 @@ from types import MappingProxyType
 
 from sidecar.memory.model.records import Hit
 
+#: Longest query (and rewrite) kept per entry, in characters: an entry stays about
+#: 1 KB whatever the message, so the log's memory is bounded by users × entries.
+MAX_KEPT_CHARS = 500
+
 
 @dataclass(frozen=True, slots=True)
 class InjectedMemory:
@@ -55,7 +59,8 @@ class Injection:
     request_id: str
     at_ms: int
     profile: str
-    #: The latest user message as it was searched (a long one cut to its question).
+    #: The latest user message as it was searched (a long one cut to its question),
+    #: at most ``MAX_KEPT_CHARS``.
     query: str
     #: The self-contained query the rewriter made of a follow-up (None: unchanged).
     rewritten: str | None
@@ -128,8 +133,8 @@ def explain(
         request_id=request_id,
         at_ms=at_ms,
         profile=profile,
-        query=query,
-        rewritten=rewritten,
+        query=query[:MAX_KEPT_CHARS],
+        rewritten=rewritten[:MAX_KEPT_CHARS] if rewritten is not None else None,
         memories=tuple(InjectedMemory.of(hit) for hit in hits),
         groups=groups,
         deep=deep,

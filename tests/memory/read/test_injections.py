@@ -5,7 +5,7 @@ user's entries, and what an entry says of each memory."""
 from __future__ import annotations
 
 from sidecar.memory.model.records import Hit, MemoryRecord, Visibility
-from sidecar.memory.read.injections import InjectionLog, explain
+from sidecar.memory.read.injections import MAX_KEPT_CHARS, InjectionLog, explain
 
 
 def record(rid: str, owner: str = "u1", visibility: Visibility = Visibility.USER) -> MemoryRecord:
@@ -83,3 +83,12 @@ def test_an_entry_says_whose_memory_how_it_was_found_and_its_signals() -> None:
     assert dict(kept.memories[0].signals) == {"bm25": 0.2, "cosine": 0.61}
     assert kept.groups == ("team",)
     assert kept.rewritten == "q2"
+
+
+def test_a_long_query_is_kept_cut() -> None:
+    kept = explain(
+        request_id="r", at_ms=0, profile="p", query="q" * 5000, rewritten="w" * 5000, hits=()
+    )
+    assert len(kept.query) == MAX_KEPT_CHARS
+    assert kept.rewritten is not None
+    assert len(kept.rewritten) == MAX_KEPT_CHARS
