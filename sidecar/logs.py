@@ -89,7 +89,34 @@ def configure_logging(config: LoggingConfig) -> None:
     root.handlers[:] = [handler]
     root.setLevel(config.level)
     # Third-party chatter (and anything that might echo payloads) stays quiet.
-    for name in ("httpx", "httpx2", "openai", "pymilvus", "sentence_transformers", "transformers"):
+    for name in ("httpx", "httpx2", "openai", "sentence_transformers", "transformers"):
         logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLevelName(config.level)))
+    _quiet_pymilvus(config)
     # aiohttp's access log would print admin URLs (user ids); the admin API logs itself.
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+
+
+#: pymilvus' loggers: its import gives them a handler of their own that prints every
+#: failed RPC, with a traceback, straight to stderr (thousands of lines a minute
+#: while a server is away, none of them JSON).
+PYMILVUS_LOGGERS = ("pymilvus", "pymilvus.milvus_client", "pymilvus.bulk_writer")
+
+
+def _quiet_pymilvus(config: LoggingConfig) -> None:
+    """Route pymilvus' records through the handler above, and keep them out unless
+    ``debug_content``: its RPC errors may quote a filter, and filters name users.
+    The store's failures are logged by the sidecar itself (the exception's type) and
+    counted (``store_errors_total``)."""
+    import pymilvus  # noqa: F401  (its import installs the handlers replaced here)
+
+    level = (
+        max(logging.WARNING, logging.getLevelName(config.level))
+        if config.debug_content
+        else logging.CRITICAL
+    )
+    for name in PYMILVUS_LOGGERS:
+        logger = logging.getLogger(name)
+        logger.handlers.clear()
+        logger.propagate = True
+        logger.setLevel(level)
+

@@ -21,7 +21,7 @@ import hmac
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, Literal
@@ -149,6 +149,51 @@ class Call:
             raise ValidationFailed([("body", "not valid JSON: nested too deep")]) from None
 
 
+WebHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def observed(metrics: Metrics, operation: str, handle: WebHandler) -> WebHandler:
+    """``handle`` with a request id (``x-request-id`` in and out, on every log line of
+    the call), counted by operation and status, and one log line (no content)."""
+
+    async def endpoint(request: web.Request) -> web.StreamResponse:
+        request_id = clean_request_id(request.headers.get("x-request-id"))
+        started = time.perf_counter()
+        with request_context(request_id):
+            response = await handle(request)
+            response.headers["x-request-id"] = request_id
+            metrics.admin_requests.labels(operation=operation, status=str(response.status)).inc()
+            log.info(
+                "admin %s status=%d ms=%.1f",
+                operation,
+                response.status,
+                (time.perf_counter() - started) * 1000,
+            )
+            return response
+
+    return endpoint
+
+
+async def stream_lines(request: web.Request, lines: AsyncIterator[str]) -> web.StreamResponse:
+    """An export's JSON lines as a download; a store error on the first line is
+    raised before any header goes out (so it can still become an error reply)."""
+    first = await anext(lines, None)
+    response = web.StreamResponse(
+        headers={
+            "Content-Type": "application/x-ndjson; charset=utf-8",
+            "Content-Disposition": 'attachment; filename="memories.jsonl"',
+            "Cache-Control": "no-store",
+        }
+    )
+    await response.prepare(request)
+    if first is not None:
+        await response.write(first.encode("utf-8"))
+        async for line in lines:
+            await response.write(line.encode("utf-8"))
+    await response.write_eof()
+    return response
+
+
 def error_response(status: int, code: str, message: str, **extra: Any) -> web.Response:
     return web.json_response({"error": code, "message": message, **extra}, status=status)
 
@@ -249,27 +294,11 @@ class MemoryApi:
 
     # -- the one wrapper: request id, auth, scope, validation, errors, metrics ----------
 
-    def _endpoint(
-        self, operation: str, handler: Handler, needs_all_users: bool
-    ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-        async def endpoint(request: web.Request) -> web.StreamResponse:
-            request_id = clean_request_id(request.headers.get("x-request-id"))
-            started = time.perf_counter()
-            with request_context(request_id):
-                response = await self._handle(request, operation, handler, needs_all_users)
-                response.headers["x-request-id"] = request_id
-                self._metrics.admin_requests.labels(
-                    operation=operation, status=str(response.status)
-                ).inc()
-                log.info(
-                    "admin %s status=%d ms=%.1f",
-                    operation,
-                    response.status,
-                    (time.perf_counter() - started) * 1000,
-                )
-                return response
+    def _endpoint(self, operation: str, handler: Handler, needs_all_users: bool) -> WebHandler:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            return await self._handle(request, operation, handler, needs_all_users)
 
-        return endpoint
+        return observed(self._metrics, operation, handle)
 
     async def _handle(
         self, request: web.Request, operation: str, handler: Handler, needs_all_users: bool
@@ -390,21 +419,9 @@ class MemoryApi:
 
     async def _export(self, call: Call) -> web.StreamResponse:
         query = parse(ExportQuery, call.query(), "query")
-        lines = self.admin.export(call.user, embeddings=query.embeddings)
-        first = await anext(lines, None)  # store errors surface before the headers go out
-        response = web.StreamResponse(
-            headers={
-                "Content-Type": "application/x-ndjson; charset=utf-8",
-                "Content-Disposition": 'attachment; filename="memories.jsonl"',
-            }
+        return await stream_lines(
+            call.request, self.admin.export(call.user, embeddings=query.embeddings)
         )
-        await response.prepare(call.request)
-        if first is not None:
-            await response.write(first.encode("utf-8"))
-            async for line in lines:
-                await response.write(line.encode("utf-8"))
-        await response.write_eof()
-        return response
 
     async def _injections(self, call: Call) -> web.StreamResponse:
         items = self.admin.explanations.recent(call.user)

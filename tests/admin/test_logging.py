@@ -148,3 +148,34 @@ def test_missing_request_ids_are_generated(given: str | None) -> None:
     generated = clean_request_id(given)
     assert generated.startswith("sc-")
     assert generated != clean_request_id(given)
+
+
+@pytest.mark.parametrize(
+    ("debug_content", "level"), [(False, logging.CRITICAL), (True, logging.WARNING)]
+)
+def test_pymilvus_logs_through_ours_and_only_with_debug_content(
+    debug_content: bool, level: int
+) -> None:
+    """pymilvus' own stderr handler is gone (its RPC errors printed tracebacks, not
+    JSON, and may quote filters naming users); its records reach the sidecar's
+    handler, and only with ``logging.debug_content``."""
+    from sidecar.config import LoggingConfig
+    from sidecar.logs import PYMILVUS_LOGGERS, configure_logging
+
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    libraries = [logging.getLogger(name) for name in PYMILVUS_LOGGERS]
+    kept = [(lib.handlers[:], lib.propagate, lib.level) for lib in libraries]
+    try:
+        configure_logging(LoggingConfig(debug_content=debug_content))
+        for lib in libraries:
+            assert lib.handlers == []
+            assert lib.propagate
+            assert lib.level == level
+    finally:
+        root.handlers[:], _ = saved
+        root.setLevel(saved[1])
+        for lib, (handlers, propagate, old_level) in zip(libraries, kept, strict=True):
+            lib.handlers[:] = handlers
+            lib.propagate = propagate
+            lib.setLevel(old_level)

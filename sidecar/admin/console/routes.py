@@ -11,14 +11,13 @@ this console's own stylesheet and forms: no script runs.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib import resources
 
 from aiohttp import web
 
-from sidecar.admin.api import DISABLED_MESSAGE, TokenAuth
+from sidecar.admin.api import DISABLED_MESSAGE, TokenAuth, WebHandler, observed, stream_lines
 from sidecar.admin.console import injection_views, views
 from sidecar.admin.console.html import Markup, page, path
 from sidecar.admin.console.session import COOKIE, COOKIE_PATH, ConsoleSessions, Session
@@ -97,7 +96,7 @@ class Console:
         app.router.add_get("/console", self._root)
         app.router.add_get("/console/static/console.css", self._stylesheet)
         app.router.add_get("/console/login", self._login_form)
-        app.router.add_post("/console/login", self._login)
+        app.router.add_post("/console/login", observed(self._metrics, "console_login", self._login))
         pages: list[tuple[str, str, str, PageHandler, bool]] = [
             ("GET", "/console/", "console_home", self._home, False),
             ("POST", "/console/logout", "console_logout", self._logout, True),
@@ -150,9 +149,6 @@ class Console:
         form = await request.post()
         token = form.get("token")
         session = self._sessions.sign_in(token.strip()) if isinstance(token, str) else None
-        self._metrics.admin_requests.labels(
-            operation="console_login", status="303" if session else "401"
-        ).inc()
         if session is None:
             return _html(page("Sign in", views.login("That token is not valid here.")), 401)
         response = _redirect(path())
@@ -173,24 +169,11 @@ class Console:
 
     # -- the one wrapper: session, scope, form token, errors, metrics --------------------
 
-    def _signed_in(
-        self, operation: str, handler: PageHandler, changes: bool
-    ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-        async def endpoint(request: web.Request) -> web.StreamResponse:
-            started = time.perf_counter()
-            response = await self._visit(request, handler, changes)
-            self._metrics.admin_requests.labels(
-                operation=operation, status=str(response.status)
-            ).inc()
-            log.info(
-                "admin %s status=%d ms=%.1f",
-                operation,
-                response.status,
-                (time.perf_counter() - started) * 1000,
-            )
-            return response
+    def _signed_in(self, operation: str, handler: PageHandler, changes: bool) -> WebHandler:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            return await self._visit(request, handler, changes)
 
-        return endpoint
+        return observed(self._metrics, operation, handle)
 
     async def _visit(
         self, request: web.Request, handler: PageHandler, changes: bool
@@ -324,22 +307,7 @@ class Console:
         return visit.page("Forgotten", views.forget_done(report))
 
     async def _export(self, visit: Visit) -> web.StreamResponse:
-        lines = self.admin.export(visit.user)
-        first = await anext(lines, None)  # store errors surface before the headers go out
-        response = web.StreamResponse(
-            headers={
-                "Content-Type": "application/x-ndjson; charset=utf-8",
-                "Content-Disposition": 'attachment; filename="memories.jsonl"',
-                "Cache-Control": "no-store",
-            }
-        )
-        await response.prepare(visit.request)
-        if first is not None:
-            await response.write(first.encode("utf-8"))
-            async for line in lines:
-                await response.write(line.encode("utf-8"))
-        await response.write_eof()
-        return response
+        return await stream_lines(visit.request, self.admin.export(visit.user))
 
     async def _injections(self, visit: Visit) -> web.StreamResponse:
         try:
