@@ -76,7 +76,9 @@ _STOPPED = re.compile(
     r"got\s+rid\s+of|traded\s+in|ditched|dropped\s+out\s+of|moved\s+out\s+of|"
     r"moved\s+away\s+from)\s+"
     r"(?:the\s+|User['’]s\s+|doing\s+|going\s+to\s+)?(?P<what>[^,.;:!?]+)|"
-    r"\b(?:does|do|did)\s+not\s+(?P<before>[^,.;:!?]+?)\s+any\s?more\b",
+    r"\b(?:does|do|did)\s+not\s+(?P<before>[^,.;:!?]+?)\s+any\s?more\b|"
+    r"\b(?:is|are|was|were)\s+not\s+(?:in|with|at|on|part\s+of|a\s+member\s+of|into)\s+"
+    r"(?P<inside>[^,.;:!?]+?)\s+(?:any\s?more|any\s+longer)\b",
     re.IGNORECASE,
 )
 _ADVERB = re.compile(r"[a-z]{3,}ly$")
@@ -215,13 +217,15 @@ def _predicate(text: str) -> str | None:
 
 
 def _stopped(text: str) -> frozenset[str]:
-    """The object of a "quit / stopped / no longer / not ... anymore": its words up to
-    the first function word, number or adverb ("quit vaping 40 days ago" -> vap)."""
+    """The object of a "quit / stopped / no longer / not ... anymore / not in ...
+    anymore": its words up to the first function word, number or adverb ("quit
+    vaping 40 days ago" -> vap, "is not in a band anymore" -> band)."""
     match = _STOPPED.search(text)
     if match is None:
         return frozenset()
     words: list[str] = []
-    for word in _WORD.findall((match.group("what") or match.group("before")).lower()):
+    what = match.group("what") or match.group("before") or match.group("inside")
+    for word in _WORD.findall(what.lower()):
         if word in _DETERMINERS:
             continue
         if word in STOPWORDS or word[0].isdigit() or _ADVERB.match(word) or word == "user":
@@ -285,6 +289,8 @@ def conflicts(new: FactShape, old: FactShape) -> bool:
         return False
     if _years(new) and _years(old) and _years(new) != _years(old):
         return False  # events of other years ("married in 2015", "engaged in 2014")
+    if new.slot in _WEEKLY and _days(new) != _days(old):
+        return False  # parts of one week ("from home on Mondays", "in the office Tuesdays")
     return not same_value(new.value, old.value) and not compatible(new.slot, new.value, old.value)
 
 
@@ -382,6 +388,16 @@ def _covered(words: frozenset[str], signature: frozenset[str]) -> bool:
 def _same_content(a: FactShape, b: FactShape) -> bool:
     """The same content words (a change cue aside), names and numbers."""
     return a.signature - _CUE_WORDS == b.signature - _CUE_WORDS and a.entities == b.entities
+
+
+#: Slots whose values can differ by day of the week (the others name a day in passing:
+#: "drives the Golf to work on Mondays").
+_WEEKLY = frozenset({"workplace", "bedtime"})
+
+
+def _days(fact: FactShape) -> frozenset[str]:
+    """The days of the week a fact names (as stems)."""
+    return fact.signature & _KINDS[0]
 
 
 def _years(fact: FactShape) -> frozenset[str]:

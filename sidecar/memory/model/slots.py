@@ -19,6 +19,8 @@ favorite:<thing>      favourite <thing> is                        single
 phone, email          phone number is; an e-mail address          single
 birthday, age         birthday is; was born on; is N years old    single
 car, team             drives; supports / is a fan of              single
+workplace, bedtime    works from home; in the office; goes to     single
+                      bed at / lights out at
 native language       native language / mother tongue is          single
 language              speaks                                      accumulates
 allergy               is allergic to; has a <x> allergy           accumulates
@@ -159,6 +161,16 @@ RULES: tuple[_Rule, ...] = (
         r"relocating|moving\s+back|moved\s+back)\s+(?:in|to|into)\s+(?:a\s+\w+\s+in\s+)?" + _VALUE,
     ),
     _rule("residence", r"(?:home|flat|apartment|house)\s+is\s+in\s+" + _VALUE),
+    # "User moved out of User's parents' place, renting a studio in Manchester now"
+    _Rule(
+        "residence",
+        re.compile(
+            r"\bUser\b[^.;]*?\b(?:renting|rents|rented|bought|buying|owns)\s+(?:a|an|User['’]s)\s+"
+            r"(?:new\s+|little\s+|tiny\s+|small\s+)?(?:studio|flat|apartment|house|place|room|"
+            r"condo|bungalow|cottage|terrace)\s+(?:in|near)\s+" + _VALUE,
+            re.IGNORECASE,
+        ),
+    ),
     _rule(
         "residence",
         r"(?:lives?|living|lived|stays?|staying)\s+(?:with|w/)\s+(?:User['’]s\s+)?"
@@ -220,6 +232,12 @@ RULES: tuple[_Rule, ...] = (
         r"(?:works?|working)\s+(?P<value>from\s+home|remotely|remote|hybrid)\b",
     ),
     _rule("workplace", r"(?:commutes?|commuting)\s+(?:in)?to\s+(?:the\s+office\s+in\s+)?" + _VALUE),
+    # "User and others are back in the office four days a week now"
+    _rule(
+        "workplace",
+        r"(?:are\s+|were\s+|goes\s+|going\s+|went\s+)?(?:back\s+)?(?:in|into|to)\s+the\s+"
+        r"(?P<value>office)\b",
+    ),
     _Rule(
         "name",
         re.compile(
@@ -327,6 +345,25 @@ RULES: tuple[_Rule, ...] = (
         "diet",
         _GIVE_UP + r"(?:eats?|eating|ate)\s+(?:any\s+)?(?:meat|chicken|beef|pork)\b",
         ("meat eater", "no meat"),
+    ),
+    # "User started eating fish again, so pescatarian now"
+    _Rule(
+        "diet",
+        re.compile(
+            rf"\bUser\b[^.;]*?\b(?:so|now|basically|officially|technically)\s+(?:an?\s+)?"
+            rf"(?P<value>{DIETS})\b",
+            re.IGNORECASE,
+        ),
+    ),
+    # "User goes to bed around 11pm", "User's new routine is lights out at 9:30"
+    _Rule(
+        "bedtime",
+        re.compile(
+            r"\bUser\b[^.;]*?\b(?:(?:goes|go|going|gets|get|went)\s+to\s+(?:bed|sleep)|"
+            r"lights\s+out|bedtime|asleep|in\s+bed)\s+(?:is\s+)?(?:at|around|by|about|before)\s+"
+            r"(?:about\s+|around\s+)?(?P<value>\d{1,2}(?:[:.]\d{2})?\s*(?:am|pm)?|midnight)",
+            re.IGNORECASE,
+        ),
     ),
     _flag(
         "alcohol",

@@ -236,9 +236,30 @@ def _conjugate_after_i(match: re.Match[str]) -> str:
     return "User " + " ".join(out)
 
 
+#: Tokens written as they are, never read for pronouns: e-mail addresses, URLs,
+#: handles and dotted names ("samh@proton.me", "my.site.io", "@me_irl").
+_LITERAL = re.compile(
+    r"[\w.+-]*@[\w-]+(?:\.[\w-]+)*|\b[a-z][\w+.-]*://\S+|\bwww\.\S+|\b[\w-]+(?:\.[\w-]+)+",
+    re.IGNORECASE,
+)
+_HIDDEN = "\x00{}\x00"
+
+
 def _first_person_body(sentence: str) -> str:
-    """The pronoun rewrites without capitalisation or a final full stop."""
-    text = sentence.strip().rstrip(".!")
+    """The pronoun rewrites without capitalisation or a final full stop; literal
+    tokens (:data:`_LITERAL`) are kept byte for byte."""
+    literals: list[str] = []
+
+    def hide(match: re.Match[str]) -> str:
+        literals.append(match.group(0))
+        return _HIDDEN.format(len(literals) - 1)
+
+    text = _LITERAL.sub(hide, sentence.strip().rstrip(".!"))
+    text = _rewrite_pronouns(text)
+    return re.sub("\x00(\\d+)\x00", lambda m: literals[int(m.group(1))], text)
+
+
+def _rewrite_pronouns(text: str) -> str:
     for neg, repl in _NEGATIONS.items():
         text = re.sub(rf"\bI {neg}\b", f"User {repl}", text, flags=re.I)
     text = re.sub(r"\bI'm\b|\bI am\b", "User is", text, flags=re.I)

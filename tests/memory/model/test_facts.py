@@ -237,3 +237,41 @@ def test_a_doubled_consonant_is_one_stem() -> None:
 def test_the_slot_alone_is_the_shapes_slot() -> None:
     for text in ("User lives in Leeds.", "User's bday is nov 14.", "User likes long walks."):
         assert slot_of(text) == shape(text).slot
+
+
+@pytest.mark.parametrize(
+    ("text", "slot", "value"),
+    [
+        ("User goes to bed around 11pm.", "bedtime", "11pm"),
+        ("User's new routine is lights out at 9:30 every night.", "bedtime", "9:30"),
+        ("User is usually asleep by midnight.", "bedtime", "midnight"),
+        ("User and others are back in the office four days a week now.", "workplace", "office"),
+        ("User moved out, renting a studio in Manchester now.", "residence", "manchester"),
+        ("User started eating fish again, so pescatarian now.", "diet", "pescatarian"),
+    ],
+)
+def test_slots_said_in_passing(text: str, slot: str, value: str) -> None:
+    found = find_slot(text)
+    assert found is not None
+    assert (found.name, found.value) == (slot, value)
+
+
+def test_another_bedtime_or_workplace_conflicts_unless_it_is_another_day() -> None:
+    assert conflicts(
+        shape("User's new routine is lights out at 9:30 every night."),
+        shape("User goes to bed around 11pm."),
+    )
+    assert conflicts(
+        shape("User and others are back in the office four days a week now."),
+        shape("User works from home full time."),
+    )
+    # A hybrid week: both hold.
+    office = shape("User is in the office tuesday to thursday.")
+    assert not conflicts(office, shape("User works from home on Mondays and Fridays."))
+
+
+def test_no_longer_in_a_band_replaces_playing_in_it() -> None:
+    new = shape("The Offcuts broke up, User is not in a band anymore.")
+    assert new.stopped == frozenset({"band"})
+    assert replaces(new, shape("User plays bass in a band called The Offcuts."))
+    assert not replaces(new, shape("User plays tennis on Sundays."))

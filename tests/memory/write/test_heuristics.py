@@ -378,3 +378,20 @@ def test_an_instruction_from_now_on_is_a_constraint() -> None:
         "User does not do mornings.",
         "User wants the assistant to not book anything before 10.",
     ]
+
+
+@pytest.mark.parametrize(
+    ("said", "stored"),
+    [
+        (
+            "Please use samh@proton.me from now on.",
+            "User wants the assistant to please use samh@proton.me from now on.",
+        ),
+        ("My email is me@example.com.", "User's email is me@example.com."),
+        ("My blog is my.site.io", "User's blog is my.site.io."),
+    ],
+)
+def test_addresses_are_kept_as_written(said: str, stored: str) -> None:
+    """An address is a literal: "me" in "proton.me" is not a pronoun (it was stored as
+    "samh@proton.User")."""
+    assert [f.text for f in extract_heuristic(said, max_facts=5)] == [stored]
