@@ -119,4 +119,3 @@ def _quiet_pymilvus(config: LoggingConfig) -> None:
         logger.handlers.clear()
         logger.propagate = True
         logger.setLevel(level)
-

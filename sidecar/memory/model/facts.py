@@ -76,13 +76,18 @@ _STOPPED = re.compile(
     r"got\s+rid\s+of|traded\s+in|ditched|dropped\s+out\s+of|moved\s+out\s+of|"
     r"moved\s+away\s+from)\s+"
     r"(?:the\s+|User['’]s\s+|doing\s+|going\s+to\s+)?(?P<what>[^,.;:!?]+)|"
-    r"\b(?:does|do|did)\s+not\s+(?P<before>[^,.;:!?]+?)\s+any\s?more\b|"
+    r"\b(?:(?:does|do|did)\s+not|(?:does|do|did)n['’]t)\s+(?P<before>[^,.;:!?]+?)\s+"
+    r"(?:any\s?more|any\s+longer)\b|"
+    r"(?:^|[,;]\s*|\bUser\s+is\s+)not\s+(?P<doing>[a-z]+ing\s+[^,.;:!?]+?)\s+"
+    r"(?:any\s?more|any\s+longer)\b|"
     r"\b(?:is|are|was|were)\s+not\s+(?:in|with|at|on|part\s+of|a\s+member\s+of|into)\s+"
     r"(?P<inside>[^,.;:!?]+?)\s+(?:any\s?more|any\s+longer)\b",
     re.IGNORECASE,
 )
 _ADVERB = re.compile(r"[a-z]{3,}ly$")
 _DETERMINERS = frozenset({"the", "a", "an", "any", "my", "user's", "his", "her", "their"})
+#: Verbs of having before what was stopped ("does not have a dog anymore").
+_POSSESSING = frozenset({"have", "has", "own", "owns", "keep", "keeps"})
 
 
 _USER_VERB = re.compile(r"\bUser\s+(?P<rest>(?:[a-z]+\s+){0,4}[a-z]+)")
@@ -224,8 +229,16 @@ def _stopped(text: str) -> frozenset[str]:
     if match is None:
         return frozenset()
     words: list[str] = []
-    what = match.group("what") or match.group("before") or match.group("inside")
-    for word in _WORD.findall(what.lower()):
+    what = (
+        match.group("what")
+        or match.group("before")
+        or match.group("inside")
+        or match.group("doing")
+    )
+    words_read = _WORD.findall(what.lower())
+    while words_read and words_read[0] in _POSSESSING:
+        words_read.pop(0)  # "does not have a dog anymore": the dog
+    for word in words_read:
         if word in _DETERMINERS:
             continue
         if word in STOPWORDS or word[0].isdigit() or _ADVERB.match(word) or word == "user":

@@ -341,9 +341,10 @@ RULES: tuple[_Rule, ...] = (
         "diet",
         rf"(?:an?\s+)?(?:strict(?:ly)?\s+|full(?:y)?\s+|mostly\s+)?(?P<value>{DIETS})\b",
     ),
+    # Meat as such: not eating pork is not not eating beef (both hold, two facts).
     _flag(
         "diet",
-        _GIVE_UP + r"(?:eats?|eating|ate)\s+(?:any\s+)?(?:meat|chicken|beef|pork)\b",
+        _GIVE_UP + r"(?:eats?|eating|ate)\s+(?:any\s+)?meat\b",
         ("meat eater", "no meat"),
     ),
     # "User started eating fish again, so pescatarian now"

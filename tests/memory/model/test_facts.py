@@ -275,3 +275,20 @@ def test_no_longer_in_a_band_replaces_playing_in_it() -> None:
     assert new.stopped == frozenset({"band"})
     assert replaces(new, shape("User plays bass in a band called The Offcuts."))
     assert not replaces(new, shape("User plays tennis on Sundays."))
+
+
+def test_what_the_user_does_not_have_or_do_anymore_replaces_it() -> None:
+    dog = shape("Max passed away last month, User and others don't have a dog anymore.")
+    assert dog.stopped == frozenset({"dog"})
+    assert replaces(dog, shape("User has a dog called Max."))
+    sober = shape("Not drinking alcohol anymore, it's sparkling water for User these days.")
+    assert replaces(sober, shape("User's go-to drink is a gin and tonic."))
+    assert not replaces(sober, shape("User's go-to snack is popcorn."))
+
+
+def test_not_eating_one_meat_is_not_not_eating_another() -> None:
+    pork, beef = shape("User does not eat pork."), shape("User does not eat beef.")
+    assert pork.slot is None
+    assert differs(pork, beef)
+    assert not equivalent(pork, beef)
+    assert find_slot("User does not eat meat anymore.") is not None
