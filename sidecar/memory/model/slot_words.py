@@ -95,3 +95,26 @@ PRODUCT_KINDS: dict[str, tuple[str, str]] = {
     "email provider": ("email e-mail mail", "gmail outlook protonmail fastmail"),
     "code editor": ("editor ide", "vscode vim neovim emacs pycharm intellij"),
 }
+#: Words that end a value though they are not function words ("swimming instead").
+VALUE_STOP = frozenset(
+    """instead now again every daily weekly monthly too anymore lately recently most
+    each mostly only full-time part-time already""".split()
+)
+#: Values that mean the same, per attribute.
+ALIASES: dict[str, dict[str, str]] = {
+    "workplace": {"from home": "remote", "remotely": "remote", "remote": "remote"},
+    "diet": {"pescetarian": "pescatarian"},
+    "relationship": {"seeing": "dating"},
+}
+#: Units of a measured attribute, written one way ("90 kilos" is "90kg").
+UNIT_NAMES = {
+    "kg": "kg", "kgs": "kg", "kilo": "kg", "kilos": "kg", "kilogram": "kg", "kilograms": "kg",
+    "lb": "lb", "lbs": "lb", "pound": "lb", "pounds": "lb", "stone": "st", "st": "st",
+    "m": "m", "metre": "m", "metres": "m", "meter": "m", "meters": "m", "cm": "cm",
+    "foot": "ft", "feet": "ft", "ft": "ft", "'": "ft", "inches": "in", "in": "in", '"': "in",
+}  # fmt: skip
+#: Things a favourite is of that mean the same.
+THINGS = {
+    "meal": "food", "dish": "food", "cuisine": "food", "beverage": "drink", "tipple": "drink",
+    "color": "colour", "movie": "film", "last name": "surname",
+}  # fmt: skip

@@ -41,6 +41,7 @@ import re
 from dataclasses import dataclass
 
 from sidecar.memory.model.slot_words import (
+    ALIASES,
     ATTRIBUTES,
     DIETS,
     NOT_OCCUPATIONS,
@@ -50,6 +51,9 @@ from sidecar.memory.model.slot_words import (
     PROFESSIONS,
     RELATIONS,
     SINGLE_RELATIONS,
+    THINGS,
+    UNIT_NAMES,
+    VALUE_STOP,
 )
 from sidecar.memory.model.text import STOPWORDS
 
@@ -491,33 +495,10 @@ RULES: tuple[_Rule, ...] = (
     ),
 )
 
-#: Words that end a value though they are not function words ("swimming instead").
-_VALUE_STOP = frozenset(
-    """instead now again every daily weekly monthly too anymore lately recently most
-    each mostly only full-time part-time already""".split()
-)
-#: Values that mean the same, per attribute.
-_ALIASES: dict[str, dict[str, str]] = {
-    "workplace": {"from home": "remote", "remotely": "remote", "remote": "remote"},
-    "diet": {"pescetarian": "pescatarian"},
-    "relationship": {"seeing": "dating"},
-}
-#: Units of a measured attribute, written one way ("90 kilos" is "90kg").
-_UNIT_NAMES = {
-    "kg": "kg", "kgs": "kg", "kilo": "kg", "kilos": "kg", "kilogram": "kg", "kilograms": "kg",
-    "lb": "lb", "lbs": "lb", "pound": "lb", "pounds": "lb", "stone": "st", "st": "st",
-    "m": "m", "metre": "m", "metres": "m", "meter": "m", "meters": "m", "cm": "cm",
-    "foot": "ft", "feet": "ft", "ft": "ft", "'": "ft", "inches": "in", "in": "in", '"': "in",
-}  # fmt: skip
-_UNIT_WORDS = "|".join(sorted((re.escape(u) for u in _UNIT_NAMES), key=len, reverse=True))
+_UNIT_WORDS = "|".join(sorted((re.escape(u) for u in UNIT_NAMES), key=len, reverse=True))
 _UNIT = re.compile(rf"(?<=\d)(?:{_UNIT_WORDS})(?![a-z])")
 #: Attributes whose values are measures with a unit.
 _MEASURED = frozenset({"weight", "height"})
-#: Things a favourite is of that mean the same.
-_THINGS = {
-    "meal": "food", "dish": "food", "cuisine": "food", "beverage": "drink", "tipple": "drink",
-    "color": "colour", "movie": "film", "last name": "surname",
-}  # fmt: skip
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _ARTICLES = frozenset({"a", "an", "the", "user's", "users", "my", "his", "her", "their"})
 _KEEP_INSIDE = frozenset({"of", "de", "la", "le", "del", "von", "van", "and"})
@@ -529,7 +510,7 @@ def _clean_value(raw: str) -> str:
         words.pop(0)
     kept: list[str] = []
     for word in words:
-        if (word in STOPWORDS and not (kept and word in _KEEP_INSIDE)) or word in _VALUE_STOP:
+        if (word in STOPWORDS and not (kept and word in _KEEP_INSIDE)) or word in VALUE_STOP:
             break
         kept.append(word.rstrip("'"))
     while kept and kept[-1] in _KEEP_INSIDE:
@@ -575,17 +556,17 @@ def find_slot(text: str) -> Slot | None:
         thing = match.groupdict().get("thing")
         if thing:
             thing = " ".join(thing.lower().split())
-            thing = _THINGS.get(thing, thing)
+            thing = THINGS.get(thing, thing)
             attribute = thing if attribute == "attribute" else f"{attribute}:{thing}"
         name = f"{owner}:{attribute}" if owner else attribute
         if rule.flag is not None:
             return Slot(name, rule.flag[1] if negated else rule.flag[0])
         raw = " ".join(match.group("value").lower().split())
-        value = _ALIASES.get(attribute, {}).get(raw) or _clean_value(match.group("value"))
+        value = ALIASES.get(attribute, {}).get(raw) or _clean_value(match.group("value"))
         if attribute == "phone":
             value = re.sub(r"\D", "", match.group("value"))
         elif attribute in _MEASURED:
-            value = _UNIT.sub(lambda m: _UNIT_NAMES[m.group(0)], value.replace(" ", ""))
+            value = _UNIT.sub(lambda m: UNIT_NAMES[m.group(0)], value.replace(" ", ""))
             value = value.removesuffix("in")  # 6ft2in is 6ft2
         elif attribute == "occupation" and value:
             value = value.split()[-1]  # the head noun: "registered nurse" is a nurse
