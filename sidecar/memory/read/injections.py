@@ -19,6 +19,7 @@ import threading
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from types import MappingProxyType
 
 from sidecar.memory.model.records import Hit
@@ -86,8 +87,8 @@ class InjectionLog:
             return
         with self._lock:
             entries = self._users.get(user_id)
-            if entries is None or entries.maxlen != keep:
-                entries = deque(entries or (), maxlen=keep)
+            if entries is None or entries.maxlen != keep:  # newest first: keep the head
+                entries = deque(islice(entries or (), keep), maxlen=keep)
                 self._users[user_id] = entries
             entries.appendleft(injection)
             self._users.move_to_end(user_id)

@@ -92,3 +92,21 @@ def test_a_long_query_is_kept_cut() -> None:
     assert len(kept.query) == MAX_KEPT_CHARS
     assert kept.rewritten is not None
     assert len(kept.rewritten) == MAX_KEPT_CHARS
+
+
+def test_a_shorter_keep_keeps_the_newest() -> None:
+    """Two profiles keep different numbers of one user's injections: when the shorter
+    one records, the newest entries stay (the oldest go)."""
+    log = InjectionLog(max_users=10)
+    for n in range(3):
+        log.record(
+            "u1",
+            explain(request_id=f"r{n}", at_ms=n, profile="p", query="q", rewritten=None, hits=()),
+            keep=5,
+        )
+    log.record(
+        "u1",
+        explain(request_id="r3", at_ms=3, profile="p", query="q", rewritten=None, hits=()),
+        keep=2,
+    )
+    assert [i.request_id for i in log.recent("u1")] == ["r3", "r2"]
