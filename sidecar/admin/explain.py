@@ -2,9 +2,9 @@
 entries of :class:`~sidecar.memory.read.injections.InjectionLog` with each memory
 read back from the store.
 
-A memory is shown when the user may read it now: their own, a memory of one of
-the groups the request read as, or a public one. One deleted, or no longer shared
-with the user, since it was injected shows as its id and "gone".
+A memory is shown when the user may read it now (the store's read rule, for the
+user and the groups the request read as). One deleted, or no longer shared with the
+user, since it was injected shows as its id and "gone".
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sidecar.errors import SidecarError
-from sidecar.memory.model.records import MemoryRecord, Status, Visibility
+from sidecar.memory.model.records import MemoryRecord, Scope
 from sidecar.memory.read.injections import InjectedMemory, Injection, InjectionLog
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.milvus import MemoryStore
@@ -62,19 +62,9 @@ class Explanations:
         if injection is None:
             return None
         ids = [m.id for m in injection.memories]
-        rows = await self._store.query(build_filter(ids=ids, status=None), limit=len(ids))
-        by_id = {row.id: row for row in rows if _readable(row, user, injection.groups)}
+        readable = build_filter(scope=Scope(user, injection.groups), ids=ids, status=None)
+        by_id = {row.id: row for row in await self._store.query(readable, limit=len(ids))}
         return Explained(
             injection,
             tuple(ExplainedMemory(m, by_id.get(m.id)) for m in injection.memories),
         )
-
-
-def _readable(row: MemoryRecord, user: str, groups: tuple[str, ...]) -> bool:
-    if row.status == Status.DELETED:
-        return False
-    if row.user_id == user:
-        return True
-    if row.visibility == Visibility.PUBLIC:
-        return True
-    return row.visibility == Visibility.GROUP and row.group_id in groups

@@ -191,7 +191,7 @@ class ChatMemoryProcessor(Processor):
         if self._deps.debug_content and self._rewrite is not None and self._rewrite.changed:
             log.debug("rewrote request_id=%s query=%r", self._request_id, self._rewrite.query)
         self._injected = context.count
-        self._explained = bool(context.count and self._profile.injection.explain_last)
+        self._explained = found.explained
         self._metrics.injected.observe(context.count)
         self._metrics.requests.labels(profile=self._profile_name, outcome="retrieved").inc()
         if self._deps.debug_content:

@@ -75,6 +75,11 @@ def _html(document: str, status: int = 200) -> web.Response:
     )
 
 
+def _disabled() -> web.Response:
+    """No token configured: the console, like the API, is off and says how to enable it."""
+    return _html(page("Disabled", views.problem(403, DISABLED_MESSAGE)), 403)
+
+
 def _redirect(location: str) -> web.Response:
     return web.Response(status=303, headers={"Location": location, **SECURITY_HEADERS})
 
@@ -89,6 +94,7 @@ class Console:
         self._auth = auth
         self._sessions = ConsoleSessions(auth, config.console_session_s)
         self._metrics = metrics
+        self._css = resources.files(__package__).joinpath("console.css").read_text("utf-8")
 
     def register(self, app: web.Application) -> None:
         user = "/console/users/{user}"
@@ -130,9 +136,8 @@ class Console:
         return _redirect(path())
 
     async def _stylesheet(self, request: web.Request) -> web.StreamResponse:
-        css = resources.files(__package__).joinpath("console.css").read_text("utf-8")
         return web.Response(
-            text=css,
+            text=self._css,
             content_type="text/css",
             charset="utf-8",
             headers={"Cache-Control": "max-age=300", "X-Content-Type-Options": "nosniff"},
@@ -140,12 +145,12 @@ class Console:
 
     async def _login_form(self, request: web.Request) -> web.StreamResponse:
         if not self._enabled:
-            return _html(page("Disabled", views.problem(403, DISABLED_MESSAGE)), 403)
+            return _disabled()
         return _html(page("Sign in", views.login()))
 
     async def _login(self, request: web.Request) -> web.StreamResponse:
         if not self._enabled:
-            return _html(page("Disabled", views.problem(403, DISABLED_MESSAGE)), 403)
+            return _disabled()
         form = await request.post()
         token = form.get("token")
         session = self._sessions.sign_in(token.strip()) if isinstance(token, str) else None
@@ -179,7 +184,7 @@ class Console:
         self, request: web.Request, handler: PageHandler, changes: bool
     ) -> web.StreamResponse:
         if not self._enabled:
-            return _html(page("Disabled", views.problem(403, DISABLED_MESSAGE)), 403)
+            return _disabled()
         session = self._sessions.read(request.cookies.get(COOKIE))
         if session is None:
             if request.method == "GET":

@@ -55,8 +55,13 @@ def short(text: str, limit: int = CELL_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _alert(error: str | None) -> Markup:
+    """An error paragraph screen readers announce (nothing without an error)."""
+    return tag("p", error, class_="error", role="alert") if error else esc("")
+
+
 def login(error: str | None = None) -> Markup:
-    problem = tag("p", error, class_="error", role="alert") if error else esc("")
+    problem = _alert(error)
     form = tag(
         "form",
         tag(
@@ -88,7 +93,7 @@ def login(error: str | None = None) -> Markup:
 
 
 def home(users: Users, error: str | None = None) -> Markup:
-    problem = tag("p", error, class_="error", role="alert") if error else esc("")
+    problem = _alert(error)
     form = tag(
         "form",
         tag(
@@ -368,7 +373,7 @@ def _step_note(step: MemoryRecord) -> Markup:
 
 
 def forget_confirm(user: str, form_token: str, error: str | None = None) -> Markup:
-    problem = tag("p", error, class_="error", role="alert") if error else esc("")
+    problem = _alert(error)
     form = tag(
         "form",
         hidden("form_token", form_token),
@@ -429,7 +434,7 @@ def problem(status: int, message: str) -> Markup:
                 "h1",
                 {401: "Sign in needed", 403: "Not allowed", 404: "Not found"}.get(status, "Error"),
             ),
-            tag("p", message, class_="error", role="alert"),
+            _alert(message),
             tag("p", tag("a", "Back to users", href=path())),
         ]
     )

@@ -97,16 +97,23 @@ _AUXILIARIES = frozenset(
     currently recently finally mostly pretty much already cannot can't won't""".split()
 )
 _COPULAS = frozenset({"is", "was", "are", "were", "be", "being", "gets", "got", "feels"})
+#: The days of the week (as stems).
+_WEEKDAYS = frozenset(
+    stem(w)
+    for w in "monday tuesday wednesday thursday friday saturday sunday weekday weekend".split()
+)
 #: Words of one kind: two facts with different ones are two facts.
-_KINDS = tuple(
-    frozenset(stem(w) for w in words.split())
-    for words in (
-        "monday tuesday wednesday thursday friday saturday sunday weekday weekend",
-        "january february march april may june july august september october november december",
-        "spring summer autumn winter",
-        "left right",
-        "morning afternoon evening night",
-    )
+_KINDS = (
+    _WEEKDAYS,
+    *(
+        frozenset(stem(w) for w in words.split())
+        for words in (
+            "january february march april may june july august september october november december",
+            "spring summer autumn winter",
+            "left right",
+            "morning afternoon evening night",
+        )
+    ),
 )
 #: People other than the user a fact can be about: another one is another fact.
 _ROLES = frozenset(
@@ -410,7 +417,7 @@ _WEEKLY = frozenset({"workplace", "bedtime"})
 
 def _days(fact: FactShape) -> frozenset[str]:
     """The days of the week a fact names (as stems)."""
-    return fact.signature & _KINDS[0]
+    return fact.signature & _WEEKDAYS
 
 
 def _years(fact: FactShape) -> frozenset[str]:

@@ -70,6 +70,8 @@ _POSSESSIVE = (
     r"\bUser['’]s\s+(?:(?P<owner>[a-z]+)['’]s\s+)?"
     r"(?:(?:work|personal|home|private|new|old|main|current|real|full|own|first)\s+)?"
 )
+#: "User", then anything up to a word in the same clause (for facts said in passing).
+_IN_PASSING = r"\bUser\b[^.;]*?\b"
 #: A person named with a title ("Dr. Hartley").
 _TITLED = r"(?:(?:dr|mr|mrs|ms|prof)\.?\s+)?"
 #: A body weight's unit.
@@ -139,6 +141,12 @@ def _rule(
     return _Rule(attribute, re.compile(subject + predicate, re.IGNORECASE), accumulates)
 
 
+def _in_passing(attribute: str, predicate: str) -> _Rule:
+    """A rule for ``predicate`` anywhere after "User" in the same clause ("User moved
+    out, renting a studio in Manchester now")."""
+    return _Rule(attribute, re.compile(_IN_PASSING + predicate, re.IGNORECASE))
+
+
 def _flag(attribute: str, predicate: str, values: tuple[str, str] = ("yes", "no")) -> _Rule:
     return _Rule(attribute, re.compile(_SUBJECT + predicate, re.IGNORECASE), flag=values)
 
@@ -150,14 +158,11 @@ RULES: tuple[_Rule, ...] = (
         r"(?:changed|changing|changes)\s+User['’]s\s+(?P<thing>surname|last\s+name|name)\s+to\s+"
         r"(?P<value>(?-i:[A-Z][\w'’-]+))",
     ),
-    _Rule(
+    _in_passing(
         "surname",
-        re.compile(
-            r"\bUser\b[^.;]*?\b(?:took|taken|taking|takes|kept|keeping)\s+User['’]s\s+"
-            r"(?:wife|husband|partner|spouse)['’]s\s+(?:sur|last\s+)?name\b[^.;]*?"
-            r"\b(?i:it['’]s|it\s+is|now|to)\s+(?P<value>(?-i:[A-Z][\w'’-]+))",
-            re.IGNORECASE,
-        ),
+        r"(?:took|taken|taking|takes|kept|keeping)\s+User['’]s\s+"
+        r"(?:wife|husband|partner|spouse)['’]s\s+(?:sur|last\s+)?name\b[^.;]*?"
+        r"\b(?i:it['’]s|it\s+is|now|to)\s+(?P<value>(?-i:[A-Z][\w'’-]+))",
     ),
     _rule(
         "residence",
@@ -166,14 +171,11 @@ RULES: tuple[_Rule, ...] = (
     ),
     _rule("residence", r"(?:home|flat|apartment|house)\s+is\s+in\s+" + _VALUE),
     # "User moved out of User's parents' place, renting a studio in Manchester now"
-    _Rule(
+    _in_passing(
         "residence",
-        re.compile(
-            r"\bUser\b[^.;]*?\b(?:renting|rents|rented|bought|buying|owns)\s+(?:a|an|User['’]s)\s+"
-            r"(?:new\s+|little\s+|tiny\s+|small\s+)?(?:studio|flat|apartment|house|place|room|"
-            r"condo|bungalow|cottage|terrace)\s+(?:in|near)\s+" + _VALUE,
-            re.IGNORECASE,
-        ),
+        r"(?:renting|rents|rented|bought|buying|owns)\s+(?:a|an|User['’]s)\s+"
+        r"(?:new\s+|little\s+|tiny\s+|small\s+)?(?:studio|flat|apartment|house|place|room|"
+        r"condo|bungalow|cottage|terrace)\s+(?:in|near)\s+" + _VALUE,
     ),
     _rule(
         "residence",
@@ -352,23 +354,17 @@ RULES: tuple[_Rule, ...] = (
         ("meat eater", "no meat"),
     ),
     # "User started eating fish again, so pescatarian now"
-    _Rule(
+    _in_passing(
         "diet",
-        re.compile(
-            rf"\bUser\b[^.;]*?\b(?:so|now|basically|officially|technically)\s+(?:an?\s+)?"
-            rf"(?P<value>{DIETS})\b",
-            re.IGNORECASE,
-        ),
+        rf"(?:so|now|basically|officially|technically)\s+(?:an?\s+)?"
+        rf"(?P<value>{DIETS})\b",
     ),
     # "User goes to bed around 11pm", "User's new routine is lights out at 9:30"
-    _Rule(
+    _in_passing(
         "bedtime",
-        re.compile(
-            r"\bUser\b[^.;]*?\b(?:(?:goes|go|going|gets|get|went)\s+to\s+(?:bed|sleep)|"
-            r"lights\s+out|bedtime|asleep|in\s+bed)\s+(?:is\s+)?(?:at|around|by|about|before)\s+"
-            r"(?:about\s+|around\s+)?(?P<value>\d{1,2}(?:[:.]\d{2})?\s*(?:am|pm)?|midnight)",
-            re.IGNORECASE,
-        ),
+        r"(?:(?:goes|go|going|gets|get|went)\s+to\s+(?:bed|sleep)|"
+        r"lights\s+out|bedtime|asleep|in\s+bed)\s+(?:is\s+)?(?:at|around|by|about|before)\s+"
+        r"(?:about\s+|around\s+)?(?P<value>\d{1,2}(?:[:.]\d{2})?\s*(?:am|pm)?|midnight)",
     ),
     _flag(
         "alcohol",

@@ -95,6 +95,8 @@ class RequestContext:
     hits: list[Hit]
     rewrite: RewriteResult | None = None
     deep: DeepReport | None = None
+    #: Why the block was injected is kept (``injection.explain_last``).
+    explained: bool = False
 
 
 class QueryCaches:
@@ -167,8 +169,8 @@ class RequestPipeline:
         if request.profile.deep_search.mode != "off":
             hits, deep = await self.deep_search(queries[0], hits, request)
         context = self.assemble(hits, request)
-        self._explain(request, context, rewrite, deep)
-        return RequestContext(context, hits, rewrite, deep)
+        explained = self._explain(request, context, rewrite, deep)
+        return RequestContext(context, hits, rewrite, deep, explained)
 
     def _explain(
         self,
@@ -176,12 +178,13 @@ class RequestPipeline:
         context: MemoryContext,
         rewrite: RewriteResult | None,
         deep: DeepReport | None,
-    ) -> None:
-        """Keep why this block was injected, where the profile asks for it."""
+    ) -> bool:
+        """Keep why this block was injected, where the profile asks for it; whether
+        it was kept."""
         keep = request.profile.injection.explain_last
         log = self.caches.injections
         if not keep or log is None or not context.count or not request.request_id:
-            return
+            return False
         injection = explain(
             request_id=request.request_id,
             at_ms=now_ms(),
@@ -193,6 +196,7 @@ class RequestPipeline:
             deep=deep.header_value() if deep is not None else None,
         )
         log.record(request.scope.user_id, injection, keep)
+        return True
 
     async def rewrite(self, request: MemoryRequest) -> RewriteResult | None:
         """The follow-up rewritten from the conversation (None: rewriting is off)."""

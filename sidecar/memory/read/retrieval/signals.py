@@ -150,7 +150,7 @@ def make_hits(
 ) -> list[Hit]:
     """Hits for ``indices`` with their signals as evidence, then the score after each
     of ``stages`` (named, in order): the first, and every later one that changed it."""
-    columns = [(name, values[indices].tolist()) for name, values in stages] if indices else []
+    columns = [(name, values[indices].tolist()) for name, values in stages]
     hits = []
     for j, index in enumerate(indices):
         evidence = signals.at(index) if signals is not None else {}
