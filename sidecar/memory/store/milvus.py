@@ -396,12 +396,15 @@ class MemoryStore:
                 found[stat.id] = stat
         return found
 
-    def _with_access(self, records: list[MemoryRecord]) -> list[MemoryRecord]:
-        """``records`` with their access rows merged in (in the store's thread)."""
+    def _with_access(
+        self, records: list[MemoryRecord], *, strong: bool = False
+    ) -> list[MemoryRecord]:
+        """``records`` with their access rows merged in (in the store's thread), read
+        with the same consistency as the rows themselves."""
         ids = [
             r.id for r in records if r.node_type == NodeType.MEMORY and r.status != Status.DELETED
         ]
-        stats = self._access_rows(ids) if ids else {}
+        stats = self._access_rows(ids, strong=strong) if ids else {}
         if not stats:
             return records
         return [merge_access(r, stats.get(r.id)) for r in records]
@@ -501,7 +504,7 @@ class MemoryStore:
                 timeout=self._config.timeout_s,
                 **_consistency(strong),
             )
-            return self._with_access(records(dict(row) for row in rows))
+            return self._with_access(records(dict(row) for row in rows), strong=strong)
 
         return await self._run("query", call, gate="read", owners=_owner(where))
 
@@ -519,7 +522,7 @@ class MemoryStore:
 
         def call() -> list[MemoryRecord]:
             rows = self._query_all(where, fields, batch_size, strong=strong)
-            return self._with_access(records(rows))
+            return self._with_access(records(rows), strong=strong)
 
         return await self._run("scan", call, gate="read", owners=_owner(where))
 
