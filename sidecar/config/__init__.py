@@ -40,6 +40,8 @@ from sidecar.config.request import (
     request_budget_ms,
 )
 from sidecar.config.retrieval import (
+    ConversationConfig,
+    CueConfig,
     HybridConfig,
     InjectionConfig,
     LinkConfig,
@@ -77,6 +79,8 @@ __all__ = [
     "AssociativeConfig",
     "CacheConfig",
     "ConsolidationConfig",
+    "ConversationConfig",
+    "CueConfig",
     "DeepSearchConfig",
     "EmbeddingConfig",
     "EnrichmentConfig",

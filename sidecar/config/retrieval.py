@@ -101,6 +101,43 @@ class TopicConfig(_Model):
     max_members: int = Field(default=20, ge=1, le=10_000)
 
 
+class ConversationConfig(_Model):
+    """Memories read in their conversation (strategies ``default`` and
+    ``associative``; sidecar/memory/read/retrieval/conversation.py): a memory scores
+    with the memories said just before it in its session, and memories of the
+    session the best evidence came from rise together. Without session ids (no
+    ``session_header`` sent) every memory is its own session and this changes
+    nothing."""
+
+    enabled: bool = True
+    #: Share of a memory's score that comes from it read with its priors (0: own
+    #: score only).
+    weight: float = Field(default=0.5, ge=0, le=1)
+    #: Earlier memories of the session read with each memory.
+    turns: int = Field(default=2, ge=1, le=8)
+    #: Vector weight of each further prior (the first counts fully, the next
+    #: ``decay`` as much, ...); every prior's words count fully for BM25.
+    decay: float = Field(default=0.5, gt=0, le=1)
+    #: Each memory gains this times the best score in its session.
+    session_lift: float = Field(default=0.2, ge=0, le=1)
+
+
+class CueConfig(_Model):
+    """Lifts for what a question names (strategies ``default`` and ``associative``;
+    sidecar/memory/read/retrieval/cues.py): whom it is about and when. They add to
+    the fused score and admit nothing the evidence gate keeps out."""
+
+    enabled: bool = True
+    #: Lift of a memory whose subject (a transcript line's speaker, a fact's opening
+    #: name) is a name the question says, times the share of its names matched.
+    subject_weight: float = Field(default=0.2, ge=0, le=1)
+    #: Lift of a memory told on a date the question names ("on 9 November", "in
+    #: June 2023", "last week"); half of it up to ``near_days`` after that date.
+    date_weight: float = Field(default=0.2, ge=0, le=1)
+    #: How long after a named date a memory still counts as told about then.
+    near_days: int = Field(default=7, ge=0, le=60)
+
+
 class RerankConfig(_Model):
     """Composite final score: similarity, salience and confidence."""
 
@@ -161,6 +198,8 @@ class RetrievalConfig(_Model):
     #: Most rankings kept per scope snapshot (least recently used evicted).
     ranking_cache_entries: int = Field(default=16, ge=1, le=10_000)
     hybrid: HybridConfig = HybridConfig()
+    conversation: ConversationConfig = ConversationConfig()
+    cues: CueConfig = CueConfig()
     links: LinkConfig = LinkConfig()
     topics: TopicConfig = TopicConfig()
     associative: AssociativeConfig = AssociativeConfig()

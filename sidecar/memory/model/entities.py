@@ -173,6 +173,20 @@ def is_user_fact(text: str) -> bool:
     return text.startswith(("User ", "User's ", "User’s "))
 
 
+#: A transcript line's speaker: "Melanie: …" (one to three capitalised words, a colon).
+_SPEAKER = re.compile(r"([A-Z][\w'’.\-]*(?:[ \t][A-Z][\w'’.\-]*){0,2}):[ \t]")
+
+
+def subject(text: str) -> str | None:
+    """Whom ``text`` is about: a transcript line's speaker ("Melanie" of "Melanie: we
+    went camping"), else the proper name it opens with (:func:`named_subject`); None
+    for a fact about the user and for text that names no subject."""
+    speaker = _SPEAKER.match(text)
+    if speaker is not None and speaker.group(1).lower() not in _NEVER:
+        return speaker.group(1)
+    return named_subject(text)
+
+
 def named_subject(text: str) -> str | None:
     """The proper name ``text`` opens with as its subject ("Ana" of "Ana lives in
     Porto."; "Helix Labs" of "Helix Labs is based in Rotterdam."), if any."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -125,6 +125,7 @@ class Corpus:
                 _structural=set(),
             )
         start = _appended_after(previous, memories) if previous is not None else None
+        extended = previous if start is not None else None
         if previous is not None and start is not None:
             # New memories after the old ones (the usual write): reuse the old rows'
             # vectors, BM25 postings and n-grams; links and sessions are recomputed
@@ -163,7 +164,7 @@ class Corpus:
             if j is not None:
                 prev[i], nxt[j] = j, i
             last_in_session[record.session_id] = i
-        return cls(
+        corpus = cls(
             records=tuple(memories),
             vectors=vectors,
             bm25=bm25,
@@ -175,6 +176,26 @@ class Corpus:
             category_vectors=_category_matrix(previous, categories, dim),
             _ngrams=ngrams,
         )
+        if extended is not None:
+            corpus._extend_derived(extended)
+        return corpus
+
+    def _extend_derived(self, previous: Corpus) -> None:
+        """Carry ``previous``'s structural values that can follow appended memories
+        (:class:`Appendable`) into this snapshot, which appends memories to it."""
+        for key in previous._structural:
+            value = previous._derived.get(key)
+            if isinstance(value, Appendable):
+                self._derived[key] = value.appended(self)
+                self._structural.add(key)
+
+
+@runtime_checkable
+class Appendable(Protocol):
+    """A per-corpus value that can be brought up to date when memories are only
+    appended (cheaper than building it again for the new snapshot)."""
+
+    def appended(self, corpus: Corpus) -> Appendable: ...
 
 
 def _category_matrix(old: Corpus | None, categories: Sequence[MemoryRecord], dim: int) -> Matrix:

@@ -1,6 +1,7 @@
 """Corpus-scored strategies: one pipeline, configured per strategy name.
 
     signals -> base score (cosine | bm25 | ngram | fused)
+            -> conversation context, question cues, session lift (optional)
             -> named-topic propagation (optional)
             -> link expansion (optional)
             -> associative expansion (optional; ``config`` = per profile)
@@ -24,6 +25,8 @@ from sidecar.memory.model.records import Hit, now_ms
 from sidecar.memory.read.corpus import Corpus
 from sidecar.memory.read.retrieval.associative import expand_associative
 from sidecar.memory.read.retrieval.base import Query, SearchContext
+from sidecar.memory.read.retrieval.conversation import in_context, lift_sessions
+from sidecar.memory.read.retrieval.cues import lift_cues
 from sidecar.memory.read.retrieval.links import expand_links, limit_link_share
 from sidecar.memory.read.retrieval.per_corpus import PerCorpus
 from sidecar.memory.read.retrieval.rerank import composite
@@ -71,6 +74,7 @@ class PipelineRetriever:
         associative: Toggle = "off",
         rerank: bool = False,
         topics: bool = False,
+        conversation: bool = False,
     ) -> None:
         self.name = name
         self._base = base
@@ -78,6 +82,7 @@ class PipelineRetriever:
         self._links = links
         self._associative = associative
         self._rerank = rerank
+        self._conversation = conversation
         self._topics = PerCorpus(TopicGroups.of) if topics else None
 
     def _hybrid(self, config: RetrievalConfig) -> HybridConfig:
@@ -109,6 +114,8 @@ class PipelineRetriever:
         else:
             base, gate = fuse(signals, hybrid), evidence_mask(signals, config)
         stages: list[tuple[str, Scores]] = [("fused", base)] if self._base == "fused" else []
+        if self._conversation:
+            base = _in_conversation(base, signals, query, corpus, config, hybrid, stages)
         if self._topics is not None and user_id is not None:
             topics = self._topics.get(corpus, user_id)
             base, gate, _ = expand_topics(base, gate, topics, config.topics)
@@ -142,6 +149,29 @@ class PipelineRetriever:
 
 
 _NO_NGRAM = HybridConfig(ngram_weight=0.0)
+
+
+def _in_conversation(
+    base: Scores,
+    signals: Signals,
+    query: Query,
+    corpus: Corpus,
+    config: RetrievalConfig,
+    hybrid: HybridConfig,
+    stages: list[tuple[str, Scores]],
+) -> Scores:
+    """The conversation and cue stages (each recorded in ``stages`` when it ran)."""
+    talk = config.conversation
+    if talk.enabled:
+        base = in_context(base, signals, query, corpus, talk, hybrid)
+        stages.append(("context", base))
+    if config.cues.enabled:
+        base = lift_cues(base, query, corpus, config.cues, now_ms())
+        stages.append(("cues", base))
+    if talk.enabled and talk.session_lift > 0:
+        base = lift_sessions(base, corpus, talk)
+        stages.append(("session", base))
+    return base
 
 
 def _admit(gate: npt.NDArray[np.bool_], via: dict[int, str]) -> npt.NDArray[np.bool_]:

@@ -9,7 +9,8 @@ ngram          character-trigram Jaccard
 hybrid         weighted fusion of cosine, BM25 and n-grams
 hybrid-rrf     reciprocal-rank fusion of the same signals
 linked         hybrid + link expansion
-default        hybrid + named-topic propagation + link expansion
+default        hybrid + conversation context, question cues and session
+               lift + named-topic propagation + link expansion
                + composite re-rank
                (+ associative expansion when ``associative.enabled``)
 associative    default with associative multi-hop expansion forced on
@@ -43,10 +44,22 @@ def build_retrievers() -> dict[str, Retriever]:
         PipelineRetriever("hybrid-rrf", base="fused", fusion="rrf"),
         PipelineRetriever("linked", base="fused", links=True),
         PipelineRetriever(
-            "default", base="fused", topics=True, links=True, rerank=True, associative="config"
+            "default",
+            base="fused",
+            conversation=True,
+            topics=True,
+            links=True,
+            rerank=True,
+            associative="config",
         ),
         PipelineRetriever(
-            "associative", base="fused", topics=True, links=True, rerank=True, associative="on"
+            "associative",
+            base="fused",
+            conversation=True,
+            topics=True,
+            links=True,
+            rerank=True,
+            associative="on",
         ),
         HierarchicalRetriever(),
         TieredRetriever(),

@@ -1,0 +1,189 @@
+"""Memories read in their conversation: what was said just before a memory, and
+the session it belongs to.
+
+A memory is often an answer whose question came before it ("Some fun ones, like
+charades." after "What games did you play at the picnic?"), or a detail of
+something named a memory earlier in the same session. Read alone it shares no word
+and little meaning with a question about it; read with the memories said just
+before it, it does. For a memory ``i`` with ``prior_1 … prior_T`` (the previous
+memories of its session, newest first, ``turns`` = T):
+
+* context cosine = cos(q, len_i·v_i + Σ decay^(t-1)·len_t·v_t): the cosine of the
+  query with the memory's vector and its priors' (each weighted by its length in
+  tokens, as the embedding of the joined text would roughly weigh them), computed
+  from the per-memory cosines and a per-memory norm, so no second embedding is made
+  or stored;
+* context BM25 = BM25 over the memory's tokens joined with its priors' (a term said
+  in both counts as said twice, with BM25's saturation — adding the priors' own
+  scores would count it twice over);
+
+and the memory's score becomes ``(1 - weight) * own + weight * context``, both fused
+as the hybrid fuses its signals. Then each memory is lifted by ``session_lift``
+times the best score in its session: of two equally good memories, the one from the
+conversation the best evidence came from goes first. A memory without a session is
+its own session; a corpus without sessions is ranked as without this stage.
+
+Only the scope's corpus is read. The context index is built once per corpus
+snapshot; when a write only appends memories, it is extended rather than rebuilt
+(a memory's priors come before it, so appending never changes an older memory's
+context).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from sidecar.config import ConversationConfig, HybridConfig
+from sidecar.memory.read.bm25 import BM25Index
+from sidecar.memory.read.corpus import Corpus
+from sidecar.memory.read.retrieval.base import Query
+from sidecar.memory.read.retrieval.signals import Scores, Signals, fuse
+
+Ints = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class ContextIndex:
+    """Per memory: its priors (``-1`` past the session's start), the weights of its
+    own and its priors' cosines (divided by the joined vector's norm), and BM25 over
+    its tokens joined with its priors'."""
+
+    turns: int
+    decay: float
+    priors: Ints
+    weights: npt.NDArray[np.float32]
+    bm25: BM25Index
+    #: A group number per memory, the same for the memories of one session.
+    sessions: Ints
+
+    @property
+    def read_together(self) -> bool:
+        """Whether any memory has a prior (else every context is the memory alone)."""
+        return bool(self.turns) and bool((self.priors[:, 0] >= 0).any())
+
+    @classmethod
+    def build(cls, corpus: Corpus, turns: int, decay: float) -> ContextIndex:
+        priors, weights, documents = _rows(corpus, 0, turns, decay)
+        sessions = _sessions(corpus, np.zeros(0, dtype=np.int64))
+        return cls(turns, decay, priors, weights, BM25Index(documents), sessions)
+
+    def appended(self, corpus: Corpus) -> ContextIndex:
+        """This index for ``corpus``, which holds this index's memories followed by
+        new ones."""
+        start = len(self.priors)
+        priors, weights, documents = _rows(corpus, start, self.turns, self.decay)
+        return ContextIndex(
+            self.turns,
+            self.decay,
+            np.concatenate([self.priors, priors]),
+            np.concatenate([self.weights, weights]),
+            self.bm25.extended(documents),
+            _sessions(corpus, self.sessions),
+        )
+
+    def cosine(self, own: Scores) -> Scores:
+        """Context cosines from the memories' own cosines."""
+        padded = np.append(own, np.float32(0.0))  # index -1 reads the 0 appended
+        out = self.weights[:, 0] * own
+        for t in range(self.turns):
+            out += self.weights[:, t + 1] * padded[self.priors[:, t]]
+        return out.astype(np.float32)
+
+
+def context_index(corpus: Corpus, config: ConversationConfig) -> ContextIndex:
+    """The corpus' context index for these settings (built once per snapshot)."""
+    return corpus.derived(
+        ("context", config.turns, config.decay),
+        lambda: ContextIndex.build(corpus, config.turns, config.decay),
+        structural=True,
+    )
+
+
+def in_context(
+    base: Scores,
+    signals: Signals,
+    query: Query,
+    corpus: Corpus,
+    config: ConversationConfig,
+    hybrid: HybridConfig,
+) -> Scores:
+    """``base`` mixed with the memories' context scores (``weight``)."""
+    if config.weight <= 0 or corpus.size == 0:
+        return base
+    index = context_index(corpus, config)
+    if not index.read_together:
+        return base  # no memory has a prior: its context is itself
+    context = Signals(
+        cosine=index.cosine(signals.cosine),
+        bm25=index.bm25.scores(query.tokens),
+        lexical=signals.lexical,
+        ngram=np.zeros_like(base),
+    )
+    fused = fuse(context, hybrid.model_copy(update={"ngram_weight": 0.0}))
+    mixed: Scores = ((1 - config.weight) * base + config.weight * fused).astype(np.float32)
+    return mixed
+
+
+def lift_sessions(scores: Scores, corpus: Corpus, config: ConversationConfig) -> Scores:
+    """``scores`` plus ``session_lift`` times the best score in each memory's session."""
+    lift = config.session_lift
+    if lift <= 0 or corpus.size == 0:
+        return scores
+    index = context_index(corpus, config)
+    if not index.read_together:
+        return scores  # every memory is its own session
+    sessions = index.sessions
+    best = np.full(int(sessions.max()) + 1, -np.inf, dtype=np.float32)
+    np.maximum.at(best, sessions, scores)
+    lifted: Scores = (scores + lift * best[sessions]).astype(np.float32)
+    return lifted
+
+
+def _sessions(corpus: Corpus, known: Ints) -> Ints:
+    """Session group numbers: ``known`` for the first memories, then one per new
+    memory (its prior's group, or its own index when it opens a session)."""
+    groups = np.concatenate([known, np.arange(len(known), corpus.size, dtype=np.int64)])
+    prev = corpus.session_prev
+    for i in range(len(known), corpus.size):  # a prior comes first: its group is set
+        if prev[i] >= 0:
+            groups[i] = groups[prev[i]]
+    return groups
+
+
+def _rows(
+    corpus: Corpus, start: int, turns: int, decay: float
+) -> tuple[Ints, npt.NDArray[np.float32], list[list[str]]]:
+    """Priors, cosine weights and joined documents of memories ``start`` onwards."""
+    size = corpus.size - start
+    priors = np.full((size, turns), -1, dtype=np.int64)
+    documents: list[list[str]] = []
+    prev = corpus.session_prev
+    for row in range(size):
+        i = start + row
+        document = list(corpus.bm25.document(i))
+        j = i
+        for t in range(turns):
+            j = int(prev[j])
+            if j < 0:
+                break
+            priors[row, t] = j
+            document.extend(corpus.bm25.document(j))
+        documents.append(document)
+    own = np.arange(start, corpus.size)
+    lengths = np.ones(corpus.size, dtype=np.float32)
+    for i in np.union1d(own, priors[priors >= 0]).tolist():
+        lengths[i] = max(len(corpus.bm25.document(i)), 1)
+    weights = np.zeros((size, turns + 1), dtype=np.float32)
+    weights[:, 0] = lengths[own]
+    joined = corpus.vectors[own] * weights[:, :1]
+    for t in range(turns):
+        has = priors[:, t] >= 0
+        weights[has, t + 1] = decay**t * lengths[priors[has, t]]
+        joined[has] += corpus.vectors[priors[has, t]] * weights[has, t + 1 : t + 2]
+    norms = np.linalg.norm(joined, axis=1)
+    norms[norms == 0] = 1.0
+    weights /= norms[:, None]
+    return priors, weights.astype(np.float32), documents

@@ -1,0 +1,120 @@
+"""What a question names, as lifts: whom it is about, and when.
+
+* **Subject.** "What did Melanie paint?" is about Melanie: a memory whose subject is
+  Melanie (a transcript line she said, "Melanie: …", or a fact that opens with her
+  name) gains ``subject_weight`` times the share of the question's names it is
+  about. BM25 cannot say this: a name on half of a transcript's lines has almost no
+  inverse document frequency, yet it halves what the answer can be. A name matches
+  a subject that is that name, has it as one of its words ("Okafor" of "Dr.
+  Okafor"), or begins with it ("Mel" of "Melanie", three letters at least).
+* **Date.** "What did I cook on 9 November?" (:func:`~sidecar.memory.model.when.
+  question_spans`): a memory told within a day of the span gains ``date_weight``,
+  one told up to ``near_days`` after it half that (what happened is often told a
+  few days later).
+
+Lifts add to the fused score; they admit nothing the evidence gate keeps out, and a
+question that names no one and no date is ranked as without them.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import numpy as np
+import numpy.typing as npt
+
+from sidecar.config import CueConfig
+from sidecar.memory.model.entities import names, subject
+from sidecar.memory.model.when import DAY_MS, Span, question_spans
+from sidecar.memory.read.corpus import Corpus
+from sidecar.memory.read.retrieval.base import Query
+from sidecar.memory.read.retrieval.signals import Scores
+
+Ints = npt.NDArray[np.int64]
+_MIN_NICKNAME = 3
+
+
+def lift_cues(base: Scores, query: Query, corpus: Corpus, config: CueConfig, now_ms: int) -> Scores:
+    """``base`` with the subject and date lifts for ``query`` added."""
+    if corpus.size == 0:
+        return base
+    out = base
+    if config.subject_weight > 0:
+        about = subject_share(query.text, corpus)
+        if about is not None:
+            out = out + config.subject_weight * about
+    if config.date_weight > 0:
+        spans = question_spans(query.text, now_ms)
+        if spans:
+            out = out + config.date_weight * date_match(spans, corpus, config.near_days)
+    lifted: Scores = out.astype(np.float32)
+    return lifted
+
+
+def subject_share(text: str, corpus: Corpus) -> Scores | None:
+    """Per memory, the share of the names in ``text`` that it is about (None when
+    ``text`` names no one)."""
+    wanted = names(text)
+    if not wanted:
+        return None
+    subjects = _subjects(corpus)
+    share = np.zeros(corpus.size, dtype=np.float32)
+    for name in wanted:
+        hit = np.zeros(corpus.size, dtype=np.bool_)
+        for key, members in subjects.items():
+            if _names(name.lower(), key):
+                hit[members] = True
+        share += hit
+    result: Scores = (share / len(wanted)).astype(np.float32)
+    return result
+
+
+def _names(name: str, key: str) -> bool:
+    return (
+        key == name or name in key.split() or (len(name) >= _MIN_NICKNAME and key.startswith(name))
+    )
+
+
+def _subjects(corpus: Corpus) -> dict[str, Ints]:
+    """The corpus' subjects (lower case), each with the memories about it."""
+
+    def build() -> dict[str, Ints]:
+        found: dict[str, list[int]] = {}
+        for i, record in enumerate(corpus.records):
+            about = subject(record.content)
+            if about is not None:
+                found.setdefault(about.lower(), []).append(i)
+        return {key: np.asarray(rows, dtype=np.int64) for key, rows in found.items()}
+
+    return corpus.derived("subjects", build, structural=True)
+
+
+def date_match(spans: tuple[Span, ...], corpus: Corpus, near_days: int) -> Scores:
+    """1 for a memory told within a day of a span, 0.5 up to ``near_days`` after
+    one, else 0 (the best over the spans)."""
+    told, months, days = _told(corpus)
+    out = np.zeros(corpus.size, dtype=np.float32)
+    for span in spans:
+        if span.calendar:
+            inside = months == span.month
+            if span.day is not None:
+                inside &= days == span.day
+            out[inside] = 1.0
+            continue
+        near = (told >= span.end_ms) & (told < span.end_ms + near_days * DAY_MS)
+        out[near] = np.maximum(out[near], 0.5)
+        out[(told >= span.start_ms - DAY_MS) & (told < span.end_ms + DAY_MS)] = 1.0
+    return out
+
+
+def _told(corpus: Corpus) -> tuple[Ints, Ints, Ints]:
+    """Each memory's ``created_at`` (epoch ms) and its UTC month and day."""
+
+    def build() -> tuple[Ints, Ints, Ints]:
+        told = np.fromiter((r.created_at for r in corpus.records), np.int64, corpus.size)
+        dates = [datetime.fromtimestamp(ms / 1000, UTC) for ms in told.tolist()]
+        months = np.fromiter((d.month for d in dates), np.int64, len(dates))
+        days = np.fromiter((d.day for d in dates), np.int64, len(dates))
+        return told, months, days
+
+    return corpus.derived("told", build, structural=True)
