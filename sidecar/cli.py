@@ -70,6 +70,22 @@ def _cutoffs(value: str) -> list[int]:
         ) from None
 
 
+def _variant(value: str) -> tuple[str, dict[str, object]]:
+    """``NAME=path=value,path=value`` (values read as YAML scalars: true, 0.3, off)."""
+    import yaml
+
+    name, _, settings = value.partition("=")
+    changes: dict[str, object] = {}
+    for item in _comma_list(settings):
+        path, sep, raw = item.partition("=")
+        if not sep or not path.strip():
+            raise argparse.ArgumentTypeError(f"not NAME=path=value[,path=value]: {value!r}")
+        changes[path.strip()] = yaml.safe_load(raw.strip())
+    if not name.strip() or not changes:
+        raise argparse.ArgumentTypeError(f"not NAME=path=value[,path=value]: {value!r}")
+    return name.strip(), changes
+
+
 def _cmd_eval(args: argparse.Namespace) -> int:
     import warnings
 
@@ -94,6 +110,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         rewrite=args.rewrite,
         deep_search=args.deep_search,
         llm_url=args.llm_url,
+        variants=tuple(args.variant),
     )
     result = asyncio.run(run_eval(dataset, config, options, config_source=args.config))
     print(format_text(result), flush=True)
@@ -212,6 +229,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--llm-url",
         help="OpenAI-compatible base URL for rewriting and ranking (e.g. the mock LLM); "
         "default: the config's llm.base_url, else the heuristics",
+    )
+    evaluate.add_argument(
+        "--variant",
+        type=_variant,
+        action="append",
+        default=[],
+        metavar="NAME=SETTINGS",
+        help="add a row NAME: the configured retrieval with these settings changed, e.g. "
+        "'before=conversation.enabled=false,cues.enabled=false' (repeatable; "
+        "'strategy=…' picks another strategy)",
     )
     evaluate.add_argument("--quiet", action="store_true", help="no progress bars")
     evaluate.set_defaults(func=_cmd_eval)

@@ -123,8 +123,9 @@ class ConversationConfig(_Model):
 
 
 class CueConfig(_Model):
-    """Lifts for what a question names (strategies ``default`` and ``associative``;
-    sidecar/memory/read/retrieval/cues.py): whom it is about and when. They add to
+    """Lifts for what a question names or asks (strategies ``default`` and
+    ``associative``; sidecar/memory/read/retrieval/cues.py): whom it is about, the
+    date it names, and whether it asks when. They add to
     the fused score and admit nothing the evidence gate keeps out."""
 
     enabled: bool = True
@@ -136,6 +137,9 @@ class CueConfig(_Model):
     date_weight: float = Field(default=0.2, ge=0, le=1)
     #: How long after a named date a memory still counts as told about then.
     near_days: int = Field(default=7, ge=0, le=60)
+    #: Lift of a memory that says when something happened ("last week", "on
+    #: Friday", "in 2019") for a question that asks when.
+    when_weight: float = Field(default=0.1, ge=0, le=1)
 
 
 class RerankConfig(_Model):

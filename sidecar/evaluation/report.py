@@ -94,6 +94,9 @@ def format_text(result: EvalResult) -> str:
         f"query embedding p50 {percentile(result.embed_ms, 50):.2f} ms "
         "(once per query, shared by all strategies, not in the latencies below)",
     ]
+    for name, changes in result.variants:
+        settings = ", ".join(f"{path}={value}" for path, value in changes.items())
+        lines.append(f"variant {name}: the configured retrieval with {settings}")
     if result.added_baselines:
         lines.append(
             f"note: added baseline{'s' if len(result.added_baselines) > 1 else ''} "
@@ -301,6 +304,7 @@ def to_json(result: EvalResult) -> dict[str, Any]:
             "no_threshold": result.no_threshold,
             "evidence_gate": not result.no_threshold,
             "oracle_topics": result.oracle_topics,
+            "variants": {name: dict(changes) for name, changes in result.variants},
             "retrieval": result.retrieval.model_dump(mode="json"),
             "embedding": config.embedding.model_dump(mode="json"),
             "enrichment": config.enrichment.model_dump(mode="json"),

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from sidecar.config import RetrievalConfig, SidecarConfig
+from pydantic import ValidationError
+
+from sidecar.config import RetrievalConfig, SidecarConfig, format_validation_error
 from sidecar.errors import InvalidInput
 from sidecar.evaluation.dataset import Dataset, EvalMemory, EvalQuery, visible
 from sidecar.evaluation.followup import FollowupStats, VariantRow, run_variants
@@ -65,6 +67,10 @@ class EvalOptions:
     #: The LLM for rewriting and ranking (e.g. the mock); default: the config's
     #: ``llm.base_url``; none: the heuristic resolver and the non-LLM re-rank.
     llm_url: str | None = None
+    #: Extra rows, each (name, retrieval settings changed: dotted path -> value), on
+    #: the same store and queries: an ablation or a candidate setting side by side
+    #: with the configured one ("strategy" picks another strategy).
+    variants: tuple[tuple[str, Mapping[str, object]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +141,8 @@ class EvalResult:
     seconds: float
     #: Rewrite / deep search statistics when ``--rewrite`` or ``--deep-search``.
     followup: FollowupStats | None = None
+    #: The ``--variant`` rows: name and the retrieval settings it changed.
+    variants: tuple[tuple[str, Mapping[str, object]], ...] = ()
 
     @property
     def strategy_names(self) -> list[str]:
@@ -207,6 +215,27 @@ def check_ks(ks: Sequence[int]) -> tuple[int, ...]:
     return tuple(sorted(set(ks)))
 
 
+def with_settings(retrieval: RetrievalConfig, changes: Mapping[str, object]) -> RetrievalConfig:
+    """``retrieval`` with settings changed by dotted path ("conversation.enabled"),
+    validated as a config file's would be."""
+    data = retrieval.model_dump()
+    for path, value in changes.items():
+        node = data
+        *parents, leaf = path.split(".")
+        for part in parents:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                raise InvalidInput(f"unknown retrieval setting {path!r}")
+            node = child
+        if leaf not in node:
+            raise InvalidInput(f"unknown retrieval setting {path!r}")
+        node[leaf] = value
+    try:
+        return RetrievalConfig.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidInput(f"invalid retrieval settings: {format_validation_error(exc)}") from exc
+
+
 def evaluation_retrieval(config: SidecarConfig, *, no_threshold: bool) -> RetrievalConfig:
     """``defaults.retrieval``, with the evidence gate off for ``no_threshold``."""
     retrieval = config.defaults.retrieval
@@ -240,6 +269,15 @@ async def run_eval(
             update={"llm": config.llm.model_copy(update={"base_url": options.llm_url})}
         )
     retrieval = evaluation_retrieval(config, no_threshold=options.no_threshold)
+    variant_settings = [
+        (label, with_settings(retrieval, changes)) for label, changes in options.variants
+    ]
+    labels = [label for label, _ in variant_settings]
+    clash = sorted(
+        {*labels} & {*registered_strategies()} | {n for n in labels if labels.count(n) > 1}
+    )
+    if clash:
+        raise InvalidInput(f"variant names must be new and distinct: {', '.join(clash)}")
     variants = options.rewrite or options.deep_search
     if variants and retrieval.strategy not in strategies:
         strategies = (*strategies, retrieval.strategy)
@@ -282,6 +320,20 @@ async def run_eval(
                     )
             finally:
                 bar.close()
+            for label, changed in variant_settings:
+                results.append(
+                    await _run_strategy(
+                        memory,
+                        label,
+                        changed,
+                        data.queries,
+                        vectors,
+                        memories,
+                        metric_ks,
+                        top_k,
+                        lambda _n: None,
+                    )
+                )
             if variants:
                 rows, followup = await _run_variants(
                     env.components, config, retrieval, data, options, top_k
@@ -308,6 +360,7 @@ async def run_eval(
         top_k=top_k,
         seconds=time.perf_counter() - started,
         followup=followup,
+        variants=options.variants,
     )
 
 

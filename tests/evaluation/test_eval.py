@@ -438,16 +438,39 @@ def test_cli_eval(
         [
             "eval", "--dataset", str(dataset_file), "--config", str(config_file),
             "--strategies", "default", "--k", "1,5", "--json", str(out), "--quiet",
+            "--variant", "plain=conversation.enabled=false,cues.subject_weight=0",
+            "--variant", "dense-again=strategy=dense",
         ]
     )  # fmt: skip
     captured = capsys.readouterr()
     assert code == 0, captured.err
+    assert (
+        "variant plain: the configured retrieval with conversation.enabled=False, "
+        "cues.subject_weight=0"
+    ) in captured.out
     assert "note: added baselines dense, bm25" in captured.out
     assert "evidence gate ON (threshold 0.25" in captured.out
     assert f"defaults.retrieval of {config_file}" in captured.out
     data = json.loads(out.read_text(encoding="utf-8"))
-    assert data["strategy_order"] == ["dense", "bm25", "default"]
+    assert data["strategy_order"] == ["dense", "bm25", "default", "plain", "dense-again"]
+    assert data["config"]["variants"]["plain"] == {
+        "conversation.enabled": False,
+        "cues.subject_weight": 0,
+    }
+    # The same strategy as a variant ranks exactly as it does as a strategy.
+    dense, again = data["strategies"]["dense"], data["strategies"]["dense-again"]
+    assert again["overall"] == dense["overall"]
     assert data["ks"] == [1, 5]
+
+    for bad in ("nope=conversation.wings=1", "nope=conversation.weight=7"):
+        code = main(["eval", "--dataset", str(dataset_file), "--variant", bad, "--quiet"])
+        assert code != 0
+    with pytest.raises(SystemExit):
+        main(["eval", "--dataset", str(dataset_file), "--variant", "nope=x"])
+    errors = capsys.readouterr().err
+    assert "not NAME=path=value" in errors
+    assert "unknown retrieval setting 'conversation.wings'" in errors
+    assert "invalid retrieval settings" in errors
 
     assert main(["eval", "--dataset", str(dataset_file), "--strategies", "nope"]) == 1
     assert "unknown strategy 'nope'" in capsys.readouterr().err

@@ -9,9 +9,10 @@ retrieval lifts those memories (:mod:`sidecar.memory.read.retrieval.cues`).
 Rules, not a tagger, and conservative: a date must be spelled with a month name
 (or ISO ``2023-05-08``), a four-digit year from 1900 to 2099, or a relative phrase
 ("yesterday", "last week", "N days ago", "last <month>"); bare numbers are never
-dates. "may" counts as a month only when capitalised or next to a day, a year or
-"in/last/this/early/late". A date without a year ("in June", "on March 3") matches
-that month or day in any year: the question does not say which.
+dates. "may" and "march" count as months only next to a day or a year, after "in",
+"last", "since"…, or capitalised inside a sentence. A date without a year ("in
+June", "on March 3") matches that month or day in any year: the question does not
+say which.
 
 Spans are half-open ranges of epoch milliseconds (UTC), or calendar spans (a month,
 or a month and day) for dates without a year.
@@ -23,30 +24,16 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
+from sidecar.memory.model.dates import MONTHS
 from sidecar.memory.model.text import STOPWORDS
 
 DAY_MS = 86_400_000
 
+#: Month names and their usual abbreviations ("jan", "sept"), to month numbers.
 _MONTHS = {
     name: number
-    for number, names in enumerate(
-        (
-            ("january", "jan"),
-            ("february", "feb"),
-            ("march", "mar"),
-            ("april", "apr"),
-            ("may",),
-            ("june", "jun"),
-            ("july", "jul"),
-            ("august", "aug"),
-            ("september", "sept", "sep"),
-            ("october", "oct"),
-            ("november", "nov"),
-            ("december", "dec"),
-        ),
-        start=1,
-    )
-    for name in names
+    for number, full in enumerate(MONTHS, start=1)
+    for name in (full.lower(), full[:3].lower(), *(("sept",) if number == 9 else ()))
 }
 _MONTH = r"(?:" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\b\.?"
 _YEAR = r"(?:19|20)\d\d"
@@ -61,8 +48,13 @@ _DATE = re.compile(
     r")(?!\d)",
     re.IGNORECASE,
 )
-#: Words before "may" that make it the month ("in May", "last may").
-_MAY_CUES = ("in", "last", "this", "early", "mid", "late", "since", "of", "during", "until")
+#: Month names that are also everyday words ("you may", "we march"), and the words
+#: before one that make it the month ("in May", "last may").
+_AMBIGUOUS = frozenset({"may", "march", "mar"})
+_MONTH_CUES = frozenset(
+    "in last this next early mid late since of during until before after by from".split()
+)
+_ENDS = (".", "!", "?", ":", ";")
 _RELATIVE = re.compile(
     r"\b(?:(?P<yesterday>yesterday|last night)|(?P<today>today|tonight|this morning)"
     r"|(?P<last>last|past|this)\s+(?P<unit>week(?:end)?|month|year)"
@@ -78,6 +70,33 @@ _BEFORE = re.compile(r"\b(?:the\s+)?(?:week(?:end)?|days?)\s+before\s*$|\bbefore
 _AFTER = re.compile(r"\b(?:the\s+)?(?:week(?:end)?|days?)\s+after\s*$|\bafter\s*$", re.I)
 _BETWEEN = re.compile(r"\b(?:between|from)\s*$", re.I)
 _AND = re.compile(r"^\s*(?:and|to|until|-|–)\s*$", re.I)
+
+
+_ASKS_WHEN = re.compile(
+    r"^\W*(?:when\b|what\s+(?:time|date|day|year|month)\b|how\s+long\s+ago\b"
+    r"|since\s+when\b|which\s+(?:day|date|year|month)\b)",
+    re.IGNORECASE,
+)
+_WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+_TELLS_TIME = re.compile(
+    rf"\b(?:yesterday|today|tonight|tomorrow|ago|recently|"
+    rf"(?:last|next|this|past)\s+(?:week(?:end)?|month|year|night|summer|winter|spring|"
+    rf"fall|autumn|{_WEEKDAY})|(?:on|since|by)\s+{_WEEKDAY}|"
+    rf"(?:january|february|march|april|june|july|august|september|october|november|"
+    rf"december)|(?:19|20)\d\d)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_when(question: str) -> bool:
+    """Whether ``question`` asks for a time ("When did…", "What year…")."""
+    return _ASKS_WHEN.search(question) is not None
+
+
+def tells_time(text: str) -> bool:
+    """Whether ``text`` says when something happened ("last week", "on Friday",
+    "in March", "2019", "two days ago")."""
+    return _TELLS_TIME.search(text) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +147,9 @@ def question_spans(text: str, now_ms: int) -> tuple[Span, ...]:
                 spans.append(Span(first.start_ms, last.end_ms))
                 used.add(i + 1)
                 continue
-        span = _month_relative(item, before, now_ms) or _range(item) or _calendar(item)
+        span = _month_relative(item, before, now_ms) or _range(item)
+        if span is None and item.year is None:  # a dated span that is no date stays out
+            span = _calendar(item)
         if span is None:
             continue
         spans.append(_shifted(span, before))
@@ -158,8 +179,8 @@ def _dates(text: str) -> list[_Found]:
             continue
         if (
             word
-            and word.rstrip(".").lower() == "may"
-            and not _is_month_may(text, match.start(), word, day, year_text)
+            and word.rstrip(".").lower() in _AMBIGUOUS
+            and not _is_month_word(text, match.start(), word, day, year_text)
         ):
             continue
         out.append(
@@ -178,11 +199,16 @@ def _year_alone(text: str, end: int) -> bool:
     return word[0].isupper() or word.lower() in STOPWORDS
 
 
-def _is_month_may(text: str, start: int, word: str, day: int | None, year: str | None) -> bool:
-    if word[0] == "M" or day is not None or year is not None:
+def _is_month_word(text: str, start: int, word: str, day: int | None, year: str | None) -> bool:
+    """Whether "may" / "march" at ``start`` is the month: next to a day or a year,
+    after "in", "last", "since"…, or capitalised inside a sentence ("May I ask" is
+    not a date, "in may" and "since May" are)."""
+    if day is not None or year is not None:
         return True
     previous = text[:start].split()
-    return bool(previous) and previous[-1].lower() in _MAY_CUES
+    if previous and previous[-1].lower() in _MONTH_CUES:
+        return True
+    return word[0].isupper() and bool(previous) and not previous[-1].endswith(_ENDS)
 
 
 def _share_years(found: list[_Found]) -> None:

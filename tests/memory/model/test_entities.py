@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sidecar.memory.model.entities import is_user_fact, mentions, names
+from sidecar.memory.model.entities import is_user_fact, mentions, names, subject
 
 
 @pytest.mark.parametrize(
@@ -45,3 +45,19 @@ def test_user_facts_are_the_write_paths_wording() -> None:
     assert is_user_fact("User works at Helix Labs.")
     assert not is_user_fact("Piotr retired from teaching maths.")
     assert not is_user_fact("Username is taken.")
+
+
+@pytest.mark.parametrize(
+    ("text", "about"),
+    [
+        ("Melanie: We love painting together lately.", "Melanie"),
+        ("Dr. Okafor: the results are fine.", "Dr. Okafor"),
+        ("Mary Jane Watson: hi there", "Mary Jane Watson"),
+        ("Ana just moved to Porto.", "Ana"),
+        ("User: I like jazz.", None),
+        ("User's sister is Ana.", None),
+        ("went to Paris last week", None),
+    ],
+)
+def test_subject_is_the_speaker_or_the_opening_name(text: str, about: str | None) -> None:
+    assert subject(text) == about

@@ -11,6 +11,9 @@
   question_spans`): a memory told within a day of the span gains ``date_weight``,
   one told up to ``near_days`` after it half that (what happened is often told a
   few days later).
+* **When.** A question that asks for a time ("When did…", "What year…") is
+  answered by a memory that says one ("last week", "on Friday", "in 2019"): such
+  memories gain ``when_weight``.
 
 Lifts add to the fused score; they admit nothing the evidence gate keeps out, and a
 question that names no one and no date is ranked as without them.
@@ -25,7 +28,7 @@ import numpy.typing as npt
 
 from sidecar.config import CueConfig
 from sidecar.memory.model.entities import names, subject
-from sidecar.memory.model.when import DAY_MS, Span, question_spans
+from sidecar.memory.model.when import DAY_MS, Span, asks_when, question_spans, tells_time
 from sidecar.memory.read.corpus import Corpus
 from sidecar.memory.read.retrieval.base import Query
 from sidecar.memory.read.retrieval.signals import Scores
@@ -47,8 +50,21 @@ def lift_cues(base: Scores, query: Query, corpus: Corpus, config: CueConfig, now
         spans = question_spans(query.text, now_ms)
         if spans:
             out = out + config.date_weight * date_match(spans, corpus, config.near_days)
+    if config.when_weight > 0 and asks_when(query.text):
+        out = out + config.when_weight * _timed(corpus)
     lifted: Scores = out.astype(np.float32)
     return lifted
+
+
+def _timed(corpus: Corpus) -> Scores:
+    """1 for the memories that say when something happened, else 0."""
+    return corpus.derived(
+        "tells-time",
+        lambda: np.fromiter(
+            (tells_time(r.content) for r in corpus.records), np.float32, corpus.size
+        ),
+        structural=True,
+    )
 
 
 def subject_share(text: str, corpus: Corpus) -> Scores | None:

@@ -1,0 +1,121 @@
+"""Memories read in their conversation: an answer scores with the question said
+before it, memories of the best evidence's session rise together, and a corpus
+without sessions ranks exactly as without this stage."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sidecar.config import ConversationConfig, CueConfig, RetrievalConfig
+from sidecar.memory.model.records import MemoryRecord
+from sidecar.memory.read.corpus import Corpus
+from sidecar.memory.read.retrieval.base import Query
+from sidecar.memory.read.retrieval.conversation import ContextIndex, context_index, lift_sessions
+from sidecar.memory.read.retrieval.pipeline import PipelineRetriever
+from sidecar.memory.read.retrieval.registry import build_retrievers
+from tests.support.vectors import unit
+
+DIM = 4
+OFF = RetrievalConfig(conversation=ConversationConfig(enabled=False), cues=CueConfig(enabled=False))
+
+
+def memory(
+    rid: str, text: str, vector: tuple[float, ...], session: str = "", at: int = 0
+) -> MemoryRecord:
+    return MemoryRecord(
+        id=rid, user_id="u", content=text, embedding=vector, session_id=session, created_at=at
+    )
+
+
+def query(text: str, *values: float) -> Query:
+    return Query(text, np.asarray(unit(*values), dtype=np.float32))
+
+
+def ranked(corpus: Corpus, q: Query, cfg: RetrievalConfig) -> list[str]:
+    retriever = build_retrievers()["default"]
+    assert isinstance(retriever, PipelineRetriever)
+    return [corpus.records[i].id for i in retriever.rank(q, corpus, cfg, 5, "u").order]
+
+
+PICNIC = [
+    memory("q", "What games did you play at the church picnic?", unit(1, 0, 0, 0), "s1", 1),
+    memory("a", "Some fun ones, like charades and a scavenger hunt.", unit(0, 1, 0, 0), "s1", 2),
+    memory("x", "We played board games at home on Sunday.", unit(0.6, 0, 0.8, 0), "s2", 3),
+    memory("y", "The scavenger shop sells old maps.", unit(0, 0, 0, 1), "s3", 4),
+]
+
+
+def test_an_answer_is_read_with_the_question_before_it() -> None:
+    corpus = Corpus.build(PICNIC, DIM)
+    q = query("which games at the picnic", 0.8, 0.3, 0.5, 0)
+    alone = ranked(corpus, q, OFF)
+    together = ranked(corpus, q, RetrievalConfig())
+    assert alone.index("a") > alone.index("x")
+    assert together.index("a") < together.index("x")
+
+
+def test_a_corpus_without_sessions_ranks_as_without_the_stage() -> None:
+    corpus = Corpus.build([m.with_changes(session_id="") for m in PICNIC], DIM)
+    q = query("which games at the picnic", 0.8, 0.3, 0.5, 0)
+    retriever = build_retrievers()["default"]
+    assert isinstance(retriever, PipelineRetriever)
+    on = retriever.rank(q, corpus, RetrievalConfig(), 5, "u")
+    off = retriever.rank(q, corpus, OFF, 5, "u")
+    assert on.order == off.order
+    assert np.array_equal(on.scores, off.scores)
+
+
+def test_the_session_of_the_best_evidence_goes_first() -> None:
+    corpus = Corpus.build(
+        [
+            memory("best", "b", unit(1, 0, 0, 0), "s1", 1),
+            memory("mate", "m", unit(1, 0, 0, 0), "s1", 2),
+            memory("other", "o", unit(1, 0, 0, 0), "s2", 3),
+            memory("alone", "l", unit(1, 0, 0, 0), "s3", 4),
+        ],
+        DIM,
+    )
+    scores = np.asarray([0.9, 0.5, 0.5, 0.1], dtype=np.float32)
+    lifted = lift_sessions(scores, corpus, ConversationConfig(session_lift=0.2))
+    assert lifted[1] > lifted[2]  # equal own scores: the best memory's session first
+    assert lifted[2] == np.float32(0.6)  # its own session's best is itself
+    assert lift_sessions(scores, corpus, ConversationConfig(session_lift=0)) is scores
+
+
+def test_an_appended_corpus_extends_its_context_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = ConversationConfig()
+    first = Corpus.build(PICNIC[:2], DIM)
+    context_index(first, config)
+    fresh = ContextIndex.build(Corpus.build(PICNIC, DIM), config.turns, config.decay)
+    built: list[Corpus] = []
+    original = ContextIndex.build
+
+    def counted(corpus: Corpus, turns: int, decay: float) -> ContextIndex:
+        built.append(corpus)
+        return original(corpus, turns, decay)
+
+    monkeypatch.setattr(ContextIndex, "build", counted)
+    later = Corpus.build([*PICNIC[:2], *PICNIC[2:]], DIM, previous=first)
+    carried = context_index(later, config)
+    assert built == []  # extended from the previous snapshot's, not built again
+    assert len(carried.priors) == 4
+    assert np.array_equal(carried.priors, fresh.priors)
+    assert np.allclose(carried.weights, fresh.weights)
+    assert np.array_equal(carried.sessions, fresh.sessions)
+    terms = ["game", "picnic", "scaveng"]
+    assert np.allclose(carried.bm25.scores(terms), fresh.bm25.scores(terms))
+    # The question is the answer's prior; memories of other sessions have none.
+    assert carried.priors[:, 0].tolist() == [-1, 0, -1, -1]
+
+
+def test_context_cosine_is_the_joined_vectors_cosine() -> None:
+    corpus = Corpus.build(PICNIC, DIM)
+    index = context_index(corpus, ConversationConfig(turns=2, decay=0.5))
+    q = np.asarray(unit(0.3, 0.7, 0.2, 0.1), dtype=np.float32)
+    own = corpus.vectors @ q
+    lengths = [max(len(corpus.bm25.document(i)), 1) for i in range(2)]
+    joined = lengths[1] * corpus.vectors[1] + lengths[0] * corpus.vectors[0]
+    expected = float(joined @ q / np.linalg.norm(joined))
+    assert abs(index.cosine(own)[1] - expected) < 1e-6
+    assert abs(index.cosine(own)[0] - own[0]) < 1e-6  # no prior: its own cosine
