@@ -122,7 +122,9 @@ def in_context(
         lexical=signals.lexical,
         ngram=np.zeros_like(base),
     )
-    fused = fuse(context, hybrid.model_copy(update={"ngram_weight": 0.0}))
+    if hybrid.ngram_weight > 0:  # no n-grams of joined texts: fuse the two signals
+        hybrid = hybrid.model_copy(update={"ngram_weight": 0.0})
+    fused = fuse(context, hybrid)
     mixed: Scores = ((1 - config.weight) * base + config.weight * fused).astype(np.float32)
     return mixed
 
