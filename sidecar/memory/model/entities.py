@@ -182,7 +182,7 @@ def subject(text: str) -> str | None:
     went camping"), else the proper name it opens with (:func:`named_subject`); None
     for a fact about the user and for text that names no subject."""
     speaker = _SPEAKER.match(text)
-    if speaker is not None and speaker.group(1).lower() not in _NEVER:
+    if speaker is not None and speaker.group(1).lower() not in _NEVER | STOPWORDS:
         return speaker.group(1)
     return named_subject(text)
 

@@ -68,6 +68,14 @@ def test_subject_share_counts_each_name_the_question_says() -> None:
     assert subject_share("Where does my sister live?", corpus) is None
 
 
+def test_a_subject_opening_the_question_is_read_as_its_name() -> None:
+    corpus = Corpus.build([*SPEAKERS, memory("w", "What: a line the speaker rule reads")], DIM)
+    share = subject_share("Melanie said what about the lake?", corpus)  # names(): none
+    assert share is not None
+    assert share[corpus.index_of["m"]] == 1.0
+    assert subject_share("What is it?", corpus) is None  # a question word is no subject
+
+
 def test_a_two_letter_name_is_no_nickname() -> None:
     corpus = Corpus.build(SPEAKERS, DIM)
     share = subject_share("What did Ca paint?", corpus)

@@ -21,6 +21,7 @@ question that names no one and no date is ranked as without them.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 import numpy as np
@@ -28,6 +29,7 @@ import numpy.typing as npt
 
 from sidecar.config import CueConfig
 from sidecar.memory.model.entities import names, subject
+from sidecar.memory.model.text import STOPWORDS
 from sidecar.memory.model.when import DAY_MS, Span, asks_when, question_spans, tells_time
 from sidecar.memory.read.corpus import Corpus
 from sidecar.memory.read.retrieval.base import Query
@@ -35,6 +37,8 @@ from sidecar.memory.read.retrieval.signals import Scores
 
 Ints = npt.NDArray[np.int64]
 _MIN_NICKNAME = 3
+_CAPITALISED = re.compile(r"\b[A-Z][a-z][\w'’]*")
+_POSSESSIVE = re.compile(r"['’]s$")
 
 
 def lift_cues(base: Scores, query: Query, corpus: Corpus, config: CueConfig, now_ms: int) -> Scores:
@@ -69,11 +73,20 @@ def _timed(corpus: Corpus) -> Scores:
 
 def subject_share(text: str, corpus: Corpus) -> Scores | None:
     """Per memory, the share of the names in ``text`` that it is about (None when
-    ``text`` names no one)."""
-    wanted = names(text)
+    ``text`` names no one). A capitalised word that the rules of
+    :func:`~sidecar.memory.model.entities.names` do not read as a name ("Jolene"
+    opening "Jolene said what…": a name or a sentence opener?) counts when it is
+    one of the corpus' subjects."""
+    subjects = _subjects(corpus)
+    wanted = set(names(text))
+    for word in _CAPITALISED.findall(text):
+        bare = _POSSESSIVE.sub("", word)
+        if bare.lower() in STOPWORDS or bare in wanted:
+            continue
+        if any(_names(bare.lower(), key) for key in subjects):
+            wanted.add(bare)
     if not wanted:
         return None
-    subjects = _subjects(corpus)
     share = np.zeros(corpus.size, dtype=np.float32)
     for name in wanted:
         hit = np.zeros(corpus.size, dtype=np.bool_)
