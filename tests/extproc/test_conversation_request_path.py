@@ -5,7 +5,6 @@ without them does neither."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,7 +12,6 @@ from pathlib import Path
 import grpc
 import pytest
 
-from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
 from sidecar.config import SidecarConfig
 from sidecar.evaluation.ingest import write_path_enricher
 from sidecar.memory.embedding.protocol import Embedder
@@ -21,7 +19,7 @@ from sidecar.memory.model.records import MemoryRecord, Scope, memory_id
 from sidecar.memory.write.bulk import bulk_load
 from sidecar.runtime.components import Components
 from sidecar.runtime.server import Sidecar
-from tests.extproc import messages as msg
+from tests.extproc.calls import injected_block
 from tests.support.boot import running_sidecar, sidecar_config
 
 USER = "transcripts"
@@ -84,31 +82,17 @@ async def sidecar(
         yield server
 
 
-async def injected(channel: grpc.aio.Channel, profile: str, question: str) -> str:
-    stub = pb_grpc.ExternalProcessorStub(channel)
-    call = stub.Process(metadata=(("x-memory-profile", profile),))
-    await call.write(msg.request_headers(user=USER))
-    await call.read()
-    await call.write(msg.request_body(msg.chat_body(question)))
-    reply = await call.read()
-    await call.done_writing()
-    mutation = reply.request_body.response.body_mutation.body
-    if not mutation:
-        return ""
-    return str(json.loads(mutation)["messages"][0]["content"])
-
-
 async def test_an_answer_is_injected_with_the_question_it_answers(
     sidecar: Sidecar, channel: grpc.aio.Channel
 ) -> None:
     question = "What games did Maria play at the church picnic?"
-    assert "charades" in await injected(channel, "in-context", question)
-    assert "charades" not in await injected(channel, "plain", question)
+    assert "charades" in await injected_block(channel, "in-context", question, USER)
+    assert "charades" not in await injected_block(channel, "plain", question, USER)
 
 
 async def test_a_named_date_brings_what_was_said_that_day(
     sidecar: Sidecar, channel: grpc.aio.Channel
 ) -> None:
     question = "Who did Maria make coconut ice cream for on 9 November, 2023?"
-    block = await injected(channel, "in-context", question)
+    block = await injected_block(channel, "in-context", question, USER)
     assert block.index("for the shelter") < block.index("with my niece"), block

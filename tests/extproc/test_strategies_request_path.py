@@ -5,7 +5,6 @@ process."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,6 @@ from typing import Any
 import grpc
 import pytest
 
-from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
 from sidecar.config import SidecarConfig
 from sidecar.evaluation.ingest import write_path_enricher
 from sidecar.memory.embedding.protocol import Embedder
@@ -24,7 +22,7 @@ from sidecar.memory.store.filters import build_filter
 from sidecar.memory.write.bulk import bulk_load
 from sidecar.runtime.components import Components
 from sidecar.runtime.server import Sidecar
-from tests.extproc import messages as msg
+from tests.extproc.calls import injected_block
 from tests.support.boot import running_sidecar, sidecar_config
 
 USER = "strategist"
@@ -120,21 +118,6 @@ async def sidecar(
         yield server
 
 
-async def injected(channel: grpc.aio.Channel, profile: str, question: str, user: str = USER) -> str:
-    stub = pb_grpc.ExternalProcessorStub(channel)
-    call = stub.Process(metadata=(("x-memory-profile", profile),))
-    await call.write(msg.request_headers(user=user))
-    await call.read()
-    await call.write(msg.request_body(msg.chat_body(question)))
-    reply = await call.read()
-    await call.done_writing()
-    mutation = reply.request_body.response.body_mutation.body
-    if not mutation:
-        return ""
-    body = json.loads(mutation)
-    return str(body["messages"][0]["content"])
-
-
 def test_the_write_path_built_a_hierarchy_and_links(written: dict[str, Any]) -> None:
     rows = written["rows"]
     categories = [r for r in rows if r.node_type == NodeType.CATEGORY]
@@ -149,7 +132,7 @@ def test_the_write_path_built_a_hierarchy_and_links(written: dict[str, Any]) -> 
 async def test_every_strategy_injects_through_the_request_path(
     channel: grpc.aio.Channel, strategy: str
 ) -> None:
-    block = await injected(channel, strategy, "When do I bake sourdough bread?")
+    block = await injected_block(channel, strategy, "When do I bake sourdough bread?", USER)
     assert "<memory>" in block, strategy
     assert "sourdough" in block.lower(), (strategy, block)
 
@@ -158,7 +141,7 @@ async def test_members_of_a_named_topic_are_injected_together(
     channel: grpc.aio.Channel,
 ) -> None:
     question = "How are my heirloom tomatoes doing in the raised beds?"
-    block = await injected(channel, "default", question, GARDENER)
+    block = await injected_block(channel, "default", question, GARDENER)
     assert all(fact.rstrip(".") in block for fact in GARDEN), block
     assert not any(fact.rstrip(".") in block for fact in OTHER), block
     assert block.count("[Garden]") == len(GARDEN), block  # labelled with the topic's name
