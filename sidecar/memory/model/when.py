@@ -73,8 +73,9 @@ _AND = re.compile(r"^\s*(?:and|to|until|-|–)\s*$", re.I)
 
 
 _ASKS_WHEN = re.compile(
-    r"^\W*(?:when\b|what\s+(?:time|date|day|year|month)\b|how\s+long\s+ago\b"
-    r"|since\s+when\b|which\s+(?:day|date|year|month)\b)",
+    r"^\W*(?:when\b|(?:in\s+|on\s+|during\s+)?(?:what|which)\s+(?:time|date|day|week|"
+    r"weekend|year|month|season)\b|how\s+long\s+ago\b|since\s+when\b"
+    r"|(?:after\s+)?how\s+many\s+(?:days|weeks|months|years)\b)",
     re.IGNORECASE,
 )
 _WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
