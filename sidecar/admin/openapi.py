@@ -117,7 +117,7 @@ def _envelopes() -> dict[str, Any]:
                             "signals": {
                                 "type": "object",
                                 "additionalProperties": {"type": "number"},
-                                "description": "cosine, bm25, ngram, fused, support, ...",
+                                "description": "cosine, bm25, ngram, fused, context, cues, ...",
                             },
                             "memory": {
                                 "anyOf": [memory, {"type": "null"}],

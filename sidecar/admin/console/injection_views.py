@@ -96,7 +96,9 @@ def injection(user: str, explained: Explained) -> Markup:
                 "Score: the route's strategy's final score. Signals: cosine similarity to "
                 "the query, BM25 (lexical: its share of the best possible), character "
                 "n-gram overlap; then the score after each stage that changed it: fused "
-                "(the signals weighted together), topic (the user's named topics), links "
+                "(the signals weighted together), context (read with the memories said "
+                "before it), cues (whom and when the question names), session (its "
+                "conversation's best score), topic (the user's named topics), links "
                 "(support from linked memories) and rerank (similarity, salience and "
                 "confidence). Found by: direct search, a link from a found memory, "
                 "associative expansion or deep search.",

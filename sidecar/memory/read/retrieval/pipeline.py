@@ -54,8 +54,9 @@ class Ranking:
     scores: Scores
     signals: Signals
     via: dict[int, str]
-    #: The score after each stage that ran (``fused``, ``topic``, ``links``,
-    #: ``rerank``): a hit's evidence names the stages that changed its score.
+    #: The score after each stage that ran (``fused``, ``context``, ``cues``,
+    #: ``session``, ``topic``, ``links``, ``rerank``): a hit's evidence names the
+    #: stages that changed its score.
     stages: tuple[tuple[str, Scores], ...] = ()
 
     def hits(self, corpus: Corpus, top_k: int) -> list[Hit]:
