@@ -78,13 +78,14 @@ _ASKS_WHEN = re.compile(
     r"|(?:after\s+)?how\s+many\s+(?:days|weeks|months|years)\b)",
     re.IGNORECASE,
 )
+#: Full month names but "May", which is as often the verb.
+_NAMED_MONTHS = "(?:" + "|".join(m.lower() for m in MONTHS if m != "May") + ")"
 _WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 _TELLS_TIME = re.compile(
     rf"\b(?:yesterday|today|tonight|tomorrow|ago|recently|"
     rf"(?:last|next|this|past)\s+(?:week(?:end)?|month|year|night|summer|winter|spring|"
     rf"fall|autumn|{_WEEKDAY})|(?:on|since|by)\s+{_WEEKDAY}|"
-    rf"(?:january|february|march|april|june|july|august|september|october|november|"
-    rf"december)|(?:19|20)\d\d)\b",
+    rf"{_NAMED_MONTHS}|{_YEAR})\b",
     re.IGNORECASE,
 )
 

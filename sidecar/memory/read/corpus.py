@@ -189,6 +189,19 @@ class Corpus:
                 self._derived[key] = value.appended(self)
                 self._structural.add(key)
 
+    def column(
+        self, name: str, read: Callable[[MemoryRecord], Any], dtype: npt.DTypeLike
+    ) -> npt.NDArray[Any]:
+        """``read(record)`` of every memory, as an array (one value per memory), built
+        once per snapshot and extended, not read again, when memories are only
+        appended. ``read`` must depend on the record's text and times alone."""
+        built: MemoryColumn = self.derived(
+            ("column", name),
+            lambda: MemoryColumn(read, np.zeros(0, dtype=dtype)).appended(self),
+            structural=True,
+        )
+        return built.values
+
 
 @runtime_checkable
 class Appendable(Protocol):
@@ -196,6 +209,21 @@ class Appendable(Protocol):
     appended (cheaper than building it again for the new snapshot)."""
 
     def appended(self, corpus: Corpus) -> Appendable: ...
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryColumn:
+    """A value per memory read from its record (:meth:`Corpus.column`)."""
+
+    read: Callable[[MemoryRecord], Any]
+    values: npt.NDArray[Any]
+
+    def appended(self, corpus: Corpus) -> MemoryColumn:
+        """This column for ``corpus``, which holds its memories followed by new ones:
+        only the new ones are read."""
+        start = len(self.values)
+        tail = np.asarray([self.read(r) for r in corpus.records[start:]], dtype=self.values.dtype)
+        return MemoryColumn(self.read, np.concatenate([self.values, tail]))
 
 
 def _category_matrix(old: Corpus | None, categories: Sequence[MemoryRecord], dim: int) -> Matrix:

@@ -3,7 +3,9 @@ whether it asks when; a question that names none of them is ranked as without.""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 import pytest
@@ -119,3 +121,35 @@ def test_a_question_naming_nothing_is_ranked_as_without_cues() -> None:
     base = np.asarray([0.1, 0.2, 0.3, 0.4], dtype=np.float32)
     q = Query("what do I like to paint", np.asarray(SAME, dtype=np.float32))
     assert np.array_equal(lift_cues(base, q, corpus, CueConfig(), NOW), base)
+
+
+def test_an_appended_corpus_reads_only_its_new_memories(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sidecar.memory.read.retrieval.cues as cues
+
+    first = Corpus.build(SPEAKERS[:2], DIM)
+    question = Query("When did Melanie paint on March 3?", np.asarray(SAME, dtype=np.float32))
+    base = np.zeros(2, dtype=np.float32)
+    before = lift_cues(base, question, first, CueConfig(), NOW)
+    read: list[str] = []
+
+    def counted(reader: Callable[[str], Any]) -> Callable[[str], Any]:
+        def wrapped(text: str) -> Any:
+            read.append(text)
+            return reader(text)
+
+        return wrapped
+
+    monkeypatch.setattr(cues, "subject", counted(cues.subject))
+    monkeypatch.setattr(cues, "tells_time", counted(cues.tells_time))
+    later = Corpus.build(
+        [*SPEAKERS[:2], memory("z", "Melanie: I painted it last week.")], DIM, first
+    )
+    after = lift_cues(np.zeros(3, dtype=np.float32), question, later, CueConfig(), NOW)
+    assert read == ["Melanie: I painted it last week."] * 2  # its subject, then its time
+    assert after[:2].tolist() == before.tolist()
+    fresh = Corpus.build(later.records, DIM)
+    monkeypatch.undo()
+    assert (
+        after.tolist()
+        == lift_cues(np.zeros(3, dtype=np.float32), question, fresh, CueConfig(), NOW).tolist()
+    )

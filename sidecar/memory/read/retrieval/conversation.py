@@ -58,17 +58,15 @@ class ContextIndex:
     bm25: BM25Index
     #: A group number per memory, the same for the memories of one session.
     sessions: Ints
-
-    @property
-    def read_together(self) -> bool:
-        """Whether any memory has a prior (else every context is the memory alone)."""
-        return bool(self.turns) and bool((self.priors[:, 0] >= 0).any())
+    #: Whether any memory has a prior (else every context is the memory alone).
+    read_together: bool
 
     @classmethod
     def build(cls, corpus: Corpus, turns: int, decay: float) -> ContextIndex:
         priors, weights, documents = _rows(corpus, 0, turns, decay)
         sessions = _sessions(corpus, np.zeros(0, dtype=np.int64))
-        return cls(turns, decay, priors, weights, BM25Index(documents), sessions)
+        together = _together(priors)
+        return cls(turns, decay, priors, weights, BM25Index(documents), sessions, together)
 
     def appended(self, corpus: Corpus) -> ContextIndex:
         """This index for ``corpus``, which holds this index's memories followed by
@@ -82,6 +80,7 @@ class ContextIndex:
             np.concatenate([self.weights, weights]),
             self.bm25.extended(documents),
             _sessions(corpus, self.sessions),
+            self.read_together or _together(priors),
         )
 
     def cosine(self, own: Scores) -> Scores:
@@ -142,6 +141,10 @@ def lift_sessions(scores: Scores, corpus: Corpus, config: ConversationConfig) ->
     np.maximum.at(best, sessions, scores)
     lifted: Scores = (scores + lift * best[sessions]).astype(np.float32)
     return lifted
+
+
+def _together(priors: Ints) -> bool:
+    return priors.shape[1] > 0 and bool((priors[:, 0] >= 0).any())
 
 
 def _sessions(corpus: Corpus, known: Ints) -> Ints:

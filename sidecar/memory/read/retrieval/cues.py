@@ -22,13 +22,14 @@ question that names no one and no date is ranked as without them.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from sidecar.config import CueConfig
 from sidecar.memory.model.entities import names, subject
+from sidecar.memory.model.records import MemoryRecord
 from sidecar.memory.model.text import STOPWORDS
 from sidecar.memory.model.when import DAY_MS, Span, asks_when, question_spans, tells_time
 from sidecar.memory.read.corpus import Corpus
@@ -42,7 +43,7 @@ _POSSESSIVE = re.compile(r"['’]s$")
 
 
 def lift_cues(base: Scores, query: Query, corpus: Corpus, config: CueConfig, now_ms: int) -> Scores:
-    """``base`` with the subject and date lifts for ``query`` added."""
+    """``base`` with the subject, date and when lifts for ``query`` added."""
     if corpus.size == 0:
         return base
     out = base
@@ -62,13 +63,11 @@ def lift_cues(base: Scores, query: Query, corpus: Corpus, config: CueConfig, now
 
 def _timed(corpus: Corpus) -> Scores:
     """1 for the memories that say when something happened, else 0."""
-    return corpus.derived(
-        "tells-time",
-        lambda: np.fromiter(
-            (tells_time(r.content) for r in corpus.records), np.float32, corpus.size
-        ),
-        structural=True,
-    )
+    return corpus.column("tells-time", _tells_time, np.float32)
+
+
+def _tells_time(record: MemoryRecord) -> bool:
+    return tells_time(record.content)
 
 
 def subject_share(text: str, corpus: Corpus) -> Scores | None:
@@ -77,57 +76,71 @@ def subject_share(text: str, corpus: Corpus) -> Scores | None:
     :func:`~sidecar.memory.model.entities.names` do not read as a name ("Jolene"
     opening "Jolene said what…": a name or a sentence opener?) counts when it is
     one of the corpus' subjects."""
-    subjects = _subjects(corpus)
-    wanted = set(names(text))
+    subjects = corpus.derived("subjects", lambda: Subjects().appended(corpus), structural=True)
+    said = names(text)
+    matched = {name: subjects.named(name) for name in said}
     for word in _CAPITALISED.findall(text):
         bare = _POSSESSIVE.sub("", word)
-        if bare.lower() in STOPWORDS or bare in wanted:
+        if bare.lower() in STOPWORDS or bare in matched:
             continue
-        if any(_names(bare.lower(), key) for key in subjects):
-            wanted.add(bare)
-    if not wanted:
+        keys = subjects.named(bare)
+        if keys:
+            matched[bare] = keys
+    if not matched:
         return None
     share = np.zeros(corpus.size, dtype=np.float32)
-    for name in wanted:
+    for keys in matched.values():
         hit = np.zeros(corpus.size, dtype=np.bool_)
-        for key, members in subjects.items():
-            if _names(name.lower(), key):
-                hit[members] = True
+        for key in keys:
+            hit[subjects.members[key]] = True
         share += hit
-    result: Scores = (share / len(wanted)).astype(np.float32)
+    result: Scores = (share / len(matched)).astype(np.float32)
     return result
 
 
-def _names(name: str, key: str) -> bool:
-    return (
-        key == name or name in key.split() or (len(name) >= _MIN_NICKNAME and key.startswith(name))
-    )
+@dataclass(frozen=True, slots=True)
+class Subjects:
+    """The corpus' subjects (lower case), each with the memories about it; extended,
+    not read again, when memories are only appended."""
 
+    size: int = 0
+    members: dict[str, Ints] = field(default_factory=dict)
 
-def _subjects(corpus: Corpus) -> dict[str, Ints]:
-    """The corpus' subjects (lower case), each with the memories about it."""
+    def named(self, name: str) -> list[str]:
+        """The subjects ``name`` names: the subject itself, one of its words
+        ("Okafor" of "Dr. Okafor"), or its first letters ("Mel" of "Melanie", three
+        letters at least)."""
+        low = name.lower()
+        return [
+            key
+            for key in self.members
+            if key == low
+            or low in key.split()
+            or (len(low) >= _MIN_NICKNAME and key.startswith(low))
+        ]
 
-    def build() -> dict[str, Ints]:
+    def appended(self, corpus: Corpus) -> Subjects:
         found: dict[str, list[int]] = {}
-        for i, record in enumerate(corpus.records):
-            about = subject(record.content)
+        for i in range(self.size, corpus.size):
+            about = subject(corpus.records[i].content)
             if about is not None:
                 found.setdefault(about.lower(), []).append(i)
-        return {key: np.asarray(rows, dtype=np.int64) for key, rows in found.items()}
-
-    return corpus.derived("subjects", build, structural=True)
+        members = dict(self.members)
+        for key, rows in found.items():
+            new = np.asarray(rows, dtype=np.int64)
+            old = members.get(key)
+            members[key] = new if old is None else np.concatenate([old, new])
+        return Subjects(corpus.size, members)
 
 
 def date_match(spans: tuple[Span, ...], corpus: Corpus, near_days: int) -> Scores:
     """1 for a memory told within a day of a span, 0.5 up to ``near_days`` after
     one, else 0 (the best over the spans)."""
-    told, months, days = _told(corpus)
+    told = corpus.column("created-at", _created_at, np.int64)
     out = np.zeros(corpus.size, dtype=np.float32)
     for span in spans:
         if span.calendar:
-            inside = months == span.month
-            if span.day is not None:
-                inside &= days == span.day
+            inside = _calendar(told, span)
             out[inside] = 1.0
             continue
         near = (told >= span.end_ms) & (told < span.end_ms + near_days * DAY_MS)
@@ -136,14 +149,16 @@ def date_match(spans: tuple[Span, ...], corpus: Corpus, near_days: int) -> Score
     return out
 
 
-def _told(corpus: Corpus) -> tuple[Ints, Ints, Ints]:
-    """Each memory's ``created_at`` (epoch ms) and its UTC month and day."""
+def _created_at(record: MemoryRecord) -> int:
+    return record.created_at
 
-    def build() -> tuple[Ints, Ints, Ints]:
-        told = np.fromiter((r.created_at for r in corpus.records), np.int64, corpus.size)
-        dates = [datetime.fromtimestamp(ms / 1000, UTC) for ms in told.tolist()]
-        months = np.fromiter((d.month for d in dates), np.int64, len(dates))
-        days = np.fromiter((d.day for d in dates), np.int64, len(dates))
-        return told, months, days
 
-    return corpus.derived("told", build, structural=True)
+def _calendar(told: Ints, span: Span) -> npt.NDArray[np.bool_]:
+    """The memories told in ``span``'s month (and on its day), in any year (UTC)."""
+    moments = told.astype("datetime64[ms]")
+    months = moments.astype("datetime64[M]")
+    inside: npt.NDArray[np.bool_] = months.astype(np.int64) % 12 + 1 == span.month
+    if span.day is not None:
+        days = (moments.astype("datetime64[D]") - months).astype(np.int64) + 1
+        inside &= days == span.day
+    return inside
