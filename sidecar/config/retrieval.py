@@ -235,7 +235,8 @@ class InjectionConfig(_Model):
     mode: Literal["append", "prepend"] = "append"
     #: Token budget of the injected block (estimated at 4 characters per token).
     max_tokens: int = Field(default=1000, ge=25, le=100_000)
-    #: Label each memory with its category name ("- [Pets] User has a dog ...").
+    #: Label each memory with its category name ("- (Pets) User has a dog ...";
+    #: in parentheses: a bracketed name could spell a template token).
     category_labels: bool = True
     #: Response headers describing the query rewrite and deep search decisions
     #: (``x-memory-rewrite: llm;confidence=0.90``, ``x-memory-deep-search: ...``).

@@ -17,6 +17,7 @@ from sidecar.config import DeepSearchConfig
 from sidecar.llm import ChatMessage, task_tag
 from sidecar.memory.model.records import Hit, MemoryRecord, MemoryType, Scope, Visibility
 from sidecar.memory.read.corpus import Corpus
+from sidecar.memory.read.quoting import quote
 from sidecar.memory.read.retrieval.base import Query
 from sidecar.memory.read.retrieval.signals import cosine_scores, lexical_scores
 
@@ -166,7 +167,7 @@ def build_rank_prompt(
     dropped = 0
     for candidate in candidates:
         short = f"c{len(ids) + 1}"
-        text = " ".join(corpus.records[candidate.index].content.split())
+        text = quote(corpus.records[candidate.index].content)
         line = f"[{short}] {text[: config.candidate_chars]}\n"
         cost = estimate_tokens(line) + config.answer_tokens_per_candidate
         if used + cost > config.max_tokens:
