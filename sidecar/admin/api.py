@@ -8,7 +8,8 @@ memory route answers 403 and says how to enable it — it is never open.
 
 Status codes: 400 invalid input (every problem with its path: ``query.limit``,
 ``body.content``, ``line 3.importance``), 401 no or an unknown token, 403 a user
-outside the token's scope (or the API disabled), 404 no such memory *for this
+outside the token's scope, a share beyond the token's rights (``sharing_forbidden``:
+see :mod:`sidecar.admin.grants`), or the API disabled, 404 no such memory *for this
 user* — a memory id of another user is a 404 too, so existence does not leak —,
 503 the store or the model failed. ``/metrics``, ``/healthz``, ``/ready`` and the
 OpenAPI document stay unauthenticated.
@@ -23,12 +24,12 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
-from typing import Any, Literal
+from typing import Any
 
 from aiohttp import web
 
 from sidecar.admin.explain import Explained, ExplainOff
+from sidecar.admin.grants import Grant, SharingRefused
 from sidecar.admin.models import (
     ExportQuery,
     ImportQuery,
@@ -65,21 +66,6 @@ DISABLED_MESSAGE = (
 Handler = Callable[["Call"], Awaitable[web.StreamResponse]]
 
 
-@dataclass(frozen=True, slots=True)
-class Grant:
-    """What an accepted token may do."""
-
-    name: str
-    users: Literal["*"] | tuple[str, ...]
-
-    @property
-    def all_users(self) -> bool:
-        return self.users == "*"
-
-    def allows(self, user: str) -> bool:
-        return self.users == "*" or any(fnmatchcase(user, pattern) for pattern in self.users)
-
-
 class TokenAuth:
     """Bearer tokens from :class:`AdminConfig`, compared in constant time."""
 
@@ -89,7 +75,8 @@ class TokenAuth:
             grants.append((_digest(config.token.get_secret_value()), Grant("admin", "*")))
         for index, scoped in enumerate(config.tokens):
             name = scoped.name or f"tokens[{index}]"
-            grants.append((_digest(scoped.token.get_secret_value()), Grant(name, scoped.users)))
+            grant = Grant(name, scoped.users, scoped.share_groups)
+            grants.append((_digest(scoped.token.get_secret_value()), grant))
         self._grants = tuple(grants)
 
     @property
@@ -107,7 +94,7 @@ class TokenAuth:
         digest = hashlib.sha256()
         for secret, grant in self._grants:
             digest.update(secret)
-            digest.update(repr((grant.name, grant.users)).encode())
+            digest.update(repr((grant.name, grant.users, grant.share_groups)).encode())
         return digest.digest()
 
     def authenticate(self, header: str | None) -> Grant | None:
@@ -339,6 +326,8 @@ class MemoryApi:
             return _invalid(exc)
         except NotFound:
             return error_response(404, "not_found", "no such memory for this user")
+        except SharingRefused as exc:
+            return error_response(403, "sharing_forbidden", str(exc))
         except ExplainOff as exc:
             return error_response(404, "explain_off", str(exc))
         except InvalidInput as exc:
@@ -377,7 +366,7 @@ class MemoryApi:
 
     async def _add(self, call: Call) -> web.StreamResponse:
         data = parse(MemoryInput, await call.body(), "body")
-        record, created = await self.admin.add(call.user, data)
+        record, created = await self.admin.add(call.user, data, grant=call.grant)
         return web.json_response(
             {"created": created, "memory": memory_json(record)}, status=201 if created else 200
         )
@@ -387,7 +376,7 @@ class MemoryApi:
 
     async def _update(self, call: Call) -> web.StreamResponse:
         patch = parse(MemoryPatch, await call.body(), "body")
-        record = await self.admin.update(call.user, call.memory, patch)
+        record = await self.admin.update(call.user, call.memory, patch, grant=call.grant)
         return web.json_response(memory_json(record))
 
     async def _delete(self, call: Call) -> web.StreamResponse:
@@ -437,7 +426,9 @@ class MemoryApi:
     async def _import(self, call: Call) -> web.StreamResponse:
         query = parse(ImportQuery, call.query(), "query")
         body = await call.request.read()
-        report = await self.admin.import_lines(call.user, body.splitlines(), reembed=query.reembed)
+        report = await self.admin.import_lines(
+            call.user, body.splitlines(), reembed=query.reembed, grant=call.grant
+        )
         return web.json_response(import_json(report))
 
 

@@ -303,7 +303,11 @@ def build_openapi() -> dict[str, Any]:
     common = {
         "400": _error("Invalid input; `errors` lists every problem with its path."),
         "401": _error("No or an unknown bearer token."),
-        "403": _error("The token's scope excludes this user, or the API is disabled."),
+        "403": _error(
+            "The token's scope excludes this user, a share beyond the token's rights "
+            "(error `sharing_forbidden`: only a token for all users makes a memory public; "
+            "a scoped one shares only with its `share_groups`), or the API is disabled."
+        ),
         "503": _error("The memory store or the embedding model failed."),
     }
     not_found = {"404": _error("No such memory for this user (another user's id included).")}

@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from sidecar.admin.explain import Explanations
+from sidecar.admin.grants import ALL_USERS, Grant, SharingRefused
 from sidecar.admin.models import (
     ListQuery,
     MemoryInput,
@@ -196,9 +197,20 @@ class MemoryAdmin:
         return self._transfer.export(owner_id(user), embeddings=embeddings)
 
     async def import_lines(
-        self, user: str, lines: Iterable[str | bytes], *, reembed: bool = False
+        self,
+        user: str,
+        lines: Iterable[str | bytes],
+        *,
+        reembed: bool = False,
+        grant: Grant = ALL_USERS,
     ) -> ImportReport:
-        """Restore rows from JSON lines: see :meth:`MemoryTransfer.import_lines`."""
+        """Restore rows from JSON lines: see :meth:`MemoryTransfer.import_lines`.
+        Only a token for all users imports (rows keep their ids and visibility)."""
+        if not grant.all_users:
+            raise SharingRefused(
+                "import needs a token for all users (users: '*'): imported rows keep "
+                "their ids and their visibility"
+            )
         return await self._transfer.import_lines(owner_id(user), lines, reembed=reembed)
 
     # -- reads -------------------------------------------------------------------------
@@ -307,10 +319,14 @@ class MemoryAdmin:
 
     # -- writes ------------------------------------------------------------------------
 
-    async def add(self, user: str, data: MemoryInput) -> tuple[MemoryRecord, bool]:
+    async def add(
+        self, user: str, data: MemoryInput, *, grant: Grant = ALL_USERS
+    ) -> tuple[MemoryRecord, bool]:
         """Store a new memory through the write path's enrichment. Returns it and
-        whether it was created (False: the user already has this exact memory)."""
+        whether it was created (False: the user already has this exact memory).
+        :class:`SharingRefused` when ``grant`` may not share it so."""
         owner = owner_id(user)
+        grant.check(data.visibility, data.group_id)
         text = self._clean(data.content, "body.content")
         rid = memory_id(owner, text)
         async with self._writes.lock(owner):
@@ -340,13 +356,18 @@ class MemoryAdmin:
         self._metrics.admin_rows.labels(operation="add").inc()
         return _pick(stored, rid), True
 
-    async def update(self, user: str, memory: str, patch: MemoryPatch) -> MemoryRecord:
-        """Change a memory in place (its id stays); new text is embedded again."""
+    async def update(
+        self, user: str, memory: str, patch: MemoryPatch, *, grant: Grant = ALL_USERS
+    ) -> MemoryRecord:
+        """Change a memory in place (its id stays); new text is embedded again.
+        :class:`SharingRefused` when the memory is, or would become, shared beyond
+        what ``grant`` may share."""
         owner = owner_id(user)
         async with self._writes.lock(owner):
             current = await self._find(owner, memory, with_vector=True)
             if current is None:
                 raise NotFound(f"no memory {memory!r} for this user")
+            grant.check(current.visibility, current.group_id)
             changes = patch.changes()
             text = changes.pop("content", None)
             if text is not None:
@@ -363,6 +384,7 @@ class MemoryAdmin:
             updated = current.with_changes(**changes, updated_at=now_ms())
             if updated.visibility == Visibility.GROUP and not updated.group_id:
                 raise ValidationFailed([("body.group_id", "visibility 'group' needs a group_id")])
+            grant.check(updated.visibility, updated.group_id)
             if updated.embedding is None:  # a row written without one: embed it now
                 vector = (await self._embedder.embed([embedding_text(updated.content)]))[0]
                 updated = updated.with_changes(embedding=as_vector(vector))

@@ -62,10 +62,23 @@ class AdminToken(_Model):
     #: The users this token may manage: ``"*"`` (all) or a list of exact ids and
     #: shell-style patterns (``tenant-a-*``). Any other user is a 403.
     users: Literal["*"] | tuple[str, ...] = "*"
+    #: Groups this token may share its users' memories with (``visibility: group``
+    #: with one of these ``group_id``s). Sharing puts text into other users'
+    #: prompts, so a token that is not for all users may otherwise write only
+    #: private memories (``visibility: user``), and never ``public`` ones.
+    share_groups: tuple[str, ...] = ()
     #: A label for logs and metrics (never the token).
     name: str = Field(default="", max_length=64)
 
     _check_token = field_validator("token")(_check_admin_token)
+
+    @field_validator("share_groups")
+    @classmethod
+    def _groups(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for group in value:
+            if not group or group != group.strip() or not group.isprintable():
+                raise ValueError(f"share_groups: {group!r} is not a group id")
+        return value
 
 
 class AdminConfig(_Model):

@@ -17,6 +17,8 @@ from tests.support.boot import running_sidecar, sidecar_config
 
 ADMIN = "admin-token-0123456789abcdef"
 SCOPED = "alice-team-token-0123456789"
+#: Scoped like SCOPED, and allowed to share with group ``team-a``.
+SHARER = "alice-sharer-token-0123456789"
 
 
 @pytest.fixture(scope="package")
@@ -29,7 +31,15 @@ async def sidecar(
             "enabled": True,
             "port": 0,
             "token": ADMIN,
-            "tokens": [{"token": SCOPED, "users": ["alice-*"], "name": "alice-team"}],
+            "tokens": [
+                {"token": SCOPED, "users": ["alice-*"], "name": "alice-team"},
+                {
+                    "token": SHARER,
+                    "users": ["alice-*"],
+                    "name": "alice-sharer",
+                    "share_groups": ["team-a"],
+                },
+            ],
         },
         hierarchy={"schedule_s": 0},
         defaults={"injection": {"explain_last": 5}},

@@ -51,7 +51,7 @@ def test_check_prints_the_effective_config_with_secrets_hidden(
     printed = json.loads(captured.out)
     assert printed["admin"]["token"] == "**********"
     assert printed["admin"]["tokens"] == [
-        {"token": "**********", "users": ["tenant-a-*"], "name": "tenant-a"}
+        {"token": "**********", "users": ["tenant-a-*"], "share_groups": [], "name": "tenant-a"}
     ]
     assert printed["store"]["token"] == "**********"
     assert printed["store"]["uri"] == "https://svc:**********@milvus:19530"

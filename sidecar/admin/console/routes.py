@@ -185,11 +185,16 @@ class Console:
     ) -> web.StreamResponse:
         if not self._enabled:
             return _disabled()
-        session = self._sessions.read(request.cookies.get(COOKIE))
+        cookie = request.cookies.get(COOKIE)
+        session = self._sessions.read(cookie)
         if session is None:
-            if request.method == "GET":
+            if request.method == "GET" and not cookie:
                 return _redirect(path("login"))
-            return _html(page("Sign in", views.login("Please sign in again.")), 401)
+            # A forged, expired or malformed cookie is simply not signed in.
+            response = _html(page("Sign in", views.login("Please sign in again.")), 401)
+            if cookie:
+                response.del_cookie(COOKIE, path=COOKIE_PATH)
+            return response
         visit = Visit(request, session, self._sessions.form_token(session))
         if changes:
             form = await request.post()

@@ -20,7 +20,8 @@ import secrets
 import time
 from dataclasses import dataclass
 
-from sidecar.admin.api import Grant, TokenAuth
+from sidecar.admin.api import TokenAuth
+from sidecar.admin.grants import Grant
 
 COOKIE = "memory_console"
 #: Where the cookie is sent: the console's pages only.
@@ -63,7 +64,7 @@ class ConsoleSessions:
     def read(self, cookie: str | None) -> Session | None:
         """The session of ``cookie`` (None: missing, forged, expired or its token gone)."""
         body, _, signature = (cookie or "").partition(".")
-        if not body or not hmac.compare_digest(signature, self._sign(body)):
+        if not body or not _same(signature, self._sign(body)):
             return None
         try:
             payload = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
@@ -80,8 +81,20 @@ class ConsoleSessions:
         return self._sign("form\x00" + session.cookie)
 
     def form_ok(self, session: Session, presented: str | None) -> bool:
-        return hmac.compare_digest(self.form_token(session), presented or "")
+        return _same(self.form_token(session), presented or "")
 
     def _sign(self, text: str) -> str:
-        digest = hmac.new(self._key, text.encode(), hashlib.sha256).digest()
+        digest = hmac.new(self._key, _bytes(text), hashlib.sha256).digest()
         return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
+def _bytes(text: str) -> bytes:
+    """``text`` as UTF-8, lone surrogates included (a crafted cookie may hold any)."""
+    return text.encode("utf-8", errors="surrogatepass")
+
+
+def _same(presented: str, expected: str) -> bool:
+    """Constant-time comparison of bytes: ``hmac.compare_digest`` raises on a ``str``
+    with characters outside ASCII, and a crafted cookie or form token is simply
+    not signed, never an error."""
+    return hmac.compare_digest(_bytes(presented), _bytes(expected))

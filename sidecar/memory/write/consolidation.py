@@ -79,7 +79,9 @@ def plan_merges(
     for record in records:
         if record.status != Status.ACTIVE or not record.content:
             continue
-        groups.setdefault(fact_key(shape(record.content)), []).append(record)
+        # Only memories shared alike merge: folding a private memory into a shared one
+        # (or the reverse) would change what other users see.
+        groups.setdefault((_sharing(record), fact_key(shape(record.content))), []).append(record)
     ranked_groups = [sorted(members, key=_richness) for members in groups.values()]
     if config is not None and config.restate_cosine > 0:
         ranked_groups = _restatements(ranked_groups, config)
@@ -109,6 +111,8 @@ def _restatements(
             fact = shape(head.content)
             for j in np.flatnonzero(similar >= config.restate_cosine):
                 members = joined[int(j)]
+                if _sharing(members[0]) != _sharing(head):
+                    continue
                 if restates(shape(members[0].content), fact, config.restate_novelty) and not any(
                     contrasts(shape(m.content), fact) for m in members
                 ):
@@ -121,6 +125,10 @@ def _restatements(
         else:
             into.extend(group)
     return joined
+
+
+def _sharing(record: MemoryRecord) -> tuple[str, str]:
+    return str(record.visibility), record.group_id
 
 
 def _unit(record: MemoryRecord, dim: int) -> npt.NDArray[np.float32] | None:

@@ -20,6 +20,7 @@ from sidecar.memory.model.records import (
     MemoryRecord,
     Scope,
     Status,
+    Visibility,
     as_vector,
     content_hash,
     memory_id,
@@ -317,7 +318,12 @@ class _TurnRows:
     def __init__(self, corpus: Corpus, owner: str) -> None:
         self._corpus = corpus
         self._owner = owner
-        self._mine = np.asarray([r.user_id == owner for r in corpus.records], dtype=bool)
+        # The owner's private rows: a turn never changes (merges into, supersedes) a
+        # memory shared with others, which only a token allowed to share may edit.
+        self._mine = np.asarray(
+            [r.user_id == owner and r.visibility == Visibility.USER for r in corpus.records],
+            dtype=bool,
+        )
         self._rows: dict[str, MemoryRecord] = {}  # id -> latest version, in write order
 
     def get(self, memory_id: str) -> MemoryRecord | None:
