@@ -3,9 +3,10 @@
 
 ``sidecar memories`` runs the same :class:`~sidecar.admin.service.MemoryAdmin`
 calls as the HTTP admin API: through a running sidecar's admin API when one
-answers on the config's admin listener (it holds the store and the journal;
-:mod:`sidecar.admin.remote`), else directly against the configured store (no HTTP,
-no token: whoever can read the config file can reach the store anyway). Results
+answers on the config's admin socket, or at ``--remote URL`` (it holds the store and
+the journal; the token goes nowhere else: :mod:`sidecar.admin.remote`), else
+directly against the configured store (no HTTP, no token: whoever can read the
+config file can reach the store anyway). Results
 are JSON on stdout; ``export`` writes JSON lines.
 """
 
@@ -222,11 +223,12 @@ def _cmd_memories(args: argparse.Namespace) -> int:
         except (OSError, UnicodeDecodeError) as exc:
             raise SidecarError(f"cannot read {args.file}: {exc}") from exc
         args.lines = text.splitlines()
-    remote = running_sidecar(config)
+    remote = running_sidecar(config, args.remote)
     if remote is not None:
-        print(f"sidecar memories: through the running sidecar at {remote.url}", file=sys.stderr)
+        print(f"sidecar memories: through the running sidecar at {remote.where}", file=sys.stderr)
         result = remote.call(args)
     else:
+        print("sidecar memories: directly on the configured store", file=sys.stderr)
         result = asyncio.run(_run_memories(config, args))
     if args.action == "export":
         if args.out in (None, "-"):
@@ -308,8 +310,9 @@ def add_commands(commands: Any) -> None:
     memories = commands.add_parser(
         "memories",
         help="manage one user's memories in the configured store",
-        description="The admin API's operations, run directly against the configured "
-        "store (JSON on stdout).",
+        description="The admin API's operations (JSON on stdout): through the running "
+        "sidecar's admin socket when one answers there (or the --remote URL), else "
+        "directly against the configured store. Says which on stderr.",
     )
     actions = memories.add_subparsers(dest="action", required=True)
 
@@ -317,6 +320,13 @@ def add_commands(commands: Any) -> None:
         parser: argparse.ArgumentParser = actions.add_parser(name, help=help_text)
         parser.add_argument("--config", required=True, help="YAML config file")
         parser.add_argument("--user", required=True, help="the user (owner) id")
+        parser.add_argument(
+            "--remote",
+            metavar="URL",
+            help="the admin API of a sidecar elsewhere (http[s]://host:port): the admin "
+            "token is sent there. Default: the running sidecar's admin socket, else the "
+            "store itself",
+        )
         parser.set_defaults(func=_cmd_memories)
         return parser
 

@@ -4,7 +4,14 @@ console (:mod:`sidecar.admin.console`) when given."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import os
+import socket as socketlib
+import stat
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from aiohttp import web
 
@@ -13,7 +20,11 @@ from sidecar.admin.console.routes import Console
 from sidecar.config import AdminConfig
 from sidecar.metrics import Metrics
 
+log = logging.getLogger(__name__)
+
 ReadinessCheck = Callable[[], Awaitable[dict[str, bool]]]
+#: A Unix socket path's limit (``sun_path``, with its terminating zero).
+MAX_SOCKET_PATH = 108
 
 
 def build_admin_app(
@@ -43,11 +54,23 @@ def build_admin_app(
 
 
 class AdminServer:
-    def __init__(self, config: AdminConfig, app: web.Application) -> None:
+    """The admin app on ``admin.host:admin.port`` and, with ``socket``, on that Unix
+    socket too (mode 0600; see :mod:`sidecar.admin.remote` for who uses it)."""
+
+    def __init__(
+        self, config: AdminConfig, app: web.Application, socket: Path | None = None
+    ) -> None:
         self._config = config
         self._runner = web.AppRunner(app, access_log=None)
         self._site: web.TCPSite | None = None
+        self._socket = socket
+        self._unix: web.UnixSite | None = None
         self.port = 0
+
+    @property
+    def socket(self) -> Path | None:
+        """The Unix socket served (None: none)."""
+        return self._socket if self._unix is not None else None
 
     async def start(self) -> None:
         await self._runner.setup()
@@ -56,6 +79,42 @@ class AdminServer:
         server = self._site._server
         sockets = getattr(server, "sockets", None) or []
         self.port = sockets[0].getsockname()[1] if sockets else self._config.port
+        if self._socket is not None and await asyncio.to_thread(_claim_socket, self._socket):
+            site = web.UnixSite(self._runner, str(self._socket))
+            await site.start()
+            os.chmod(self._socket, 0o600)
+            self._unix = site
 
     async def stop(self) -> None:
         await self._runner.cleanup()
+        if self._unix is not None and self._socket is not None:
+            with contextlib.suppress(OSError):
+                self._socket.unlink()
+
+
+def _claim_socket(path: Path) -> bool:
+    """Whether ``path`` is free for this process's admin socket: its directory made
+    (0700) if missing, a stale socket (nothing listening) removed. False, with a log
+    line, when another process serves it, something else is there or the path is too
+    long for a socket."""
+    if len(os.fsencode(path)) >= MAX_SOCKET_PATH:
+        log.warning("admin socket: the path is too long for a Unix socket; none served")
+        return False
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return True
+    if not stat.S_ISSOCK(mode):
+        log.warning("admin socket: %s exists and is no socket; none served", path)
+        return False
+    probe = socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM)
+    try:
+        probe.connect(str(path))
+    except OSError:
+        path.unlink(missing_ok=True)  # stale: its sidecar is gone
+        return True
+    finally:
+        probe.close()
+    log.warning("admin socket: another process serves %s; none served here", path)
+    return False

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
@@ -108,7 +109,22 @@ class AdminConfig(_Model):
     #: about 1 KB: memory is bounded by this × ``explain_last``.
     explain_max_users: int = Field(default=1_000, ge=1, le=1_000_000)
 
+    #: A Unix socket the admin listener also serves, for ``sidecar memories`` on this
+    #: host. It is made mode 0600 in a directory only this user writes, so no other
+    #: process can answer in the sidecar's place and receive the admin token (the
+    #: CLI sends it only there, or to an explicit ``--remote`` URL). ``None``:
+    #: ``admin.sock`` beside the write journal; ``""``: none.
+    socket: str | None = None
+
     _check_token = field_validator("token")(_check_admin_token)
+
+    def socket_path(self, journal_path: str) -> Path | None:
+        """Where the admin socket is (None: no socket)."""
+        if self.socket == "":
+            return None
+        if self.socket is not None:
+            return Path(self.socket).expanduser()
+        return Path(journal_path).expanduser().parent / "admin.sock"
 
     @property
     def api_enabled(self) -> bool:

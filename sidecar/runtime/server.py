@@ -91,7 +91,8 @@ class Sidecar:
             )
             api = MemoryApi(admin, self._config.admin, self.components.metrics)
             app = build_admin_app(self.components.metrics, self.components.readiness, api)
-            self._admin = AdminServer(self._config.admin, app)
+            socket = self._config.admin.socket_path(self._config.write_queue.journal_path)
+            self._admin = AdminServer(self._config.admin, app, socket)
             await self._admin.start()
         log.info(
             "listening grpc=%s:%d admin=%s store=%s",

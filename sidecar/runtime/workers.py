@@ -133,6 +133,8 @@ def worker_config(
     admin = config.admin
     if admin.port:
         admin = admin.model_copy(update={"port": admin.port + index})
+    if index > 0:  # one admin socket per host: worker 0's (any worker can serve a call)
+        admin = admin.model_copy(update={"socket": ""})
     store = config.store
     if store_uri is not None:  # the embedded server's socket; the file's gate stays
         gate = store.gate_path

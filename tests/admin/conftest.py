@@ -74,3 +74,13 @@ def captured_logs() -> Iterator[list[logging.LogRecord]]:
     finally:
         root.removeHandler(handler)
         root.setLevel(old_level)
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    """The CLI configures the root logger; put pytest's set-up back afterwards."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)

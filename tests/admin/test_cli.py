@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,16 +21,6 @@ from sidecar.memory.store.collections import create_memory_collection
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.milvus import MemoryStore
 from sidecar.metrics import Metrics
-
-
-@pytest.fixture
-def restore_logging() -> Iterator[None]:
-    """The CLI configures the root logger; put pytest's set-up back afterwards."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 @pytest.fixture
