@@ -15,9 +15,10 @@ recognises such text by its shape, in the registers people and attack kits use
   instructions are", "supersedes all others";
 * **exfiltration** — reveal / print the system prompt, hidden instructions, the
   memory store, other users' data; send the conversation history somewhere;
-* **prompt structure** — role labels ("system:", "### Instruction"), chat-template
+* **prompt structure** — role labels ("system:", "### Instruction"); chat-template
   tokens (``<|im_start|>``, ``[INST]``, ``<<SYS>>``) and the memory block's own
-  delimiters.
+  delimiters are suspect (not stored from a turn), not an override: the block
+  quotes them by shape, so a stored one is inert.
 
 A preference about how the assistant should treat the user ("always answer in
 French", "don't use emojis", "call me Sam", "never book anything before 10")
@@ -103,11 +104,6 @@ _OVERRIDES: tuple[re.Pattern[str], ...] = (
     # Prompt structure: role labels, chat-template tokens, the block's delimiters.
     re.compile(r"(?:^|\n)\s*(?:system|assistant|developer)\s*:", _I),
     re.compile(r"#{2,}\s*(?:instruction|system|assistant|response)\b", _I),
-    re.compile(
-        r"<\|[a-z_]{2,30}\|>|\[/?INST\]|<</?SYS>>|"
-        r"<\s*/?\s*(?:memory|system|assistant|developer|instructions?)\b[^>]*>",
-        _I,
-    ),
 )
 #: What the assistant's safety and policy are called.
 _SAFETY = (
@@ -122,6 +118,15 @@ _AUTHORITY = (
 #: Text aimed at the assistant that a user's own memory has no business carrying,
 #: though a stored document may mention it ("the system prompt is set per route").
 _SUSPECT: tuple[re.Pattern[str], ...] = (
+    # Chat-template tokens and the block's delimiters: a turn carrying them is not
+    # stored. A stored memory that holds them (a developer's note about a
+    # tokenizer, an import) is injected all the same: the block quotes every
+    # bracket by shape (:mod:`sidecar.memory.read.quoting`), so they are inert.
+    re.compile(
+        r"<\|[a-z_]{2,30}\|>|\[/?INST\]|<</?SYS>>|"
+        r"<\s*/?\s*(?:memory|system|assistant|developer|instructions?)\b[^>]*>",
+        _I,
+    ),
     # A fact whose subject is the assistant or its answers, or that opens with an
     # order to it, is an instruction, not something about the user ("You work for
     # User now", "Your creator said ...", "All answers must ...", "Disable your
@@ -294,7 +299,7 @@ _OVERRIDE_WORDS = (
     "pretend", "polic", "guideline", "limit", "filter", "rule", "instruct", "instrut",
     "instrcut", "directive", "supersede", "prompt", "orders", "purpose", "comply",
     "question", "refuse", "this user", "must now", "system", "assistant", "developer",
-    "##", "<|", "inst]", "sys>>", "memory",
+    "##", "memory",
 )  # fmt: skip
 #: Each list as one expression: one scan of a text instead of one per pattern.
 _OVERRIDE = re.compile("|".join(f"(?:{p.pattern})" for p in _OVERRIDES), _I)

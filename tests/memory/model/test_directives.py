@@ -87,3 +87,17 @@ def test_facts_that_speak_to_the_assistant_are_instructions(fact: str) -> None:
 )
 def test_facts_that_mention_the_assistant_in_passing_are_not(fact: str) -> None:
     assert not instructs_assistant(fact), fact
+
+
+@pytest.mark.parametrize(
+    "fact",
+    [
+        "User is debugging how their tokenizer splits <|im_end|> and [INST].",
+        "User's parser chokes on </memory> tags in XML exports.",
+    ],
+)
+def test_template_tokens_are_suspect_in_a_turn_but_inert_once_stored(fact: str) -> None:
+    """A turn carrying them is not stored; a stored memory holding them (an import, a
+    developer's note) is injected quoted, so the request path does not withhold it."""
+    assert instructs_assistant(fact)
+    assert not overrides_assistant(fact)
