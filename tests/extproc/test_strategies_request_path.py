@@ -144,7 +144,7 @@ async def test_members_of_a_named_topic_are_injected_together(
     block = await injected_block(channel, "default", question, GARDENER)
     assert all(fact.rstrip(".") in block for fact in GARDEN), block
     assert not any(fact.rstrip(".") in block for fact in OTHER), block
-    assert block.count("[Garden]") == len(GARDEN), block  # labelled with the topic's name
+    assert block.count("(Garden)") == len(GARDEN), block  # labelled with the topic's name
 
 
 async def test_links_persisted_by_one_process_are_followed_by_another(
