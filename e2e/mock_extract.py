@@ -20,7 +20,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from e2e.mock_protocol import flatten_content, request_messages
-from sidecar.memory.model.entities import named_subject
+from sidecar.memory.language.entities import named_subject
 
 # ---------------------------------------------------------------------------
 # The "extract" task: rule-based fact extraction from the user's turn

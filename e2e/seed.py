@@ -18,8 +18,8 @@ from typing import Any
 
 from e2e.stack import merge_settings, parse_settings
 from sidecar.config import config_from_mapping
-from sidecar.memory.model.records import MemoryRecord, content_hash, memory_id
-from sidecar.memory.write.bulk import bulk_load
+from sidecar.memory.records.records import MemoryRecord, content_hash, memory_id
+from sidecar.memory.write.rows.bulk import bulk_load
 from sidecar.runtime.components import Components
 
 SUBJECTS = [

@@ -1,6 +1,6 @@
 """What one access-count flush costs: ``--memories`` active memories of a seeded store
 (a copy of it; e.g. one of ``bench_e2e.py --store-cache``), each injected once, then
-flushed by the real :class:`~sidecar.memory.write.access.AccessTracker`, ``--runs`` times
+flushed by the real :class:`~sidecar.memory.write.upkeep.access.AccessTracker`, ``--runs`` times
 (the first run creates their access rows, later ones update them).
 
 Prints each flush's wall time, the CPU time of this process and of its children
@@ -28,11 +28,11 @@ from pathlib import Path
 from e2e.loop_ticker import Ticker, lag_summary
 from e2e.procstat import children_by_parent, cpu_seconds
 from sidecar.config import CacheConfig, RetentionConfig, StoreConfig
-from sidecar.memory.model.records import Hit, NodeType, Scope
-from sidecar.memory.read.corpus_cache import CorpusCache
+from sidecar.memory.corpus.cache import CorpusCache
+from sidecar.memory.records.records import Hit, NodeType, Scope
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.milvus import MemoryStore
-from sidecar.memory.write.access import AccessTracker
+from sidecar.memory.write.upkeep.access import AccessTracker
 from sidecar.metrics import Metrics
 
 

@@ -21,7 +21,7 @@
 
 (b) **Bulk** — ``--bulk`` memories (``--bulk-users`` owners): first embedded
     (timed on its own), then loaded pre-embedded (like an import that carries
-    vectors) through :func:`sidecar.memory.write.bulk.bulk_load` into a fresh store: with
+    vectors) through :func:`sidecar.memory.write.rows.bulk.bulk_load` into a fresh store: with
     the write path's full enrichment (abstracts, links, the category tree), with
     links only (``hierarchy.enabled: false``), and without enrichment.
 
@@ -59,10 +59,10 @@ from scripts.benchlib import REPO, write_report
 from sidecar.config import SidecarConfig, config_from_mapping
 from sidecar.memory.embedding.factory import build_embedder
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.batches import chunks
-from sidecar.memory.model.records import MemoryRecord, content_hash, memory_id
-from sidecar.memory.model.turns import Turn
-from sidecar.memory.write.bulk import BulkStats, bulk_load
+from sidecar.memory.records.batches import chunks
+from sidecar.memory.records.records import MemoryRecord, content_hash, memory_id
+from sidecar.memory.records.turns import Turn
+from sidecar.memory.write.rows.bulk import BulkStats, bulk_load
 from sidecar.metrics import Metrics
 from sidecar.runtime.components import Components
 

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from sidecar.config import WriteQueueConfig
-from sidecar.memory.model.turns import Turn
-from sidecar.memory.write.journal import TurnJournal
-from sidecar.memory.write.journal_file import ClaimedTurn
-from sidecar.memory.write.queue import WriteQueue
+from sidecar.memory.records.turns import Turn
+from sidecar.memory.write.turns.journal import TurnJournal
+from sidecar.memory.write.turns.journal_file import ClaimedTurn
+from sidecar.memory.write.turns.queue import WriteQueue
 from sidecar.metrics import Metrics
 
 

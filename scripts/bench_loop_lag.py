@@ -27,7 +27,7 @@ import numpy as np
 from e2e.loop_ticker import Ticker, lag_summary
 from scripts.benchlib import write_report
 from sidecar.config import StoreConfig
-from sidecar.memory.model.records import MemoryRecord, as_vector
+from sidecar.memory.records.records import MemoryRecord, as_vector
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.milvus import MemoryStore
 from sidecar.metrics import Metrics

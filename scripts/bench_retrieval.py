@@ -29,7 +29,7 @@ from typing import Any
 from e2e.seed import seed, user_name
 from scripts.benchlib import write_report
 from sidecar.config import config_from_mapping
-from sidecar.memory.model.records import Scope
+from sidecar.memory.records.records import Scope
 from sidecar.runtime.components import Components
 
 QUESTIONS = [

@@ -32,7 +32,7 @@ from e2e.mock_llm import start_mock
 from scripts.benchlib import percentile, write_report
 from sidecar.config import LLMConfig, RewriteConfig
 from sidecar.llm import LLMClient
-from sidecar.memory.read.rewrite import QueryRewriter
+from sidecar.memory.read.rewrite.rewriter import QueryRewriter
 from sidecar.metrics import Metrics
 
 CLEAR = [

@@ -29,7 +29,7 @@ from e2e.seed import synthetic_texts, user_name
 from scripts.benchlib import percentile, write_report
 from sidecar.config import EmbeddingConfig, StoreConfig
 from sidecar.memory.embedding.factory import build_local_embedder
-from sidecar.memory.model.records import MemoryRecord
+from sidecar.memory.records.records import MemoryRecord
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.milvus import MemoryStore
 from sidecar.metrics import Metrics

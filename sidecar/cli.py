@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from sidecar.admin.cli import add_commands as add_admin_commands
+from sidecar.admin_cli import add_commands as add_admin_commands
 from sidecar.config import load_config
 from sidecar.errors import ConfigError, InvalidInput, SidecarError
 

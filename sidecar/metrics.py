@@ -279,7 +279,7 @@ class Metrics:
         )
 
         #: reason: fast_path, llm, heuristic, low_confidence, timeout, error, cache,
-        #: disabled (see sidecar.memory.read.rewrite).
+        #: disabled (see sidecar.memory.read.rewrite.rewriter).
         self.rewrites = Counter(
             p + "rewrites", "Query rewrite decisions by reason", ["reason"], registry=reg
         )

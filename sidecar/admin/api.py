@@ -50,7 +50,7 @@ from sidecar.errors import EmbeddingError, InvalidInput, SidecarError, StoreErro
 from sidecar.logs import clean_request_id, request_context
 from sidecar.memory.read.injections import Injection
 from sidecar.memory.store.filters import validate_identifier
-from sidecar.memory.write.consolidation import ConsolidationReport
+from sidecar.memory.write.upkeep.consolidation import ConsolidationReport
 from sidecar.metrics import Metrics
 
 log = logging.getLogger(__name__)

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sidecar.errors import SidecarError
-from sidecar.memory.model.records import MemoryRecord, Scope
 from sidecar.memory.read.injections import InjectedMemory, Injection, InjectionLog
+from sidecar.memory.records.records import MemoryRecord, Scope
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.milvus import MemoryStore
 

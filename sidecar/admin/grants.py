@@ -27,7 +27,7 @@ from fnmatch import fnmatchcase
 from typing import Literal
 
 from sidecar.errors import SidecarError
-from sidecar.memory.model.records import Visibility
+from sidecar.memory.records.records import Visibility
 
 
 class SharingRefused(SidecarError):

@@ -15,8 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sidecar.config import StrategyName
 from sidecar.errors import InvalidIdentifier, InvalidInput
-from sidecar.memory.model.categories import topic_name
-from sidecar.memory.model.records import MemoryRecord, MemoryType, NodeType, Status, Visibility
+from sidecar.memory.records.categories import topic_name
+from sidecar.memory.records.records import MemoryRecord, MemoryType, NodeType, Status, Visibility
 from sidecar.memory.store.filters import validate_identifier
 from sidecar.memory.store.schema import ID_BYTES, MAX_RELATED
 

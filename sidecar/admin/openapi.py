@@ -26,6 +26,7 @@ from sidecar.admin.models import (
     MemoryPatch,
     SearchQuery,
 )
+from sidecar.memory.read.retrieval.base import Stage
 
 OPENAPI_PATH = "/v1/admin/openapi.json"
 _REF = "#/components/schemas/{model}"
@@ -117,7 +118,8 @@ def _envelopes() -> dict[str, Any]:
                             "signals": {
                                 "type": "object",
                                 "additionalProperties": {"type": "number"},
-                                "description": "cosine, bm25, ngram, fused, context, cues, ...",
+                                "description": "cosine, bm25, ngram, then the score "
+                                "after each stage that changed it: " + ", ".join(Stage),
                             },
                             "memory": {
                                 "anyOf": [memory, {"type": "null"}],

@@ -34,9 +34,12 @@ from sidecar.admin.models import (
 from sidecar.admin.transfer import ImportReport, MemoryTransfer
 from sidecar.config import SidecarConfig
 from sidecar.errors import SidecarError
+from sidecar.memory.corpus.cache import CorpusCache
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.embedding_text import embedding_text
-from sidecar.memory.model.records import (
+from sidecar.memory.language.embedding_text import embedding_text
+from sidecar.memory.read.injections import InjectionLog
+from sidecar.memory.read.service import MemoryService
+from sidecar.memory.records.records import (
     Hit,
     MemoryRecord,
     NodeType,
@@ -48,18 +51,14 @@ from sidecar.memory.model.records import (
     memory_id,
     now_ms,
 )
-from sidecar.memory.read.corpus_cache import CorpusCache
-from sidecar.memory.read.injections import InjectionLog
-from sidecar.memory.read.service import MemoryService
 from sidecar.memory.store.filters import build_filter, validate_identifier
 from sidecar.memory.store.milvus import MemoryStore
-from sidecar.memory.write.consolidation import ConsolidationReport, Consolidator
-from sidecar.memory.write.enrich import Enricher
-from sidecar.memory.write.gateway import WriteGateway
-from sidecar.memory.write.journal import TurnJournal
-from sidecar.memory.write.locks import OwnerLock
+from sidecar.memory.write.rows.enrich import Enricher
+from sidecar.memory.write.rows.gateway import WriteGateway
+from sidecar.memory.write.rows.locks import OwnerLock
+from sidecar.memory.write.turns.journal import TurnJournal
+from sidecar.memory.write.upkeep.consolidation import ConsolidationReport, Consolidator
 from sidecar.metrics import Metrics
-from sidecar.runtime.components import Components
 
 log = logging.getLogger(__name__)
 
@@ -162,28 +161,6 @@ class MemoryAdmin:
             # Rows already filed under a category: links and abstracts, the category kept.
             linker=Enricher(memory.cache, config.enrichment),
             metrics=metrics,
-        )
-
-    @classmethod
-    def from_components(
-        cls, components: Components, *, journal: TurnJournal | None = None
-    ) -> MemoryAdmin:
-        """The admin service over :class:`sidecar.runtime.components.Components`."""
-        enricher = components.enricher or Enricher(
-            components.memory.cache, components.config.enrichment
-        )
-        return cls(
-            config=components.config,
-            store=components.store,
-            embedder=components.embedder,
-            memory=components.memory,
-            writes=components.writes,
-            enricher=enricher,
-            metrics=components.metrics,
-            journal=journal,
-            tree_lock=components.hierarchy.lock if components.hierarchy is not None else None,
-            consolidator=components.consolidator,
-            injections=components.pipeline.caches.injections,
         )
 
     @property
@@ -412,7 +389,7 @@ class MemoryAdmin:
 
     async def consolidate(self, user: str) -> ConsolidationReport:
         """Merge the user's memories that state the same fact (see
-        :mod:`sidecar.memory.write.consolidation`)."""
+        :mod:`sidecar.memory.write.upkeep.consolidation`)."""
         report = await self._consolidator.consolidate(owner_id(user))
         self._metrics.admin_rows.labels(operation="consolidate").inc(report.merged)
         return report

@@ -5,7 +5,7 @@ An export holds everything an import needs to restore the rows as they were: ids
 links, categories, statuses, times and, optionally, the vectors with the model that
 made them. An import validates every line before anything is written, applies the
 write path's hygiene to memory text, and stores the rows through the write gateway
-(:func:`~sidecar.memory.write.bulk.bulk_load`): categories first, then memories
+(:func:`~sidecar.memory.write.rows.bulk.bulk_load`): categories first, then memories
 already filed under one (links and abstracts only), then unfiled memories through
 the write path's categorizer.
 """
@@ -24,8 +24,8 @@ from pydantic import ValidationError
 from sidecar.admin.models import MemoryLine, ValidationFailed, memory_json, validation_errors
 from sidecar.config import SidecarConfig
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.batches import chunks
-from sidecar.memory.model.records import (
+from sidecar.memory.records.batches import chunks
+from sidecar.memory.records.records import (
     MemoryRecord,
     NodeType,
     as_vector,
@@ -37,9 +37,9 @@ from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.migrate import fill_embeddings
 from sidecar.memory.store.milvus import MemoryStore
 from sidecar.memory.store.tombstones import mark_for_reload
-from sidecar.memory.write.bulk import bulk_load
-from sidecar.memory.write.enrich import Enricher
-from sidecar.memory.write.gateway import WriteGateway
+from sidecar.memory.write.rows.bulk import bulk_load
+from sidecar.memory.write.rows.enrich import Enricher
+from sidecar.memory.write.rows.gateway import WriteGateway
 from sidecar.metrics import Metrics
 
 log = logging.getLogger(__name__)

@@ -35,7 +35,7 @@ class IdentityConfig(_Model):
 
 
 class RewriteConfig(RewriteExperiments):
-    """Ambiguity-gated rewriting of follow-up queries (``sidecar.memory.read.rewrite``).
+    """Ambiguity-gated rewriting of follow-up queries (``sidecar.memory.read.rewrite.rewriter``).
 
     A query without pronouns, demonstratives, temporal or implicit references that
     is not very short takes the fast path: searched as is, no LLM call. An
@@ -72,7 +72,7 @@ class RewriteConfig(RewriteExperiments):
 
 
 class DeepSearchConfig(_Model):
-    """Escalation when primary retrieval looks weak (``sidecar.memory.read.deep_search``).
+    """Escalation when primary retrieval looks weak (``sidecar.memory.read.deep.search``).
 
     Confidence of the primary results (absolute signals only, 0..1)::
 

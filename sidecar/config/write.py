@@ -129,7 +129,7 @@ class TaxonomyTopic(_Model):
 
 class TaxonomyConfig(_Model):
     """Topics the write path files a fact under when no LLM named one
-    (``sidecar.memory.write.taxonomy``): a small built-in taxonomy (health, family,
+    (``sidecar.memory.write.tree.taxonomy``): a small built-in taxonomy (health, family,
     relationships, work, education, food, travel, home, money, hobbies, pets,
     technology, preferences, schedule), by keywords and by the fact's similarity to
     each topic's description. A fact that fits none is filed as before (nearest
@@ -149,7 +149,7 @@ class TaxonomyConfig(_Model):
 
 
 class HierarchyBuildConfig(HierarchyBuildExperiments):
-    """The per-user category tree the write path builds (``sidecar.memory.write.hierarchy``).
+    """The per-user category tree the write path builds (``sidecar.memory.write.tree.hierarchy``).
 
     New memories are filed under the owner's nearest leaf category (or a "general"
     one); ``evolve`` splits big categories into named subcategories, merges
@@ -195,8 +195,9 @@ class HierarchyBuildConfig(HierarchyBuildExperiments):
 
 
 class RetentionConfig(_Model):
-    """The per-user memory cap and what is given up first (``sidecar.memory.write.retention``),
-    and the retrieval access counts that feed it.
+    """The per-user memory cap and what is given up first
+    (``sidecar.memory.write.upkeep.retention``), and the retrieval access counts that
+    feed it.
 
     Retention score (higher is kept longer), weights renormalised to sum 1::
 
@@ -249,7 +250,7 @@ class RetentionConfig(_Model):
 
 class ConsolidationConfig(_Model):
     """Merging a user's memories that state the same fact
-    (``sidecar.memory.write.consolidation``): on a schedule for the users written for
+    (``sidecar.memory.write.upkeep.consolidation``): on a schedule for the users written for
     since the last pass, and on demand (``sidecar memories consolidate``, the admin
     API). The richest wording is kept; the others become ``merged`` rows that point
     at it (its history). Never across users, never two facts that differ in a name,

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from sidecar.errors import InvalidInput
-from sidecar.memory.model.records import Scope, Visibility
+from sidecar.memory.records.records import Scope, Visibility
 from sidecar.memory.store.filters import validate_identifier
 from sidecar.memory.store.schema import ID_BYTES, MAX_RELATED
 

@@ -2,10 +2,10 @@
 rows of the request path's strategy, measured in the same run as everything else.
 
 For ``--rewrite`` every query goes through the request path's
-:class:`~sidecar.memory.read.rewrite.QueryRewriter` with its ``context`` as the chat
+:class:`~sidecar.memory.read.rewrite.rewriter.QueryRewriter` with its ``context`` as the chat
 history (``defaults.rewrite``, enabled), and the searched text is what the request
 path would search. For ``--deep-search`` every primary ranking (with and without
-rewriting) is handed to :class:`~sidecar.memory.read.deep_search.DeepSearcher` exactly
+rewriting) is handed to :class:`~sidecar.memory.read.deep.search.DeepSearcher` exactly
 as on the request path with ``deep_search.mode: on`` — escalating only below
 ``deep_search.threshold``, no rate limit, no feedback file — and, to tell the
 gate's quality from the ranking's, once more *ungated* for every query.
@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 from sidecar.config import DeepSearchConfig, RetrievalConfig, RewriteConfig, SidecarConfig
 from sidecar.evaluation.dataset import EvalQuery
 from sidecar.evaluation.metrics import percentile
-from sidecar.memory.model.records import Hit, Scope
-from sidecar.memory.read.deep_ranking import expand_candidates, primary_confidence
+from sidecar.memory.read.deep.ranking import expand_candidates, primary_confidence
 from sidecar.memory.read.pipeline import RequestPipeline
 from sidecar.memory.read.retrieval.base import Query
-from sidecar.memory.read.rewrite import fuse_rewrite_hits
+from sidecar.memory.read.rewrite.rewriter import fuse_rewrite_hits
 from sidecar.memory.read.service import MemoryService
+from sidecar.memory.records.records import Hit, Scope
 
 #: Deep search's blend and "recovered" count look at this many results.
 RECOVERY_K = 10

@@ -5,7 +5,7 @@ directory (removed afterwards); with ``--store-uri`` a new collection ``eval_<ra
 at that URI (dropped afterwards). Memories keep their dataset ids, owners, groups,
 visibility, sessions, times and links; they are embedded in batches with the
 configured embedder and enriched per owner by the write path's
-:class:`~sidecar.memory.write.enrich.Enricher` (abstract, overview, similarity links,
+:class:`~sidecar.memory.write.rows.enrich.Enricher` (abstract, overview, similarity links,
 categories), and the rows it returns are upserted.
 """
 
@@ -28,11 +28,11 @@ from sidecar.errors import StoreError
 from sidecar.evaluation.dataset import Dataset, visible
 from sidecar.evaluation.progress import progress_bar
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.records import MemoryRecord, Scope, content_hash
+from sidecar.memory.records.records import MemoryRecord, Scope, content_hash
 from sidecar.memory.store.milvus import MemoryStore
 from sidecar.memory.store.schema import ACCESS_SUFFIX
-from sidecar.memory.write.bulk import bulk_load
-from sidecar.memory.write.enrich import Enricher
+from sidecar.memory.write.rows.bulk import bulk_load
+from sidecar.memory.write.rows.enrich import Enricher
 from sidecar.runtime.components import Components
 
 log = logging.getLogger(__name__)

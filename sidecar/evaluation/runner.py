@@ -29,10 +29,10 @@ from sidecar.evaluation.metrics import MRR_DEPTH, Scores, mean_scores, percentil
 from sidecar.evaluation.progress import progress_bar
 from sidecar.memory.embedding.factory import build_embedder
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.records import Hit, Scope
 from sidecar.memory.read.retrieval.base import Query
 from sidecar.memory.read.retrieval.registry import build_retrievers
 from sidecar.memory.read.service import MemoryService
+from sidecar.memory.records.records import Hit, Scope
 from sidecar.runtime.components import Components
 
 DEFAULT_KS: tuple[int, ...] = (1, 5, 10, 20)

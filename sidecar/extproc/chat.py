@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2 as pb
 from sidecar.config import Profile
 from sidecar.errors import EmbeddingError, InvalidIdentifier, StoreError
-from sidecar.extproc.codec import ChatRequest
-from sidecar.extproc.completion import StreamedCompletion, parse_completion_json
+from sidecar.extproc.chat_request import ChatRequest
+from sidecar.extproc.chat_response import StreamedCompletion, parse_completion_json
 from sidecar.extproc.identity import (
     Identity,
     blank_user_header,
@@ -28,20 +28,20 @@ from sidecar.extproc.identity import (
     identity_from_headers,
 )
 from sidecar.extproc.processor import Processor
-from sidecar.extproc.responses import (
+from sidecar.extproc.replies import (
     BodySendMode,
     error_reply,
     headers_reply,
     passthrough,
     replace_body,
 )
-from sidecar.memory.model.records import now_ms
-from sidecar.memory.model.turns import Turn
-from sidecar.memory.read.deep_search import DeepReport
+from sidecar.memory.language.sanitize import clean_turn
+from sidecar.memory.read.deep.search import DeepReport
 from sidecar.memory.read.pipeline import MemoryRequest, RequestPipeline
-from sidecar.memory.read.rewrite import RewriteResult
-from sidecar.memory.write.queue import WriteQueue
-from sidecar.memory.write.sanitize import clean_turn
+from sidecar.memory.read.rewrite.rewriter import RewriteResult
+from sidecar.memory.records.records import now_ms
+from sidecar.memory.records.turns import Turn
+from sidecar.memory.write.turns.queue import WriteQueue
 from sidecar.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -187,24 +187,24 @@ class ChatMemoryProcessor(Processor):
             self._metrics.passthrough.labels(reason="retrieval_error").inc()
             log.warning("retrieval failed: %s request_id=%s", type(exc).__name__, self._request_id)
             return self._memory_unavailable("retrieval_error")
-        context, self._rewrite, self._deep = found.context, found.rewrite, found.deep
+        block, self._rewrite, self._deep = found.block, found.rewrite, found.deep
         if self._deps.debug_content and self._rewrite is not None and self._rewrite.changed:
             log.debug("rewrote request_id=%s query=%r", self._request_id, self._rewrite.query)
-        self._injected = context.count
+        self._injected = block.count
         self._explained = found.explained
-        self._metrics.injected.observe(context.count)
+        self._metrics.injected.observe(block.count)
         self._metrics.requests.labels(profile=self._profile_name, outcome="retrieved").inc()
         if self._deps.debug_content:
-            log.debug("injecting request_id=%s block=%r", self._request_id, context.text)
-        if not context.count:
+            log.debug("injecting request_id=%s block=%r", self._request_id, block.text)
+        if not block.count:
             return passthrough("request_body")
         injection = self._profile.injection
         if injection.placement == "system":
-            request.inject_system(context.text, injection.mode)
+            request.inject_system(block.text, injection.mode)
         elif injection.placement == "user":
-            request.inject_into_latest_user(context.text)
+            request.inject_into_latest_user(block.text)
         else:
-            request.inject_before_latest_user(context.text, injection.role)
+            request.inject_before_latest_user(block.text, injection.role)
         return replace_body("request_body", request.encode())
 
     def _memory_unavailable(self, reason: str) -> pb.ProcessingResponse:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from sidecar._proto.envoy.config.core.v3 import base_pb2
 from sidecar.config import IdentityConfig
 from sidecar.errors import InvalidIdentifier
-from sidecar.memory.model.records import Scope
+from sidecar.memory.records.records import Scope
 from sidecar.memory.store.filters import validate_identifier
 
 

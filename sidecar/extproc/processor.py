@@ -9,7 +9,7 @@ fail-closed profile, an error to the client).
 from __future__ import annotations
 
 from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2 as pb
-from sidecar.extproc.responses import passthrough
+from sidecar.extproc.replies import passthrough
 
 
 class Processor:

@@ -23,7 +23,7 @@ from sidecar.config import SidecarConfig
 from sidecar.extproc.chat import ChatDeps, ChatMemoryProcessor
 from sidecar.extproc.identity import header_dict
 from sidecar.extproc.processor import Processor
-from sidecar.extproc.responses import PHASES
+from sidecar.extproc.replies import PHASES
 from sidecar.logs import REQUEST_ID, clean_request_id, new_request_id
 from sidecar.metrics import Metrics
 

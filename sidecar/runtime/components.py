@@ -9,41 +9,43 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+from sidecar.admin.service import MemoryAdmin
 from sidecar.config import ExtractionConfig, SidecarConfig
 from sidecar.errors import SidecarError, StoreError
 from sidecar.llm import LLMClient
+from sidecar.memory.corpus.cache import CorpusCache
 from sidecar.memory.embedding.factory import build_embedder
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.records import Scope
-from sidecar.memory.read.corpus_cache import CorpusCache
-from sidecar.memory.read.deep_search import DeepSearcher
+from sidecar.memory.read.deep.search import DeepSearcher
 from sidecar.memory.read.injections import InjectionLog
 from sidecar.memory.read.pipeline import QueryCaches, RequestPipeline
 from sidecar.memory.read.query_cache import QueryVectorCache
 from sidecar.memory.read.retrieval.registry import build_retrievers
-from sidecar.memory.read.rewrite import QueryRewriter
+from sidecar.memory.read.rewrite.rewriter import QueryRewriter
 from sidecar.memory.read.service import MemoryService
+from sidecar.memory.records.records import Scope
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.milvus import MemoryStore
-from sidecar.memory.write.access import AccessTracker
-from sidecar.memory.write.consolidation import Consolidator
-from sidecar.memory.write.consolidation import scheduled as consolidation_scheduled
-from sidecar.memory.write.dedup import DedupJudge
-from sidecar.memory.write.enrich import Enricher
-from sidecar.memory.write.extraction import FactExtractor
-from sidecar.memory.write.gateway import NotedOwners, WriteGateway
-from sidecar.memory.write.hierarchy import Hierarchy
-from sidecar.memory.write.locks import HostLocks, KeyedLocks, host_locks_for
-from sidecar.memory.write.queue import Doorbell, WriteQueue
-from sidecar.memory.write.retention import Retention
-from sidecar.memory.write.writer import MemoryWriter
+from sidecar.memory.write.rows.enrich import Enricher
+from sidecar.memory.write.rows.gateway import NotedOwners, WriteGateway
+from sidecar.memory.write.rows.locks import HostLocks, KeyedLocks, host_locks_for
+from sidecar.memory.write.tree.hierarchy import Hierarchy
+from sidecar.memory.write.turns.dedup import DedupJudge
+from sidecar.memory.write.turns.extraction import FactExtractor
+from sidecar.memory.write.turns.journal import TurnJournal
+from sidecar.memory.write.turns.queue import Doorbell, WriteQueue
+from sidecar.memory.write.turns.writer import MemoryWriter
+from sidecar.memory.write.upkeep.access import AccessTracker
+from sidecar.memory.write.upkeep.consolidation import Consolidator
+from sidecar.memory.write.upkeep.consolidation import scheduled as consolidation_scheduled
+from sidecar.memory.write.upkeep.retention import Retention
 from sidecar.metrics import Metrics
 from sidecar.runtime.gc_control import GCControl
 from sidecar.runtime.loop_lag import LoopLagMonitor
 from sidecar.runtime.relay import RelayClient, RelayPeers, RelayServer
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Components:
     """The memory layer, usable without Envoy (admin API, eval, benchmarks)."""
 
@@ -233,27 +235,45 @@ class Components:
         lag_interval = config.server.loop_lag_interval_s
         loop_lag = LoopLagMonitor(metrics.loop_lag, lag_interval) if lag_interval else None
         return cls(
-            config,
-            metrics,
-            embedder,
-            store,
-            llm,
-            memory,
-            pipeline,
-            writes,
-            writer,
-            queue,
-            consolidator,
-            owns_embedder,
-            enricher,
-            hierarchy,
-            retention,
-            access,
-            tuple(h for h in (owner_host, tree_host) if h is not None),
-            relay_server,
-            relay_peers,
-            loop_lag,
-            GCControl(metrics.gc_pause, metrics.gc_collected, metrics.gc_frozen, config.server),
+            config=config,
+            metrics=metrics,
+            embedder=embedder,
+            store=store,
+            llm=llm,
+            memory=memory,
+            pipeline=pipeline,
+            writes=writes,
+            writer=writer,
+            queue=queue,
+            consolidator=consolidator,
+            owns_embedder=owns_embedder,
+            enricher=enricher,
+            hierarchy=hierarchy,
+            retention=retention,
+            access=access,
+            host_locks=tuple(h for h in (owner_host, tree_host) if h is not None),
+            relay_server=relay_server,
+            relay_peers=relay_peers,
+            loop_lag=loop_lag,
+            gc_control=GCControl(
+                metrics.gc_pause, metrics.gc_collected, metrics.gc_frozen, config.server
+            ),
+        )
+
+    def memory_admin(self, *, journal: TurnJournal | None = None) -> MemoryAdmin:
+        """The admin service (API, console, CLI) over these components."""
+        return MemoryAdmin(
+            config=self.config,
+            store=self.store,
+            embedder=self.embedder,
+            memory=self.memory,
+            writes=self.writes,
+            enricher=self.enricher or Enricher(self.memory.cache, self.config.enrichment),
+            metrics=self.metrics,
+            journal=journal,
+            tree_lock=self.hierarchy.lock if self.hierarchy is not None else None,
+            consolidator=self.consolidator,
+            injections=self.pipeline.caches.injections,
         )
 
     def start_write_upkeep(self) -> None:

@@ -5,7 +5,7 @@ Every supervised sidecar worker serves its cache on a Unix socket the supervisor
 names (``cache.relay_socket``) and connects to every other worker's
 (``cache.relay_peers``); a writer process of its own connects to its worker's and
 to all the others. What a process's cache is told by that process's writes
-(:class:`~sidecar.memory.read.corpus_cache.CacheMirror`) is sent to every peer:
+(:class:`~sidecar.memory.corpus.cache.CacheMirror`) is sent to every peer:
 
 - ``apply``: rows stored or changed (a turn's facts, back-links, category moves,
   retention, admin edits, tombstones) — a peer's cache takes them as
@@ -18,7 +18,7 @@ accepted a turn, so the writer claims it now instead of at its next poll
 ``hello``.
 
 A frame is ``FRAME`` (kind, body length) and a body: the write's stamp
-(:mod:`sidecar.memory.read.write_stamps`) and JSON rows (the record's fields, the vector
+(:mod:`sidecar.memory.corpus.write_stamps`) and JSON rows (the record's fields, the vector
 as base64 float32) or a JSON user id; or one byte. Received rows are applied
 without being sent on (no echo), unless the cache already applied a newer write of
 them: two peers' frames about one row may arrive in either order. Nothing here is
@@ -43,8 +43,8 @@ from typing import Any
 
 import numpy as np
 
-from sidecar.memory.model.records import MemoryRecord
-from sidecar.memory.read.corpus_cache import CorpusCache
+from sidecar.memory.corpus.cache import CorpusCache
+from sidecar.memory.records.records import MemoryRecord
 from sidecar.memory.store.schema import row_to_record
 from sidecar.metrics import Metrics
 from sidecar.tasks import cancel_and_wait
@@ -289,7 +289,7 @@ class RelayClient:
 
 
 class RelayPeers:
-    """A :class:`~sidecar.memory.read.corpus_cache.CacheMirror` that tells every peer
+    """A :class:`~sidecar.memory.corpus.cache.CacheMirror` that tells every peer
     (one :class:`RelayClient` each) what this process's cache was told."""
 
     def __init__(self, clients: Sequence[RelayClient]) -> None:

@@ -16,7 +16,6 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
 from sidecar.admin.api import MemoryApi
 from sidecar.admin.http import AdminServer, build_admin_app
-from sidecar.admin.service import MemoryAdmin
 from sidecar.config import SidecarConfig
 from sidecar.errors import SidecarError
 from sidecar.extproc.chat import ChatDeps
@@ -86,9 +85,7 @@ class Sidecar:
         for service in ("", EXT_PROC_SERVICE):
             await self._health.set(service, health_pb2.HealthCheckResponse.SERVING)
         if self._config.admin.enabled:
-            admin = MemoryAdmin.from_components(
-                self.components, journal=self.components.queue.journal
-            )
+            admin = self.components.memory_admin(journal=self.components.queue.journal)
             api = MemoryApi(admin, self._config.admin, self.components.metrics)
             app = build_admin_app(self.components.metrics, self.components.readiness, api)
             socket = self._config.admin.socket_path(self._config.write_queue.journal_path)

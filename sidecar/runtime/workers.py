@@ -62,7 +62,7 @@ from typing import Any, Literal
 
 from sidecar.config import SidecarConfig
 from sidecar.errors import SidecarError
-from sidecar.memory.write.journal_file import adopt_journal
+from sidecar.memory.write.turns.journal_file import adopt_journal
 from sidecar.runtime.lifecycle import watch_supervisor
 
 log = logging.getLogger(__name__)

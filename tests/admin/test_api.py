@@ -21,10 +21,10 @@ from sidecar.admin.http import build_admin_app
 from sidecar.admin.service import owner_id
 from sidecar.config import AdminConfig
 from sidecar.logs import JsonFormatter
-from sidecar.memory.model.categories import topic_id
-from sidecar.memory.model.records import Scope
-from sidecar.memory.model.turns import Turn
 from sidecar.memory.read.pipeline import MemoryRequest
+from sidecar.memory.records.categories import topic_id
+from sidecar.memory.records.records import Scope
+from sidecar.memory.records.turns import Turn
 from sidecar.metrics import Metrics
 from sidecar.runtime.server import Sidecar
 from tests.admin.conftest import ADMIN, SCOPED

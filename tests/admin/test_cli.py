@@ -16,7 +16,7 @@ from sidecar.cli import main
 from sidecar.config import StoreConfig, config_from_mapping
 from sidecar.errors import SchemaMismatch
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.records import AccessStat, NodeType
+from sidecar.memory.records.records import AccessStat, NodeType
 from sidecar.memory.store.collections import create_memory_collection
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.milvus import MemoryStore

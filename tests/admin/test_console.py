@@ -16,8 +16,8 @@ import aiohttp
 import pytest
 
 from sidecar.admin.console.session import COOKIE
-from sidecar.memory.model.records import Scope
 from sidecar.memory.read.pipeline import MemoryRequest
+from sidecar.memory.records.records import Scope
 from sidecar.runtime.server import Sidecar
 from tests.admin.conftest import ADMIN, SCOPED
 from tests.admin.test_api import add, base, call, new_user, say

@@ -18,9 +18,9 @@ from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2 as p
 from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
 from sidecar.config import WriteQueueConfig
 from sidecar.logs import REQUEST_ID, JsonFormatter, clean_request_id, request_context
-from sidecar.memory.model.turns import Turn
-from sidecar.memory.write.queue import WriteQueue
-from sidecar.memory.write.writer import WriteResult
+from sidecar.memory.records.turns import Turn
+from sidecar.memory.write.turns.queue import WriteQueue
+from sidecar.memory.write.turns.writer import WriteResult
 from sidecar.metrics import Metrics
 from sidecar.runtime.server import Sidecar
 from tests.extproc import messages as msg

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from sidecar.config import StoreConfig
-from sidecar.memory.model.turns import Turn
+from sidecar.memory.records.turns import Turn
 from sidecar.memory.store.collections import create_access_collection, create_memory_collection
 from sidecar.memory.store.milvus import MemoryStore
 from sidecar.memory.store.schema import ACCESS_FIELDS, FIELDS
-from sidecar.memory.write.journal import TurnJournal
+from sidecar.memory.write.turns.journal import TurnJournal
 from sidecar.metrics import Metrics
 
 

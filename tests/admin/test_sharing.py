@@ -15,9 +15,9 @@ import aiohttp
 import pytest
 
 from sidecar.admin.grants import Grant, SharingRefused
-from sidecar.memory.model.records import MemoryRecord, Scope, Status, Visibility
 from sidecar.memory.read.pipeline import MemoryRequest
-from sidecar.memory.write.consolidation import plan_merges
+from sidecar.memory.records.records import MemoryRecord, Scope, Status, Visibility
+from sidecar.memory.write.upkeep.consolidation import plan_merges
 from sidecar.runtime.server import Sidecar
 from tests.admin.conftest import SCOPED, SHARER
 from tests.admin.test_api import add, base, call, new_user, say
@@ -32,7 +32,7 @@ async def block_for(sidecar: Sidecar, user: str, question: str) -> str:
         MemoryRequest(text=question, history=(), scope=Scope(user, ("team-a", "team-b")),
                       profile=profile)
     )  # fmt: skip
-    return found.context.text
+    return found.block.text
 
 
 async def listed(http: aiohttp.ClientSession, user: str) -> list[dict[str, Any]]:

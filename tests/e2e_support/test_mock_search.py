@@ -9,10 +9,10 @@ import json
 from e2e.mock_search import handle_rank, handle_rewrite, rank, rewrite
 from e2e.mock_service import DEFAULT_TASK_HANDLERS
 from sidecar.config import DeepSearchConfig
-from sidecar.memory.model.records import MemoryRecord
-from sidecar.memory.read.corpus import Corpus
-from sidecar.memory.read.deep_ranking import Candidate, build_rank_prompt, parse_ranked
-from sidecar.memory.read.rewrite import build_messages, parse_rewrite
+from sidecar.memory.corpus.corpus import Corpus
+from sidecar.memory.read.deep.ranking import Candidate, build_rank_prompt, parse_ranked
+from sidecar.memory.read.rewrite.rewriter import build_messages, parse_rewrite
+from sidecar.memory.records.records import MemoryRecord
 
 
 def test_handlers_are_registered() -> None:

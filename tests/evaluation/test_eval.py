@@ -33,9 +33,9 @@ from sidecar.evaluation.runner import (
     resolve_strategies,
 )
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.records import Hit, MemoryRecord, Scope, Visibility
 from sidecar.memory.read.retrieval.base import Query
 from sidecar.memory.read.service import MemoryService
+from sidecar.memory.records.records import Hit, MemoryRecord, Scope, Visibility
 
 #: The conftest's ``evaluate``: the runner on this module's dataset.
 Evaluate = Callable[[EvalOptions], Awaitable[EvalResult]]

@@ -15,8 +15,8 @@ import pytest
 from sidecar.config import SidecarConfig
 from sidecar.evaluation.ingest import write_path_enricher
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.records import MemoryRecord, Scope, memory_id
-from sidecar.memory.write.bulk import bulk_load
+from sidecar.memory.records.records import MemoryRecord, Scope, memory_id
+from sidecar.memory.write.rows.bulk import bulk_load
 from sidecar.runtime.components import Components
 from sidecar.runtime.server import Sidecar
 from tests.extproc.calls import injected_block

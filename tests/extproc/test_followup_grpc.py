@@ -15,8 +15,8 @@ import pytest
 from e2e.mock_llm import MockLLM
 from sidecar.config import SidecarConfig
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.records import Scope
-from sidecar.memory.model.turns import Turn
+from sidecar.memory.records.records import Scope
+from sidecar.memory.records.turns import Turn
 from sidecar.runtime.server import Sidecar
 from tests.extproc import messages as msg
 from tests.extproc.test_service_grpc import exchange, mutated_body

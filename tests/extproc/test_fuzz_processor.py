@@ -22,7 +22,7 @@ from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2 as p
 from sidecar.extproc.chat import ChatDeps
 from sidecar.extproc.service import ExternalProcessorService, ProfileRouter
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.turns import Turn
+from sidecar.memory.records.turns import Turn
 from sidecar.runtime.components import Components
 from tests.extproc import messages as msg
 from tests.support.boot import sidecar_config

@@ -15,7 +15,7 @@ from sidecar.extproc.identity import (
     identity_from_headers,
     parse_groups,
 )
-from sidecar.memory.model.records import Scope
+from sidecar.memory.records.records import Scope
 
 CONFIG = IdentityConfig()
 

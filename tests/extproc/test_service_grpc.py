@@ -17,10 +17,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2 as pb
 from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2_grpc as pb_grpc
 from sidecar.config import SidecarConfig
-from sidecar.extproc.responses import BodySendMode
+from sidecar.extproc.replies import BodySendMode
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.records import MemoryRecord, Scope
-from sidecar.memory.model.turns import Turn
+from sidecar.memory.records.records import MemoryRecord, Scope
+from sidecar.memory.records.turns import Turn
 from sidecar.memory.store.filters import build_filter
 from sidecar.runtime.server import Sidecar
 from tests.extproc import messages as msg

@@ -15,11 +15,11 @@ import pytest
 from sidecar.config import SidecarConfig
 from sidecar.evaluation.ingest import write_path_enricher
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.records import MemoryRecord, NodeType, Scope, memory_id
-from sidecar.memory.model.turns import Turn
 from sidecar.memory.read.retrieval.registry import STRATEGY_NAMES
+from sidecar.memory.records.records import MemoryRecord, NodeType, Scope, memory_id
+from sidecar.memory.records.turns import Turn
 from sidecar.memory.store.filters import build_filter
-from sidecar.memory.write.bulk import bulk_load
+from sidecar.memory.write.rows.bulk import bulk_load
 from sidecar.runtime.components import Components
 from sidecar.runtime.server import Sidecar
 from tests.extproc.calls import injected_block

@@ -18,14 +18,14 @@ from sidecar.config import (
     StoreConfig,
     TaxonomyConfig,
 )
+from sidecar.memory.corpus.cache import CorpusCache
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.records import MemoryRecord, NodeType, Status, content_hash, memory_id
-from sidecar.memory.read.corpus_cache import CorpusCache
+from sidecar.memory.records.records import MemoryRecord, NodeType, Status, content_hash, memory_id
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.milvus import MemoryStore
-from sidecar.memory.write.clustering import words
-from sidecar.memory.write.enrich import Enricher
-from sidecar.memory.write.hierarchy import Hierarchy
+from sidecar.memory.write.rows.enrich import Enricher
+from sidecar.memory.write.tree.clustering import words
+from sidecar.memory.write.tree.hierarchy import Hierarchy
 from sidecar.metrics import Metrics
 from tests.support.writes import gateway
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.records import MemoryRecord, Scope, Visibility
 from sidecar.memory.read.retrieval.registry import STRATEGY_NAMES
-from sidecar.memory.write.bulk import bulk_load
+from sidecar.memory.records.records import MemoryRecord, Scope, Visibility
+from sidecar.memory.write.rows.bulk import bulk_load
 from sidecar.runtime.components import Components
 from tests.support.boot import sidecar_config
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from sidecar.config import ServerConfig
-from sidecar.memory.read.bm25 import BM25Index
+from sidecar.memory.corpus.bm25 import BM25Index
 from sidecar.metrics import Metrics
 from sidecar.runtime.gc_control import GCControl
 

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from sidecar.config import CacheConfig
-from sidecar.memory.model.records import (
+from sidecar.memory.corpus.cache import CorpusCache
+from sidecar.memory.records.records import (
     MemoryRecord,
     MemoryType,
     NodeType,
@@ -27,7 +28,6 @@ from sidecar.memory.model.records import (
     Visibility,
     now_ms,
 )
-from sidecar.memory.read.corpus_cache import CorpusCache
 from sidecar.metrics import Metrics
 from sidecar.runtime.relay import (
     APPLY,
@@ -40,7 +40,7 @@ from sidecar.runtime.relay import (
     decode_records,
     encode_records,
 )
-from tests.memory.read.test_corpus import DIM, rec
+from tests.memory.corpus.test_corpus import DIM, rec
 from tests.support.fakes import FakeStore
 
 

@@ -12,10 +12,10 @@ import yaml
 from sidecar.config import SidecarConfig, config_from_mapping
 from sidecar.envoy_config import render_yaml
 from sidecar.errors import ConfigError
-from sidecar.memory.model.turns import Turn
-from sidecar.memory.write.journal import TurnJournal
-from sidecar.memory.write.journal_file import adopt_journal
-from sidecar.memory.write.locks import host_locks_for
+from sidecar.memory.records.turns import Turn
+from sidecar.memory.write.rows.locks import host_locks_for
+from sidecar.memory.write.turns.journal import TurnJournal
+from sidecar.memory.write.turns.journal_file import adopt_journal
 from sidecar.runtime.workers import (
     adopt_stray_journals,
     worker_config,

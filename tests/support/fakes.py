@@ -31,8 +31,10 @@ import numpy.typing as npt
 
 from sidecar.errors import LLMError, LLMTimeout, StoreError
 from sidecar.llm import ChatMessage
+from sidecar.memory.corpus.bm25 import BM25Index
 from sidecar.memory.embedding.protocol import Vectors
-from sidecar.memory.model.records import (
+from sidecar.memory.language.text import tokens
+from sidecar.memory.records.records import (
     AccessStat,
     Hit,
     MemoryRecord,
@@ -40,8 +42,6 @@ from sidecar.memory.model.records import (
     Status,
     merge_access,
 )
-from sidecar.memory.model.text import tokens
-from sidecar.memory.read.bm25 import BM25Index
 from sidecar.memory.store.filters import Filter
 from sidecar.memory.store.schema import (
     FIELDS,

@@ -14,7 +14,7 @@ import pytest
 from sidecar.config import StoreConfig
 from sidecar.errors import LLMTimeout, LLMUnavailable, StoreError
 from sidecar.llm import ChatMessage
-from sidecar.memory.model.records import (
+from sidecar.memory.records.records import (
     AccessStat,
     MemoryRecord,
     NodeType,

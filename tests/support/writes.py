@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from sidecar.config import StoreConfig
-from sidecar.memory.read.corpus_cache import CorpusCache
+from sidecar.memory.corpus.cache import CorpusCache
 from sidecar.memory.store.protocol import Store
-from sidecar.memory.write.gateway import StoredObserver, WriteGateway
-from sidecar.memory.write.locks import KeyedLocks
+from sidecar.memory.write.rows.gateway import StoredObserver, WriteGateway
+from sidecar.memory.write.rows.locks import KeyedLocks
 
 
 def gateway(

@@ -9,6 +9,7 @@ from sidecar.admin.console.html import Markup, join, path, table, tag, when
 from sidecar.admin.console.views import short, user_nav
 from sidecar.admin.explain import Explained
 from sidecar.memory.read.injections import Injection
+from sidecar.memory.read.retrieval.base import Stage
 
 
 def injections(user: str, items: Sequence[Injection] | None) -> Markup:
@@ -95,12 +96,9 @@ def injection(user: str, explained: Explained) -> Markup:
                 "p",
                 "Score: the route's strategy's final score. Signals: cosine similarity to "
                 "the query, BM25 (lexical: its share of the best possible), character "
-                "n-gram overlap; then the score after each stage that changed it: fused "
-                "(the signals weighted together), context (read with the memories said "
-                "before it), cues (whom and when the question names), session (its "
-                "conversation's best score), topic (the user's named topics), links "
-                "(support from linked memories) and rerank (similarity, salience and "
-                "confidence). Found by: direct search, a link from a found memory, "
+                "n-gram overlap; then the score after each stage that changed it: "
+                + ", ".join(f"{stage} ({stage.meaning})" for stage in Stage)
+                + ". Found by: direct search, a link from a found memory, "
                 "associative expansion or deep search.",
                 class_="sub",
             ),

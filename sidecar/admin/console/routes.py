@@ -26,7 +26,7 @@ from sidecar.admin.models import ListQuery, SearchQuery, ValidationFailed, parse
 from sidecar.admin.service import MemoryAdmin, NotFound
 from sidecar.config import AdminConfig
 from sidecar.errors import EmbeddingError, InvalidInput, SidecarError, StoreError
-from sidecar.memory.model.records import MemoryRecord
+from sidecar.memory.records.records import MemoryRecord
 from sidecar.memory.store.filters import validate_identifier
 from sidecar.metrics import Metrics
 

@@ -18,7 +18,7 @@ from sidecar.admin.console.html import (
     when,
 )
 from sidecar.admin.service import ForgetReport, History, MemoryPage
-from sidecar.memory.model.records import Hit, MemoryRecord, MemoryType, Status, Visibility
+from sidecar.memory.records.records import Hit, MemoryRecord, MemoryType, Status, Visibility
 
 #: A grant's users: every user, or exact ids and patterns.
 Users = Literal["*"] | tuple[str, ...]

@@ -39,7 +39,7 @@ from sidecar.evaluation.writes.scoring import (
     sentences,
 )
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.records import MemoryRecord, Status
+from sidecar.memory.records.records import MemoryRecord, Status
 
 #: A paraphrase user's memory belongs to a labelled fact at this cosine ...
 ATTRIBUTION_COSINE = 0.4

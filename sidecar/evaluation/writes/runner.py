@@ -25,11 +25,11 @@ from sidecar.evaluation.writes.dataset import WriteDataset
 from sidecar.evaluation.writes.measure import Snapshot, WriteScores, score
 from sidecar.memory.embedding.factory import build_embedder
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.records import NodeType, Scope
-from sidecar.memory.model.turns import Turn
+from sidecar.memory.language.sanitize import clean_turn
 from sidecar.memory.read.pipeline import MemoryRequest
+from sidecar.memory.records.records import NodeType, Scope
+from sidecar.memory.records.turns import Turn
 from sidecar.memory.store.filters import build_filter
-from sidecar.memory.write.sanitize import clean_turn
 from sidecar.runtime.components import Components
 
 #: The time of the first turn (epoch ms); later turns follow a minute apart.
@@ -170,6 +170,6 @@ async def _score(
     for user, question in questions:
         asked = MemoryRequest(text=question, history=(), scope=Scope(user), profile=profile)
         found = await components.pipeline.run(asked)
-        injected[(user, question)] = [h.record.id for h in found.context.hits]
+        injected[(user, question)] = [h.record.id for h in found.block.hits]
     snapshot = Snapshot(rows=rows, injected=injected)
     return await score(dataset, snapshot, components.embedder)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from sidecar.memory.model.text import STOPWORDS, normalize, stem
+from sidecar.memory.language.text import STOPWORDS, normalize, stem
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+|\s+[-–—]\s+|;\s+")

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from types import MappingProxyType
 
-from sidecar.memory.model.records import Hit
+from sidecar.memory.records.records import Hit
 
 #: Longest query (and rewrite) kept per entry, in characters: an entry stays about
 #: 1 KB whatever the message, so the log's memory is bounded by users × entries.

@@ -3,7 +3,7 @@
     rewrite -> embed -> search -> deep search -> assemble
 
 * **rewrite** (own budget, never fails): an ambiguous follow-up is rewritten from
-  the conversation (:class:`~sidecar.memory.read.rewrite.QueryRewriter`); with
+  the conversation (:class:`~sidecar.memory.read.rewrite.rewriter.QueryRewriter`); with
   ``rewrite.search: both`` the original is searched too and the two rankings fused.
 * **embed**: a vector this user's identical question got recently is reused
   (:class:`~sidecar.memory.read.query_cache.QueryVectorCache`), the rest embedded in
@@ -14,7 +14,7 @@
   same corpus snapshot is reused (``retrieval.ranking_cache_ttl_s``).
   Embedding and search together take at most ``retrieval.timeout_ms``.
 * **deep search** per ``deep_search.mode`` (own budget): a second, slower look when
-  the primary results look weak (:mod:`sidecar.memory.read.deep_search`).
+  the primary results look weak (:mod:`sidecar.memory.read.deep.search`).
 * **assemble**: the block injected into the prompt, within ``injection.max_tokens``,
   labelled with category names; the injected memories' accesses are recorded and,
   where the profile keeps explanations (``injection.explain_last``), why each
@@ -34,26 +34,26 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from sidecar.config import Profile, RetrievalConfig
-from sidecar.memory.model.directives import overrides_assistant
-from sidecar.memory.model.records import Hit, Scope, now_ms
-from sidecar.memory.model.text import valid_unicode
-from sidecar.memory.read.ambiguity import History
-from sidecar.memory.read.context import (
+from sidecar.memory.corpus.corpus import Corpus
+from sidecar.memory.language.ambiguity import History
+from sidecar.memory.language.directives import overrides_assistant
+from sidecar.memory.language.focus import focus_query, query_text
+from sidecar.memory.language.text import valid_unicode
+from sidecar.memory.read.block import (
     CHARS_PER_TOKEN,
-    MemoryContext,
-    assemble_context,
+    MemoryBlock,
+    assemble_block,
     distinct_hits,
 )
-from sidecar.memory.read.corpus import Corpus
-from sidecar.memory.read.deep_ranking import PrimaryConfidence
-from sidecar.memory.read.deep_search import DeepReport, DeepResult, DeepSearcher
-from sidecar.memory.read.focus import focus_query, query_text
+from sidecar.memory.read.deep.ranking import PrimaryConfidence
+from sidecar.memory.read.deep.search import DeepReport, DeepResult, DeepSearcher
 from sidecar.memory.read.injections import InjectionLog, explain
 from sidecar.memory.read.query_cache import QueryVectorCache, RecentRankings, Vector
 from sidecar.memory.read.retrieval.base import Query, Retriever
 from sidecar.memory.read.retrieval.store_side import STORE_SIDE_STRATEGIES
-from sidecar.memory.read.rewrite import QueryRewriter, RewriteResult, fuse_rewrite_hits
+from sidecar.memory.read.rewrite.rewriter import QueryRewriter, RewriteResult, fuse_rewrite_hits
 from sidecar.memory.read.service import MemoryService
+from sidecar.memory.records.records import Hit, Scope, now_ms
 from sidecar.metrics import Metrics
 
 #: How much further than ``top_k`` the request path searches, so that memories that
@@ -87,10 +87,10 @@ class MemoryRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class RequestContext:
+class RequestOutcome:
     """What the request path found: the block to inject and how it was found."""
 
-    context: MemoryContext
+    block: MemoryBlock
     #: The ranked memories before assembly.
     hits: list[Hit]
     rewrite: RewriteResult | None = None
@@ -144,10 +144,10 @@ class RequestPipeline:
         self._metrics = metrics
         self._access = access
 
-    async def run(self, request: MemoryRequest) -> RequestContext:
+    async def run(self, request: MemoryRequest) -> RequestOutcome:
         """Every step for ``request`` (see the module docstring). A message longer
         than ``retrieval.max_query_chars`` is searched by its question
-        (:func:`~sidecar.memory.read.focus.focus_query`), rewriting included; lone
+        (:func:`~sidecar.memory.language.focus.focus_query`), rewriting included; lone
         surrogates in it are replaced (counted), never an embedding failure."""
         focused = focus_query(request.text, request.profile.retrieval.max_query_chars)
         repaired = valid_unicode(focused)
@@ -168,14 +168,14 @@ class RequestPipeline:
         deep: DeepReport | None = None
         if request.profile.deep_search.mode != "off":
             hits, deep = await self.deep_search(queries[0], hits, request)
-        context = self.assemble(hits, request)
-        explained = self._explain(request, context, rewrite, deep)
-        return RequestContext(context, hits, rewrite, deep, explained)
+        block = self.assemble(hits, request)
+        explained = self._explain(request, block, rewrite, deep)
+        return RequestOutcome(block, hits, rewrite, deep, explained)
 
     def _explain(
         self,
         request: MemoryRequest,
-        context: MemoryContext,
+        block: MemoryBlock,
         rewrite: RewriteResult | None,
         deep: DeepReport | None,
     ) -> bool:
@@ -183,7 +183,7 @@ class RequestPipeline:
         it was kept."""
         keep = request.profile.injection.explain_last
         log = self.caches.injections
-        if not keep or log is None or not context.count or not request.request_id:
+        if not keep or log is None or not block.count or not request.request_id:
             return False
         injection = explain(
             request_id=request.request_id,
@@ -191,7 +191,7 @@ class RequestPipeline:
             profile=request.profile_name,
             query=request.text,
             rewritten=rewrite.query if rewrite is not None and rewrite.changed else None,
-            hits=context.hits,
+            hits=block.hits,
             groups=request.scope.group_ids,
             deep=deep.header_value() if deep is not None else None,
         )
@@ -267,12 +267,12 @@ class RequestPipeline:
         )
         return result.hits[: retrieval.top_k], report
 
-    def assemble(self, hits: list[Hit], request: MemoryRequest) -> MemoryContext:
+    def assemble(self, hits: list[Hit], request: MemoryRequest) -> MemoryBlock:
         """The block to inject: the best ``top_k`` memories that state different facts
         (the search looks further than ``top_k`` so that a duplicate's place goes to
         the next memory), within ``injection.max_tokens``; the accesses of the
         memories in it are recorded. A memory that tries to instruct the assistant
-        (:func:`~sidecar.memory.model.directives.overrides_assistant`) is withheld,
+        (:func:`~sidecar.memory.language.directives.overrides_assistant`) is withheld,
         whoever stored it and when, and its place goes to the next."""
         withheld = 0
 
@@ -289,12 +289,12 @@ class RequestPipeline:
             self._metrics.instructions_blocked.labels(stage="read").inc(withheld)
         injection = request.profile.injection
         names = self._category_names(request.scope, hits) if injection.category_labels else None
-        context = assemble_context(
+        block = assemble_block(
             hits, max_chars=injection.max_tokens * CHARS_PER_TOKEN, categories=names
         )
-        if context.count and self._access is not None:
-            self._access.record(context.hits)
-        return context
+        if block.count and self._access is not None:
+            self._access.record(block.hits)
+        return block
 
     def forget_user(self, user_id: str) -> int:
         """Drop what this process keeps of ``user_id``'s questions."""
@@ -307,7 +307,7 @@ class RequestPipeline:
     # -- the search's parts --------------------------------------------------------------
 
     async def _ranked(self, query: Query, scope: Scope, config: RetrievalConfig) -> list[Hit]:
-        """``_unranked``, through the ranking cache of the corpus snapshot."""
+        """``_rank_uncached``, through the ranking cache of the corpus snapshot."""
         started = time.perf_counter()
         retriever, corpus = self._target(scope, config)
         k = config.top_k * SEARCH_DEPTH
@@ -326,7 +326,7 @@ class RequestPipeline:
         self.memory.observe(retriever.name, started)
         return hits
 
-    async def _unranked(
+    async def _rank_uncached(
         self, query: Query, scope: Scope, config: RetrievalConfig, top_k: int
     ) -> list[Hit]:
         """The strategy's top ``top_k`` over the cached corpus (or the cold fallback),
@@ -366,7 +366,7 @@ class RequestPipeline:
         confidence: PrimaryConfidence,
     ) -> DeepResult:
         config, retrieval = request.profile.deep_search, request.profile.retrieval
-        deeper = await self._unranked(
+        deeper = await self._rank_uncached(
             query, request.scope, retrieval, max(config.primary_k, retrieval.top_k)
         )
         seen = {h.record.id for h in hits}

@@ -31,9 +31,9 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.config import EmbeddingConfig, RetrievalConfig
-from sidecar.memory.model.records import Hit
-from sidecar.memory.read.corpus import Corpus
+from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.read.ttl_cache import TtlCache, digest_key
+from sidecar.memory.records.records import Hit
 
 Vector = npt.NDArray[np.float32]
 

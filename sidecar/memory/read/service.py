@@ -15,12 +15,12 @@ from collections.abc import Mapping, Sequence
 
 from sidecar.config import RetrievalConfig
 from sidecar.errors import ConfigError
+from sidecar.memory.corpus.cache import CorpusCache
+from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.records import Hit, Scope
-from sidecar.memory.read.corpus import Corpus
-from sidecar.memory.read.corpus_cache import CorpusCache
-from sidecar.memory.read.focus import query_text
-from sidecar.memory.read.retrieval.base import Query, Retriever, SearchContext
+from sidecar.memory.language.focus import query_text
+from sidecar.memory.read.retrieval.base import Query, Retriever, SearchSpace
+from sidecar.memory.records.records import Hit, Scope
 from sidecar.memory.store.protocol import Store
 from sidecar.metrics import Metrics
 
@@ -56,7 +56,7 @@ class MemoryService:
 
     async def embed(self, texts: Sequence[str], config: RetrievalConfig) -> list[Query]:
         """``texts``, each focused to ``max_query_chars`` (a long one by its question:
-        :func:`~sidecar.memory.read.focus.focus_query`), with their vectors, in one
+        :func:`~sidecar.memory.language.focus.focus_query`), with their vectors, in one
         model call."""
         clipped = [query_text(text, config.max_query_chars) for text in texts]
         if not clipped:
@@ -90,7 +90,7 @@ class MemoryService:
         """One strategy's top ``top_k`` over ``corpus`` (store-side strategies read the
         store instead)."""
         return await retriever.retrieve(
-            query, SearchContext(scope, corpus, self.store, config), top_k
+            query, SearchSpace(scope, corpus, self.store, config), top_k
         )
 
     def observe(self, strategy: str, started: float) -> None:

@@ -5,7 +5,7 @@ and on a Milvus server by URI, and the engines differ in what they offer:
 
 * **full-text search** — the BM25 function and its sparse field — arrived in Milvus
   2.5 (milvus-lite 2.5 has it). The product's own BM25 runs in process over each
-  scope's corpus (:mod:`sidecar.memory.read.bm25`) and needs nothing of the store;
+  scope's corpus (:mod:`sidecar.memory.corpus.bm25`) and needs nothing of the store;
   only the measurement strategy ``bm25-milvus`` searches the store's. On an older
   server the memory collection is created without the function, and
   ``bm25-milvus`` is unavailable;

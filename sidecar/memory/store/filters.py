@@ -18,7 +18,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 
 from sidecar.errors import InvalidIdentifier
-from sidecar.memory.model.records import NodeType, Scope, Status, Visibility
+from sidecar.memory.records.records import NodeType, Scope, Status, Visibility
 
 MAX_IDENTIFIER_BYTES = 256
 

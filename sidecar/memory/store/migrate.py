@@ -23,10 +23,10 @@ import numpy as np
 from sidecar.config import SidecarConfig
 from sidecar.errors import InvalidInput
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.batches import EMBED_CHUNK, UPSERT_CHUNK, chunks
-from sidecar.memory.model.embedding_text import embedding_text
-from sidecar.memory.model.records import MemoryRecord, NodeType, as_vector
-from sidecar.memory.model.vectors import centroid
+from sidecar.memory.language.embedding_text import embedding_text
+from sidecar.memory.records.batches import EMBED_CHUNK, UPSERT_CHUNK, chunks
+from sidecar.memory.records.records import MemoryRecord, NodeType, as_vector
+from sidecar.memory.records.vectors import centroid
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.milvus import MemoryStore
 from sidecar.metrics import Metrics

@@ -37,8 +37,8 @@ import numpy.typing as npt
 
 from sidecar.config import StoreConfig
 from sidecar.errors import StoreError
-from sidecar.memory.model.batches import UPSERT_CHUNK
-from sidecar.memory.model.records import (
+from sidecar.memory.records.batches import UPSERT_CHUNK
+from sidecar.memory.records.records import (
     AccessStat,
     Hit,
     MemoryRecord,

@@ -15,7 +15,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from sidecar.memory.model.records import AccessStat, Hit, MemoryRecord
+from sidecar.memory.records.records import AccessStat, Hit, MemoryRecord
 from sidecar.memory.store.filters import Filter
 
 

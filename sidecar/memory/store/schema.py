@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sidecar.errors import StoreError
-from sidecar.memory.model.records import (
+from sidecar.memory.records.records import (
     Hit,
     MemoryRecord,
     MemoryType,

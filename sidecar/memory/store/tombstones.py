@@ -8,7 +8,7 @@ injected by the other workers. A delete (admin delete, forget, retention's
 ``action: delete``) therefore overwrites each row with a **tombstone**: the same id,
 owner, group and visibility (so it lands in the same cache units), status
 ``deleted``, no text, summaries, links, session or category, a fixed unit vector,
-``updated_at`` = now (:meth:`~sidecar.memory.write.gateway.WriteGateway.delete`).
+``updated_at`` = now (:meth:`~sidecar.memory.write.rows.gateway.WriteGateway.delete`).
 This process drops the rows at once (write-through); every
 other cache at its next delta refresh (``cache.ttl_s``), as it drops a superseded
 row. Reads never see tombstones: :func:`~sidecar.memory.store.filters.build_filter`
@@ -40,7 +40,7 @@ import hashlib
 from collections import OrderedDict
 from dataclasses import replace
 
-from sidecar.memory.model.records import RELOAD_MARKER, MemoryRecord, Status, now_ms
+from sidecar.memory.records.records import RELOAD_MARKER, MemoryRecord, Status, now_ms
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.protocol import Store
 

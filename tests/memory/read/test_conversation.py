@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from sidecar.config import ConversationConfig, CueConfig, RetrievalConfig
-from sidecar.memory.model.records import MemoryRecord
-from sidecar.memory.read.corpus import Corpus
+from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.read.retrieval.base import Query
 from sidecar.memory.read.retrieval.conversation import ContextIndex, context_index, lift_sessions
 from sidecar.memory.read.retrieval.pipeline import PipelineRetriever
 from sidecar.memory.read.retrieval.registry import build_retrievers
+from sidecar.memory.records.records import MemoryRecord
 from tests.support.vectors import unit
 
 DIM = 4

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 from sidecar.config import CueConfig, RetrievalConfig
-from sidecar.memory.model.records import MemoryRecord
-from sidecar.memory.model.when import question_spans
-from sidecar.memory.read.corpus import Corpus
+from sidecar.memory.corpus.corpus import Corpus
+from sidecar.memory.language.when import question_spans
 from sidecar.memory.read.retrieval.base import Query
 from sidecar.memory.read.retrieval.cues import date_match, lift_cues, subject_share
 from sidecar.memory.read.retrieval.pipeline import PipelineRetriever
 from sidecar.memory.read.retrieval.registry import build_retrievers
+from sidecar.memory.records.records import MemoryRecord
 from tests.support.vectors import unit
 
 DIM = 4

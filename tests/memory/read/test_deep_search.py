@@ -12,9 +12,8 @@ import pytest
 
 from sidecar.config import DeepSearchConfig
 from sidecar.errors import LLMUnavailable
-from sidecar.memory.model.records import Hit, MemoryRecord, MemoryType, Scope, Visibility
-from sidecar.memory.read.corpus import Corpus
-from sidecar.memory.read.deep_ranking import (
+from sidecar.memory.corpus.corpus import Corpus
+from sidecar.memory.read.deep.ranking import (
     blend,
     build_rank_prompt,
     estimate_tokens,
@@ -24,7 +23,7 @@ from sidecar.memory.read.deep_ranking import (
     parse_ranked,
     primary_confidence,
 )
-from sidecar.memory.read.deep_search import (
+from sidecar.memory.read.deep.search import (
     DeepReport,
     DeepSearcher,
     FeedbackLog,
@@ -32,6 +31,7 @@ from sidecar.memory.read.deep_search import (
     query_hash,
 )
 from sidecar.memory.read.retrieval.base import Query
+from sidecar.memory.records.records import Hit, MemoryRecord, MemoryType, Scope, Visibility
 from sidecar.metrics import Metrics
 from tests.support.fakes import FakeLLM
 from tests.support.vectors import unit

@@ -4,8 +4,8 @@ user's entries, and what an entry says of each memory."""
 
 from __future__ import annotations
 
-from sidecar.memory.model.records import Hit, MemoryRecord, Visibility
 from sidecar.memory.read.injections import MAX_KEPT_CHARS, InjectionLog, explain
+from sidecar.memory.records.records import Hit, MemoryRecord, Visibility
 
 
 def record(rid: str, owner: str = "u1", visibility: Visibility = Visibility.USER) -> MemoryRecord:

@@ -8,13 +8,14 @@ import numpy.typing as npt
 import pytest
 
 from sidecar.config import LinkConfig, RetrievalConfig
-from sidecar.memory.model.records import MemoryRecord, Status
-from sidecar.memory.read.corpus import Corpus
+from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.read.retrieval.base import Query
 from sidecar.memory.read.retrieval.links import expand_links
 from sidecar.memory.read.retrieval.pipeline import PipelineRetriever
 from sidecar.memory.read.retrieval.registry import build_retrievers
-from sidecar.memory.read.retrieval.signals import Scores, top_indices
+from sidecar.memory.read.retrieval.signals import Scores
+from sidecar.memory.records.records import MemoryRecord, Status
+from sidecar.memory.records.vectors import top_indices
 from tests.support.vectors import unit
 
 DIM = 4

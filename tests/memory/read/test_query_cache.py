@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 
 from sidecar.config import CacheConfig, EmbeddingConfig, Profile, RetrievalConfig
-from sidecar.memory.model.records import Hit, MemoryRecord, Scope
-from sidecar.memory.read.corpus_cache import CorpusCache
-from sidecar.memory.read.deep_search import DeepSearcher
+from sidecar.memory.corpus.cache import CorpusCache
+from sidecar.memory.read.deep.search import DeepSearcher
 from sidecar.memory.read.pipeline import COLD_FALLBACK, MemoryRequest, QueryCaches, RequestPipeline
 from sidecar.memory.read.query_cache import QueryVectorCache, RecentRankings
 from sidecar.memory.read.retrieval.store_side import STORE_SIDE_STRATEGIES
-from sidecar.memory.read.rewrite import QueryRewriter
+from sidecar.memory.read.rewrite.rewriter import QueryRewriter
 from sidecar.memory.read.service import MemoryService
 from sidecar.memory.read.ttl_cache import TtlCache, digest_key
+from sidecar.memory.records.records import Hit, MemoryRecord, Scope
 from sidecar.metrics import Metrics
 from tests.support.fakes import FakeEmbedder, FakeStore
 

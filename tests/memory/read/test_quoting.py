@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sidecar.memory.model.records import Hit, MemoryRecord
-from sidecar.memory.read.context import assemble_context
+from sidecar.memory.read.block import assemble_block
 from sidecar.memory.read.quoting import quote
+from sidecar.memory.records.records import Hit, MemoryRecord
 
 TOKENS_FILE = Path(__file__).parents[2] / "data" / "control_tokens.json"
 TOKENS: list[str] = json.loads(TOKENS_FILE.read_text(encoding="utf-8"))["tokens"]
@@ -79,7 +79,7 @@ def block(*contents: str) -> str:
         Hit(MemoryRecord(id=f"m{i}", user_id="u", content=c, created_at=1), 1.0 - i / 100)
         for i, c in enumerate(contents)
     ]
-    return assemble_context(hits, max_chars=100_000).text
+    return assemble_block(hits, max_chars=100_000).text
 
 
 def inside(text: str) -> str:
@@ -167,7 +167,7 @@ def test_whitespace_makes_one_line() -> None:
 
 def test_a_category_label_cannot_spell_a_token() -> None:
     hits = [Hit(MemoryRecord(id="m", user_id="u", content="x", category_id="c"), 1.0)]
-    text = assemble_context(hits, max_chars=4000, categories={"c": "INST"}).text
+    text = assemble_block(hits, max_chars=4000, categories={"c": "INST"}).text
     assert "[INST]" not in text
     assert "- (INST) x" in text
 

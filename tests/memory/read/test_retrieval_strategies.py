@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 
 from sidecar.config import RetrievalConfig
+from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.records import MemoryRecord, NodeType, Scope
-from sidecar.memory.read.corpus import Corpus
 from sidecar.memory.read.retrieval.base import Query
 from sidecar.memory.read.retrieval.hierarchical import (
     CategoryTree,
@@ -23,6 +22,7 @@ from sidecar.memory.read.retrieval.pipeline import PipelineRetriever
 from sidecar.memory.read.retrieval.registry import build_retrievers
 from sidecar.memory.read.retrieval.tiered import TieredRetriever
 from sidecar.memory.read.service import MemoryService
+from sidecar.memory.records.records import MemoryRecord, NodeType, Scope
 from sidecar.metrics import Metrics
 from tests.memory.hierarchy_support import BOB_FACTS, QUERIES, TOPICS, Harness, interleaved
 

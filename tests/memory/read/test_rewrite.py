@@ -9,10 +9,9 @@ import pytest
 
 from sidecar.config import RewriteConfig
 from sidecar.errors import LLMBadOutput, LLMError, LLMUnavailable
-from sidecar.memory.model.records import Hit, MemoryRecord
-from sidecar.memory.read.ambiguity import detect
-from sidecar.memory.read.resolver import context_entities, resolve_heuristic, rewrite_confidence
-from sidecar.memory.read.rewrite import (
+from sidecar.memory.language.ambiguity import detect
+from sidecar.memory.language.resolver import context_entities, resolve_heuristic, rewrite_confidence
+from sidecar.memory.read.rewrite.rewriter import (
     QueryRewriter,
     RewriteCache,
     _Cached,
@@ -21,6 +20,7 @@ from sidecar.memory.read.rewrite import (
     fuse_rewrite_hits,
     parse_rewrite,
 )
+from sidecar.memory.records.records import Hit, MemoryRecord
 from sidecar.metrics import Metrics
 from tests.support.fakes import FakeLLM
 

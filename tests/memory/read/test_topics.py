@@ -13,16 +13,22 @@ import numpy as np
 import pytest
 
 from sidecar.config import HierarchyBuildConfig, RetrievalConfig, TopicConfig
+from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.categories import TOPIC_SOURCE, is_topic, topic_id, topic_name, topic_node
-from sidecar.memory.model.records import MemoryRecord, NodeType, Status
-from sidecar.memory.model.vectors import centroid
-from sidecar.memory.read.corpus import Corpus
 from sidecar.memory.read.retrieval.base import Query
 from sidecar.memory.read.retrieval.pipeline import PipelineRetriever
 from sidecar.memory.read.retrieval.registry import build_retrievers
 from sidecar.memory.read.retrieval.topics import TopicGroups, expand_topics
-from sidecar.memory.write.extraction import parse_facts
+from sidecar.memory.records.categories import (
+    TOPIC_SOURCE,
+    is_topic,
+    topic_id,
+    topic_name,
+    topic_node,
+)
+from sidecar.memory.records.records import MemoryRecord, NodeType, Status
+from sidecar.memory.records.vectors import centroid
+from sidecar.memory.write.turns.extraction import parse_facts
 from tests.memory.hierarchy_support import TOPICS, Harness, interleaved, topic_of
 from tests.support.vectors import unit
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from sidecar.config import StoreConfig
 from sidecar.errors import InvalidIdentifier
-from sidecar.memory.model.records import MemoryRecord, NodeType, Scope, Status, Visibility
+from sidecar.memory.records.records import MemoryRecord, NodeType, Scope, Status, Visibility
 from sidecar.memory.store.filters import (
     FILTER_FIELDS,
     MAX_IDENTIFIER_BYTES,

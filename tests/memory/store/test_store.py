@@ -13,7 +13,7 @@ import pytest
 
 from sidecar.config import StoreConfig
 from sidecar.errors import SchemaMismatch, StoreError
-from sidecar.memory.model.records import AccessStat, MemoryRecord, Scope, Status
+from sidecar.memory.records.records import AccessStat, MemoryRecord, Scope, Status
 from sidecar.memory.store.connection import connect
 from sidecar.memory.store.filters import Filter, build_filter
 from sidecar.memory.store.milvus import MemoryStore

@@ -21,7 +21,7 @@ from e2e.milvus_server import MilvusServer
 from sidecar.config import StoreConfig, config_from_mapping
 from sidecar.errors import SchemaMismatch, StoreError
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.records import (
+from sidecar.memory.records.records import (
     AccessStat,
     MemoryRecord,
     Scope,

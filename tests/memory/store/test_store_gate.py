@@ -16,7 +16,7 @@ import pytest
 
 from sidecar.config import StoreConfig
 from sidecar.errors import StoreError
-from sidecar.memory.model.records import Scope
+from sidecar.memory.records.records import Scope
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.gate import StoreGate
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.admin.service import MemoryAdmin, NotFound
+from sidecar.admin.service import NotFound
+from sidecar.memory.corpus import cache as corpus_cache
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.records import NodeType, Scope, Status, now_ms
-from sidecar.memory.read import corpus_cache
+from sidecar.memory.records.records import NodeType, Scope, Status, now_ms
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.tombstones import forgotten_since, purge
 from sidecar.runtime.components import Components
@@ -37,7 +37,7 @@ async def test_forget_on_one_worker_empties_the_other_workers_cache(
         assert len((await cache.corpus(Scope("gone"))).records) == 3
         await cache.refresh()
 
-        report = await MemoryAdmin.from_components(first).forget("gone")
+        report = await first.memory_admin().forget("gone")
         assert report.memories == {"active": 3}
         # Gone from the store's reads and from this worker's cache at once...
         everything = build_filter(owner="gone", node_type=None, status=None)
@@ -57,7 +57,7 @@ async def test_forget_on_one_worker_empties_the_other_workers_cache(
         assert all(not g.related_ids and not g.category_id for g in graves)
         assert {g.node_type for g in graves} <= {NodeType.MEMORY, NodeType.CATEGORY}
         with pytest.raises(NotFound):
-            await MemoryAdmin.from_components(second).get("gone", graves[0].id)
+            await second.memory_admin().get("gone", graves[0].id)
 
         # Saying it again stores it again (over its tombstone), for both workers.
         again = replace(concurrency.make_turn("gone", 2, FACTS[:1]), created_at=now_ms() + 1)
@@ -79,7 +79,7 @@ async def test_a_deleted_memory_leaves_the_other_workers_cache_and_is_purged(
         await cache.refresh()
         victim = next(r for r in held.records if "cello" in r.content)
 
-        await MemoryAdmin.from_components(first).delete("owner", victim.id)
+        await first.memory_admin().delete("owner", victim.id)
         await cache.refresh()
         assert victim.id not in (await cache.corpus(Scope("owner"))).index_of
         deleted = build_filter(owner="owner", status=Status.DELETED)
@@ -101,7 +101,7 @@ async def test_a_turn_accepted_before_a_forget_is_not_written_by_any_worker(
     the forget is stored as usual."""
     async with concurrency.two_workers(tmp_path, embedder) as (first, second):
         before = replace(concurrency.make_turn("fay", 1, FACTS[:2]), created_at=now_ms() - 1_000)
-        await MemoryAdmin.from_components(first).forget("fay")
+        await first.memory_admin().forget("fay")
         assert (await second.writer.write_turn(before)).stored == 0
         assert await second.store.scan(build_filter(owner="fay")) == []
         dropped = second.metrics.value(
@@ -121,7 +121,7 @@ async def test_forget_without_the_running_sidecars_journal_still_stops_its_turns
     the sidecar's writer drops the user's turns accepted before it."""
     components = await concurrency.build(tmp_path, embedder)
     try:
-        admin = MemoryAdmin.from_components(components)  # no journal
+        admin = components.memory_admin()  # no journal
         queued = replace(concurrency.make_turn("cli", 1, FACTS[:1]), created_at=now_ms() - 1_000)
         assert (await components.writer.write_turn(queued)).stored == 1
         report = await admin.forget("cli")
@@ -145,7 +145,7 @@ async def test_imported_rows_reach_the_other_workers_cache_at_its_next_refresh(
             json.dumps({"content": text, "created_at": 1_600_000_000_000 + i})
             for i, text in enumerate(["User has a dog named Rex.", "User lives in Lisbon."])
         ]
-        report = await MemoryAdmin.from_components(first).import_lines("restored", lines)
+        report = await first.memory_admin().import_lines("restored", lines)
         assert report.memories == 2
         await cache.refresh()
         rows = (await cache.corpus(Scope("restored"))).records
@@ -208,7 +208,7 @@ async def test_the_only_writer_reads_an_owners_forget_marker_once_and_keeps_its_
         assert (await writer.write_turn(concurrency.make_turn("fay", 2, FACTS[1:2]))).stored == 1
         assert _queries(components) == reads  # the marker was not read again
         accepted = replace(concurrency.make_turn("fay", 3, FACTS[2:]), created_at=now_ms() - 1)
-        await MemoryAdmin.from_components(components).forget("fay")
+        await components.memory_admin().forget("fay")
         assert (await writer.write_turn(accepted)).stored == 0
         assert await components.store.scan(build_filter(owner="fay")) == []
         later = replace(concurrency.make_turn("fay", 4, FACTS[2:]), created_at=now_ms() + 1_000)

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from sidecar.config import CacheConfig, StoreConfig
-from sidecar.memory.read.corpus_cache import CorpusCache
+from sidecar.memory.corpus.cache import CorpusCache
 from sidecar.memory.store.milvus import MemoryStore
-from sidecar.memory.write.journal import TurnJournal
-from sidecar.memory.write.locks import KeyedLocks
+from sidecar.memory.write.rows.locks import KeyedLocks
+from sidecar.memory.write.turns.journal import TurnJournal
 from sidecar.metrics import Metrics
 from tests.memory.write.journal_support import Clock
 from tests.memory.write.retention_support import DIM, Harness

@@ -11,8 +11,8 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
-from sidecar.memory.model.turns import Turn
-from sidecar.memory.write.journal_file import ClaimedTurn
+from sidecar.memory.records.turns import Turn
+from sidecar.memory.write.turns.journal_file import ClaimedTurn
 
 
 class Clock:

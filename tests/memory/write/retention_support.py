@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from sidecar.config import RetentionConfig
-from sidecar.memory.model.records import MemoryRecord, Scope, Status
-from sidecar.memory.read.corpus_cache import CorpusCache
+from sidecar.memory.corpus.cache import CorpusCache
+from sidecar.memory.records.records import MemoryRecord, Scope, Status
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.milvus import MemoryStore
-from sidecar.memory.write.access import AccessTracker
-from sidecar.memory.write.locks import KeyedLocks
-from sidecar.memory.write.retention import Retention
+from sidecar.memory.write.rows.locks import KeyedLocks
+from sidecar.memory.write.upkeep.access import AccessTracker
+from sidecar.memory.write.upkeep.retention import Retention
 from sidecar.metrics import Metrics
 from tests.support.writes import gateway
 

@@ -9,10 +9,10 @@ import pytest
 
 from sidecar.config import CacheConfig
 from sidecar.errors import StoreError
-from sidecar.memory.model.records import MemoryRecord, Scope
-from sidecar.memory.read.corpus_cache import CorpusCache
+from sidecar.memory.corpus.cache import CorpusCache
+from sidecar.memory.records.records import MemoryRecord, Scope
 from sidecar.memory.store.filters import build_filter
-from sidecar.memory.write.bulk import bulk_load
+from sidecar.memory.write.rows.bulk import bulk_load
 from sidecar.metrics import Metrics
 from tests.support.fakes import FakeEmbedder, FakeStore
 from tests.support.writes import gateway

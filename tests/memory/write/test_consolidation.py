@@ -7,10 +7,10 @@ from pathlib import Path
 
 from sidecar.config import ConsolidationConfig
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.records import MemoryRecord, Scope, Status
-from sidecar.memory.model.turns import Turn
+from sidecar.memory.records.records import MemoryRecord, Scope, Status
+from sidecar.memory.records.turns import Turn
 from sidecar.memory.store.filters import build_filter
-from sidecar.memory.write.consolidation import plan_merges
+from sidecar.memory.write.upkeep.consolidation import plan_merges
 from sidecar.runtime.components import Components
 from tests.support.boot import sidecar_config
 

@@ -17,12 +17,12 @@ from e2e.mock_llm import MockLLM
 from sidecar.config import ExtractionConfig
 from sidecar.errors import LLMUnavailable
 from sidecar.memory.embedding.protocol import Embedder, Vectors
-from sidecar.memory.model.embedding_text import embedding_text
-from sidecar.memory.model.records import Scope, Status, now_ms
-from sidecar.memory.model.taxonomy import BUILTIN_TOPICS
-from sidecar.memory.model.turns import Turn
+from sidecar.memory.language.embedding_text import embedding_text
+from sidecar.memory.language.topics import BUILTIN_TOPICS
+from sidecar.memory.records.records import Scope, Status, now_ms
+from sidecar.memory.records.turns import Turn
 from sidecar.memory.store.filters import build_filter
-from sidecar.memory.write.dedup import (
+from sidecar.memory.write.turns.dedup import (
     JUDGE_PROMPT,
     Candidate,
     Decision,

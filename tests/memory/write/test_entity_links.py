@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from sidecar.config import CacheConfig, EnrichmentConfig
-from sidecar.memory.model.records import MemoryRecord
-from sidecar.memory.read.corpus_cache import CorpusCache
-from sidecar.memory.write.enrich import Enricher
+from sidecar.memory.corpus.cache import CorpusCache
+from sidecar.memory.records.records import MemoryRecord
+from sidecar.memory.write.rows.enrich import Enricher
 from sidecar.metrics import Metrics
 from tests.support.fakes import FakeStore
 

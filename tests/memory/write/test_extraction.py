@@ -1,4 +1,4 @@
-"""Tests for fact extraction (sidecar.memory.write.extraction), LLM and heuristic paths.
+"""Tests for fact extraction (sidecar.memory.write.turns.extraction), LLM and heuristic paths.
 
 The LLM is the project's deterministic mock_llm (``e2e.mock_llm``), on loopback.
 """
@@ -18,9 +18,10 @@ from e2e.mock_protocol import parse_task_tag
 from sidecar.config import ExtractionConfig, LLMConfig
 from sidecar.errors import LLMBadOutput
 from sidecar.llm import LLMClient
-from sidecar.memory.model.records import MemoryType
-from sidecar.memory.model.turns import Fact, Turn
-from sidecar.memory.write.extraction import (
+from sidecar.memory.language.heuristics import HEURISTIC_CONFIDENCE
+from sidecar.memory.records.records import MemoryType
+from sidecar.memory.records.turns import Fact, Turn
+from sidecar.memory.write.turns.extraction import (
     LLM_CONFIDENCE,
     MAX_FACT_CHARS,
     PROMPT_VERSION,
@@ -30,7 +31,6 @@ from sidecar.memory.write.extraction import (
     parse_facts,
     render_turn,
 )
-from sidecar.memory.write.heuristics import HEURISTIC_CONFIDENCE
 from sidecar.metrics import Metrics
 
 EXTRACTIONS = "memory_sidecar_extractions_total"

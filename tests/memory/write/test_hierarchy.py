@@ -14,14 +14,14 @@ import pytest
 
 from sidecar.config import HierarchyBuildConfig
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.categories import TAXONOMY_SOURCE, category_id, general_id, taxonomy_id
-from sidecar.memory.model.records import MemoryRecord, NodeType, Scope, Status, Visibility
-from sidecar.memory.model.vectors import centroid
 from sidecar.memory.read.retrieval.topics import TopicGroups
-from sidecar.memory.write.clustering import split_clusters
-from sidecar.memory.write.hierarchy import Hierarchy
-from sidecar.memory.write.hierarchy_plan import TreePlan, TreePlanner
-from sidecar.memory.write.locks import KeyedLocks
+from sidecar.memory.records.categories import TAXONOMY_SOURCE, category_id, general_id, taxonomy_id
+from sidecar.memory.records.records import MemoryRecord, NodeType, Scope, Status, Visibility
+from sidecar.memory.records.vectors import centroid
+from sidecar.memory.write.rows.locks import KeyedLocks
+from sidecar.memory.write.tree.clustering import split_clusters
+from sidecar.memory.write.tree.hierarchy import Hierarchy
+from sidecar.memory.write.tree.plan import TreePlan, TreePlanner
 from tests.memory.hierarchy_support import (
     BOB_FACTS,
     TOPICS,

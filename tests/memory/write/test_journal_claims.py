@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from sidecar.errors import JournalError
-from sidecar.memory.write.journal import TurnJournal
-from sidecar.memory.write.journal_file import ClaimedTurn
+from sidecar.memory.write.turns.journal import TurnJournal
+from sidecar.memory.write.turns.journal_file import ClaimedTurn
 from tests.memory.write.journal_support import Clock, row, texts, turn
 
 # -- per-user order and one in flight per user ------------------------------------

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from sidecar.errors import JournalError, JournalFull
-from sidecar.memory.model.turns import Turn
-from sidecar.memory.write.journal import TurnJournal
-from sidecar.memory.write.journal_file import decode_turn, encode_turn, error_type
+from sidecar.memory.records.turns import Turn
+from sidecar.memory.write.turns.journal import TurnJournal
+from sidecar.memory.write.turns.journal_file import decode_turn, encode_turn, error_type
 from tests.memory.write.journal_support import Clock, raw, texts, turn
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -99,8 +99,8 @@ async def test_appended_turns_survive_kill_9(tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""
         import asyncio, os, signal
-        from sidecar.memory.write.journal import TurnJournal
-        from sidecar.memory.model.turns import Turn
+        from sidecar.memory.write.turns.journal import TurnJournal
+        from sidecar.memory.records.turns import Turn
 
         async def main():
             journal = TurnJournal({str(path)!r}, max_pending=1000)
@@ -216,8 +216,8 @@ async def test_two_processes_on_one_journal_write_every_turn_once_in_order(
     script = textwrap.dedent(
         f"""
         import asyncio
-        from sidecar.memory.write.journal import TurnJournal
-        from sidecar.memory.model.turns import Turn
+        from sidecar.memory.write.turns.journal import TurnJournal
+        from sidecar.memory.records.turns import Turn
 
         async def main():
             journal = TurnJournal({str(path)!r}, max_pending=10_000, role="appender")

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from sidecar.errors import JournalFull
-from sidecar.memory.write.journal import TurnJournal
-from sidecar.memory.write.journal_file import CORRUPT, INTERRUPTED, decode_turn
+from sidecar.memory.write.turns.journal import TurnJournal
+from sidecar.memory.write.turns.journal_file import CORRUPT, INTERRUPTED, decode_turn
 from tests.memory.write.journal_support import Clock, raw, row, texts, turn
 
 # -- retries and dead letters ------------------------------------------------------

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sidecar.config import config_from_mapping
-from sidecar.memory.write.locks import HostLocks, KeyedLocks, host_locks_for
+from sidecar.memory.write.rows.locks import HostLocks, KeyedLocks, host_locks_for
 
 
 async def test_a_second_holder_waits_for_the_first(tmp_path: Path) -> None:

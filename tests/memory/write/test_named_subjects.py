@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.records import Scope
-from sidecar.memory.model.turns import Turn
+from sidecar.memory.language.heuristics import extract_heuristic
+from sidecar.memory.records.records import Scope
+from sidecar.memory.records.turns import Turn
 from sidecar.memory.store.filters import build_filter
-from sidecar.memory.write.heuristics import extract_heuristic
 from sidecar.runtime.components import Components
 from tests.support.boot import sidecar_config
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from sidecar.errors import StoreError
-from sidecar.memory.model.records import Hit, Scope, Status, Visibility
+from sidecar.memory.records.records import Hit, Scope, Status, Visibility
 from tests.memory.write.retention_support import NOW, Harness
 
 # -- access tracking ---------------------------------------------------------------------
@@ -56,8 +56,10 @@ async def test_access_flush_counts_and_changes_the_order(harness: Harness) -> No
 async def test_a_flush_in_batches_across_owners_counts_each_access_once(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("sidecar.memory.write.access.FLUSH_BATCH", 2)
-    monkeypatch.setattr("sidecar.memory.write.access.CACHE_SLICE", 1)  # a yield after each unit
+    monkeypatch.setattr("sidecar.memory.write.upkeep.access.FLUSH_BATCH", 2)
+    monkeypatch.setattr(
+        "sidecar.memory.write.upkeep.access.CACHE_SLICE", 1
+    )  # a yield after each unit
     h = harness
     rows = [h.rec(f"a{i}") for i in range(3)] + [h.rec(f"b{i}", user="bob") for i in range(2)]
     await h.store.upsert(rows)
@@ -277,8 +279,8 @@ async def test_a_flush_cancelled_while_the_cache_takes_its_counts_counts_once(
 ) -> None:
     """The cache takes the counts once every batch is written, a slice at a time with
     yields between: a cancel there puts nothing back (it would be counted twice)."""
-    monkeypatch.setattr("sidecar.memory.write.access.FLUSH_BATCH", 2)
-    monkeypatch.setattr("sidecar.memory.write.access.CACHE_SLICE", 1)
+    monkeypatch.setattr("sidecar.memory.write.upkeep.access.FLUSH_BATCH", 2)
+    monkeypatch.setattr("sidecar.memory.write.upkeep.access.CACHE_SLICE", 1)
     h = harness
     rows = [h.rec(f"a{i}") for i in range(2)] + [h.rec(f"b{i}", user="bob") for i in range(2)]
     await h.store.upsert(rows)

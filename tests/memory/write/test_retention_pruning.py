@@ -13,10 +13,10 @@ import pytest
 from sidecar.config import RetentionConfig
 from sidecar.errors import StoreError
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.records import MemoryType, Status
-from sidecar.memory.model.turns import Turn
+from sidecar.memory.records.records import MemoryType, Status
+from sidecar.memory.records.turns import Turn
 from sidecar.memory.store.filters import build_filter
-from sidecar.memory.write.retention import prune_order, retention_score
+from sidecar.memory.write.upkeep.retention import prune_order, retention_score
 from sidecar.runtime.components import Components
 from tests.memory.write.retention_support import DAY, NOW, Harness, rec
 from tests.support.boot import sidecar_config

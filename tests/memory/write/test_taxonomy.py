@@ -7,8 +7,8 @@ import pytest
 
 from sidecar.config import TaxonomyConfig, TaxonomyTopic
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.records import MemoryRecord
-from sidecar.memory.write.taxonomy import TopicClassifier, taxonomy_topics
+from sidecar.memory.records.records import MemoryRecord
+from sidecar.memory.write.tree.taxonomy import TopicClassifier, taxonomy_topics
 from tests.support.fakes import FakeEmbedder
 
 

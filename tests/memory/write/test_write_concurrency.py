@@ -22,8 +22,8 @@ import pytest
 from e2e.mock_llm import MockLLM
 from sidecar.config import config_from_mapping
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.model.records import Scope, normalize_text
-from sidecar.memory.model.turns import Turn
+from sidecar.memory.records.records import Scope, normalize_text
+from sidecar.memory.records.turns import Turn
 from sidecar.memory.store.filters import build_filter
 from sidecar.runtime.components import Components
 

@@ -20,10 +20,10 @@ import pytest
 
 from sidecar.config import WriteQueueConfig
 from sidecar.errors import InvalidInput, StoreError
-from sidecar.memory.model.turns import Turn
-from sidecar.memory.write.journal import TurnJournal
-from sidecar.memory.write.queue import Doorbell, WriteQueue, backoff_delay
-from sidecar.memory.write.writer import WriteResult
+from sidecar.memory.records.turns import Turn
+from sidecar.memory.write.turns.journal import TurnJournal
+from sidecar.memory.write.turns.queue import Doorbell, WriteQueue, backoff_delay
+from sidecar.memory.write.turns.writer import WriteResult
 from sidecar.metrics import Metrics
 
 

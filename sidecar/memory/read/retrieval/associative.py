@@ -16,8 +16,9 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.config import AssociativeConfig
-from sidecar.memory.read.corpus import Corpus
-from sidecar.memory.read.retrieval.signals import Scores, top_indices
+from sidecar.memory.corpus.corpus import Corpus
+from sidecar.memory.read.retrieval.signals import Scores
+from sidecar.memory.records.vectors import top_indices
 
 
 def expand_associative(

@@ -3,16 +3,46 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from sidecar.config import RetrievalConfig
-from sidecar.memory.model.records import Hit, Scope
-from sidecar.memory.model.text import char_ngrams, tokens
-from sidecar.memory.read.corpus import Corpus
+from sidecar.memory.corpus.corpus import Corpus
+from sidecar.memory.language.text import char_ngrams, tokens
+from sidecar.memory.records.records import Hit, Scope
 from sidecar.memory.store.protocol import Store
+
+
+class Stage(StrEnum):
+    """A ranking stage whose score a hit's signals record when it changed the score
+    (the names the console, the admin API and ``sidecar eval`` show)."""
+
+    FUSED = "fused"
+    CONTEXT = "context"
+    CUES = "cues"
+    SESSION = "session"
+    TOPIC = "topic"
+    LINKS = "links"
+    RERANK = "rerank"
+
+    @property
+    def meaning(self) -> str:
+        """What the stage's score says, in a few words."""
+        return _STAGE_MEANINGS[self]
+
+
+_STAGE_MEANINGS = {
+    Stage.FUSED: "the signals weighted together",
+    Stage.CONTEXT: "read with the memories said before it",
+    Stage.CUES: "whom and when the question names",
+    Stage.SESSION: "its conversation's best score",
+    Stage.TOPIC: "the user's named topics",
+    Stage.LINKS: "support from linked memories",
+    Stage.RERANK: "similarity, salience and confidence",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +62,7 @@ class Query:
 
 
 @dataclass(frozen=True, slots=True)
-class SearchContext:
+class SearchSpace:
     """Everything a strategy may use for one query: the scope, its visible corpus,
     the store (for store-side strategies) and the profile's retrieval settings."""
 
@@ -43,9 +73,9 @@ class SearchContext:
 
 
 class Retriever(Protocol):
-    """Finds the memories the context's scope may read that best match ``query``,
+    """Finds the memories the search space's scope may read that best match ``query``,
     best first, at most ``top_k``, each with its evidence in ``Hit.signals``."""
 
     name: str
 
-    async def retrieve(self, query: Query, ctx: SearchContext, top_k: int) -> list[Hit]: ...
+    async def retrieve(self, query: Query, space: SearchSpace, top_k: int) -> list[Hit]: ...

@@ -37,8 +37,8 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.config import ConversationConfig, HybridConfig
-from sidecar.memory.read.bm25 import BM25Index
-from sidecar.memory.read.corpus import Corpus
+from sidecar.memory.corpus.bm25 import BM25Index
+from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.read.retrieval.base import Query
 from sidecar.memory.read.retrieval.signals import Scores, Signals, fuse
 

@@ -7,7 +7,7 @@
   inverse document frequency, yet it halves what the answer can be. A name matches
   a subject that is that name, has it as one of its words ("Okafor" of "Dr.
   Okafor"), or begins with it ("Mel" of "Melanie", three letters at least).
-* **Date.** "What did I cook on 9 November?" (:func:`~sidecar.memory.model.when.
+* **Date.** "What did I cook on 9 November?" (:func:`~sidecar.memory.language.when.
   question_spans`): a memory told within a day of the span gains ``date_weight``,
   one told up to ``near_days`` after it half that (what happened is often told a
   few days later).
@@ -28,13 +28,13 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.config import CueConfig
-from sidecar.memory.model.entities import names, subject
-from sidecar.memory.model.records import MemoryRecord
-from sidecar.memory.model.text import STOPWORDS
-from sidecar.memory.model.when import DAY_MS, Span, asks_when, question_spans, tells_time
-from sidecar.memory.read.corpus import Corpus
+from sidecar.memory.corpus.corpus import Corpus
+from sidecar.memory.language.entities import names, subject
+from sidecar.memory.language.text import STOPWORDS
+from sidecar.memory.language.when import DAY_MS, Span, asks_when, question_spans, tells_time
 from sidecar.memory.read.retrieval.base import Query
 from sidecar.memory.read.retrieval.signals import Scores
+from sidecar.memory.records.records import MemoryRecord
 
 Ints = npt.NDArray[np.int64]
 _MIN_NICKNAME = 3
@@ -73,7 +73,7 @@ def _tells_time(record: MemoryRecord) -> bool:
 def subject_share(text: str, corpus: Corpus) -> Scores | None:
     """Per memory, the share of the names in ``text`` that it is about (None when
     ``text`` names no one). A capitalised word that the rules of
-    :func:`~sidecar.memory.model.entities.names` do not read as a name ("Jolene"
+    :func:`~sidecar.memory.language.entities.names` do not read as a name ("Jolene"
     opening "Jolene said what…": a name or a sentence opener?) counts when it is
     one of the corpus' subjects."""
     subjects = corpus.derived("subjects", lambda: Subjects().appended(corpus), structural=True)

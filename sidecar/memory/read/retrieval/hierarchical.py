@@ -35,9 +35,8 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.config import RetrievalConfig
-from sidecar.memory.model.records import Hit
-from sidecar.memory.read.corpus import Corpus
-from sidecar.memory.read.retrieval.base import Query, SearchContext
+from sidecar.memory.corpus.corpus import Corpus
+from sidecar.memory.read.retrieval.base import Query, SearchSpace, Stage
 from sidecar.memory.read.retrieval.per_corpus import PerCorpus
 from sidecar.memory.read.retrieval.signals import (
     Scores,
@@ -47,6 +46,7 @@ from sidecar.memory.read.retrieval.signals import (
     fuse,
     minmax,
 )
+from sidecar.memory.records.records import Hit
 
 _CATEGORY, _MEMORY = 0, 1
 Mask = npt.NDArray[np.bool_]
@@ -253,15 +253,19 @@ class HierarchicalRetriever:
         extra = stats.signals()
         hits = []
         for index in order:
-            evidence = {**signals.at(index), "fused": round(float(relevance[index]), 6), **extra}
+            evidence = {
+                **signals.at(index),
+                Stage.FUSED: round(float(relevance[index]), 6),
+                **extra,
+            }
             if index in raised:
                 evidence["category"] = round(raised[index], 6)
             via = "category" if index in raised else "direct"
             hits.append(Hit(corpus.records[index], results[index], evidence, via))
         return hits
 
-    async def retrieve(self, query: Query, ctx: SearchContext, top_k: int) -> list[Hit]:
-        hits, _ = self.search(query, ctx.corpus, ctx.config, top_k, ctx.scope.user_id)
+    async def retrieve(self, query: Query, space: SearchSpace, top_k: int) -> list[Hit]:
+        hits, _ = self.search(query, space.corpus, space.config, top_k, space.scope.user_id)
         return hits
 
 

@@ -22,9 +22,10 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.config import LinkConfig
-from sidecar.memory.model.entities import is_user_fact
-from sidecar.memory.read.corpus import Corpus
-from sidecar.memory.read.retrieval.signals import Scores, top_indices
+from sidecar.memory.corpus.corpus import Corpus
+from sidecar.memory.language.entities import is_user_fact
+from sidecar.memory.read.retrieval.signals import Scores
+from sidecar.memory.records.vectors import top_indices
 
 
 def adjacency(corpus: Corpus, session_neighbors: bool) -> tuple[tuple[int, ...], ...]:

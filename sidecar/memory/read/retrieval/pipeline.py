@@ -21,10 +21,9 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.config import HybridConfig, RetrievalConfig
-from sidecar.memory.model.records import Hit, now_ms
-from sidecar.memory.read.corpus import Corpus
+from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.read.retrieval.associative import expand_associative
-from sidecar.memory.read.retrieval.base import Query, SearchContext
+from sidecar.memory.read.retrieval.base import Query, SearchSpace, Stage
 from sidecar.memory.read.retrieval.conversation import in_context, lift_sessions
 from sidecar.memory.read.retrieval.cues import lift_cues
 from sidecar.memory.read.retrieval.links import expand_links, limit_link_share
@@ -38,9 +37,10 @@ from sidecar.memory.read.retrieval.signals import (
     fuse,
     make_hits,
     ngram_scores,
-    top_indices,
 )
 from sidecar.memory.read.retrieval.topics import TopicGroups, expand_topics
+from sidecar.memory.records.records import Hit, now_ms
+from sidecar.memory.records.vectors import top_indices
 
 BaseSignal = Literal["cosine", "bm25", "ngram", "fused"]
 Toggle = Literal["on", "off", "config"]
@@ -114,18 +114,18 @@ class PipelineRetriever:
             base, gate = signals.ngram, evidence_mask(signals, config)
         else:
             base, gate = fuse(signals, hybrid), evidence_mask(signals, config)
-        stages: list[tuple[str, Scores]] = [("fused", base)] if self._base == "fused" else []
+        stages: list[tuple[str, Scores]] = [(Stage.FUSED, base)] if self._base == "fused" else []
         if self._conversation:
             base = _in_conversation(base, signals, query, corpus, config, hybrid, stages)
         if self._topics is not None and user_id is not None:
             topics = self._topics.get(corpus, user_id)
             base, gate, _ = expand_topics(base, gate, topics, config.topics)
-            stages.append(("topic", base))
+            stages.append((Stage.TOPIC, base))
         scores: Scores = base
         via: dict[int, str] = {}
         if self._links:
             scores, via = expand_links(corpus, base, config.links, config.candidate_pool, gate)
-            stages.append(("links", scores))
+            stages.append((Stage.LINKS, scores))
         if self._associative == "on" or (
             self._associative == "config" and config.associative.enabled
         ):
@@ -139,14 +139,14 @@ class PipelineRetriever:
         order = top_indices(scores, max(config.candidate_pool, top_k), gate)
         if self._rerank and config.rerank.enabled:
             order, scores = _rerank(order, scores, corpus, config)
-            stages.append(("rerank", scores))
+            stages.append((Stage.RERANK, scores))
         if via:
             order = limit_link_share(order, base, via, top_k, config.links.max_share)
         return Ranking(order, scores, signals, via, tuple(stages) if len(stages) > 1 else ())
 
-    async def retrieve(self, query: Query, ctx: SearchContext, top_k: int) -> list[Hit]:
-        ranking = self.rank(query, ctx.corpus, ctx.config, top_k, ctx.scope.user_id)
-        return ranking.hits(ctx.corpus, top_k)
+    async def retrieve(self, query: Query, space: SearchSpace, top_k: int) -> list[Hit]:
+        ranking = self.rank(query, space.corpus, space.config, top_k, space.scope.user_id)
+        return ranking.hits(space.corpus, top_k)
 
 
 _NO_NGRAM = HybridConfig(ngram_weight=0.0)
@@ -165,13 +165,13 @@ def _in_conversation(
     talk = config.conversation
     if talk.enabled:
         base = in_context(base, signals, query, corpus, talk, hybrid)
-        stages.append(("context", base))
+        stages.append((Stage.CONTEXT, base))
     if config.cues.enabled:
         base = lift_cues(base, query, corpus, config.cues, now_ms())
-        stages.append(("cues", base))
+        stages.append((Stage.CUES, base))
     if talk.enabled and talk.session_lift > 0:
         base = lift_sessions(base, corpus, talk)
-        stages.append(("session", base))
+        stages.append((Stage.SESSION, base))
     return base
 
 

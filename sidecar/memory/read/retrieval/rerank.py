@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 from sidecar.config import RerankConfig
-from sidecar.memory.model.records import MemoryRecord
+from sidecar.memory.records.records import MemoryRecord
 
 MS_PER_DAY = 86_400_000
 _LOG1P_100 = math.log1p(100)

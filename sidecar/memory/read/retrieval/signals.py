@@ -20,10 +20,11 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.config import HybridConfig, RetrievalConfig
-from sidecar.memory.model.records import Hit
-from sidecar.memory.model.text import jaccard
-from sidecar.memory.read.corpus import Corpus
+from sidecar.memory.corpus.corpus import Corpus
+from sidecar.memory.language.text import jaccard
 from sidecar.memory.read.retrieval.base import Query
+from sidecar.memory.records.records import Hit
+from sidecar.memory.records.vectors import top_indices
 
 Scores = npt.NDArray[np.float32]
 
@@ -83,22 +84,6 @@ def ranks(values: Scores) -> npt.NDArray[np.float32]:
     out = np.empty(values.size, dtype=np.float32)
     out[order] = np.arange(1, values.size + 1, dtype=np.float32)
     return out
-
-
-def top_indices(scores: Scores, limit: int, mask: npt.NDArray[np.bool_] | None = None) -> list[int]:
-    """Indices of the best ``limit`` scores (descending; ties by index)."""
-    candidates = np.arange(scores.size) if mask is None else np.flatnonzero(mask)
-    if candidates.size == 0 or limit <= 0:
-        return []
-    values = scores[candidates]
-    if candidates.size > limit * 4:
-        part = np.argpartition(-values, limit - 1)[:limit]
-        cutoff = values[part].min()
-        keep = values >= cutoff
-        candidates, values = candidates[keep], values[keep]
-    order = np.lexsort((candidates, -values))
-    found: list[int] = candidates[order[:limit]].tolist()
-    return found
 
 
 def compute_signals(query: Query, corpus: Corpus, config: HybridConfig) -> Signals:

@@ -25,11 +25,10 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.config import HybridConfig, RetrievalConfig
-from sidecar.memory.model.records import Hit
-from sidecar.memory.model.text import tokens
-from sidecar.memory.read.bm25 import BM25Index
-from sidecar.memory.read.corpus import Corpus
-from sidecar.memory.read.retrieval.base import Query, SearchContext
+from sidecar.memory.corpus.bm25 import BM25Index
+from sidecar.memory.corpus.corpus import Corpus
+from sidecar.memory.language.text import tokens
+from sidecar.memory.read.retrieval.base import Query, SearchSpace, Stage
 from sidecar.memory.read.retrieval.signals import (
     Scores,
     Signals,
@@ -37,8 +36,9 @@ from sidecar.memory.read.retrieval.signals import (
     cosine_scores,
     evidence_mask,
     fuse,
-    top_indices,
 )
+from sidecar.memory.records.records import Hit
+from sidecar.memory.records.vectors import top_indices
 
 TIERS: tuple[str, ...] = ("abstract", "overview", "content")
 _KEEP_INDEXES = 8
@@ -112,8 +112,8 @@ class TieredRetriever:
                 return _hits(corpus, order, fused, signals, stats), stats
         raise AssertionError("unreachable: the last tier always answers")
 
-    async def retrieve(self, query: Query, ctx: SearchContext, top_k: int) -> list[Hit]:
-        hits, _ = self.search(query, ctx.corpus, ctx.config, top_k)
+    async def retrieve(self, query: Query, space: SearchSpace, top_k: int) -> list[Hit]:
+        hits, _ = self.search(query, space.corpus, space.config, top_k)
         return hits
 
 
@@ -136,7 +136,7 @@ def _hits(
         Hit(
             corpus.records[i],
             float(fused[i]),
-            {**signals.at(i), "fused": round(float(fused[i]), 6), **extra},
+            {**signals.at(i), Stage.FUSED: round(float(fused[i]), 6), **extra},
         )
         for i in order
     ]

@@ -2,7 +2,7 @@
 
 A *named topic* is a category whose name came with its memories (the extraction
 LLM's ``topic``, an import's label; ``source="topic"``, see
-:mod:`sidecar.memory.model.categories`). Its leaves (the topic itself, or the
+:mod:`sidecar.memory.records.categories`). Its leaves (the topic itself, or the
 subcategories ``evolve`` split it into) are groups of memories their writer said
 belong together — evidence that clusters made up by KMeans are not (as evidence they
 lower recall; docs/design/named-topics.md), so only named topics take part.
@@ -29,9 +29,9 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.config import TopicConfig
-from sidecar.memory.model.categories import is_topic, leaves_under
-from sidecar.memory.read.corpus import Corpus
+from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.read.retrieval.signals import Scores
+from sidecar.memory.records.categories import is_topic, leaves_under
 
 Indices = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]

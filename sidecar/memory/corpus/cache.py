@@ -1,0 +1,596 @@
+"""The cache of per-scope corpora (:class:`~sidecar.memory.corpus.corpus.Corpus`).
+
+The :class:`CorpusCache` builds corpora from cache *units* — one user's own rows,
+one group's shared rows, all public rows — each loaded from the store with a filter
+from :func:`sidecar.memory.store.filters.build_filter`, so the visibility rule is applied
+by the same single function as everywhere else. This process's writes go through
+to the cached units at once; other replicas' writes arrive through one background
+refresh every ``ttl_s`` (a single query for the rows changed since the last one,
+whatever the number of cached users); each unit is fully reloaded at most every
+``full_reload_s`` (deletions). Loads are single-flight per unit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from sidecar.config import CacheConfig
+from sidecar.errors import SidecarError
+from sidecar.memory.corpus.corpus import Corpus
+from sidecar.memory.corpus.write_stamps import WriteStamps
+from sidecar.memory.records.records import (
+    RELOAD_MARKER,
+    AccessStat,
+    MemoryRecord,
+    Scope,
+    Status,
+    Visibility,
+    merge_access,
+    now_ms,
+)
+from sidecar.memory.store.filters import Filter, build_filter
+from sidecar.memory.store.protocol import Store
+from sidecar.metrics import Metrics
+from sidecar.tasks import cancel_and_wait
+
+#: Allowance for clocks of writers (other replicas) behind this process's: the shared
+#: refresh reads rows updated from this long before its last query on.
+CLOCK_SKEW_MS = 5_000
+#: Ids per store query when the shared refresh fetches rows with their vectors.
+_ID_BATCH = 500
+
+
+class CacheMirror(Protocol):
+    """Told what a cache is told by this process's writes, with their write stamps
+    (:mod:`sidecar.memory.corpus.write_stamps`), so the caches of the host's other processes
+    take the same (:class:`sidecar.runtime.relay.RelayPeers`)."""
+
+    def applied(self, records: Sequence[MemoryRecord], stamp: int) -> None: ...
+
+    def invalidated(self, records: Sequence[MemoryRecord], stamp: int) -> None: ...
+
+    def invalidated_user(self, user_id: str, stamp: int) -> None: ...
+
+
+@dataclass(slots=True)
+class _Unit:
+    rows: tuple[MemoryRecord, ...]
+    loaded_at: float  # last refresh (full or delta)
+    seq: int  # unique per load: corpora built from it are keyed by it
+    full_at: float = 0.0  # last full load (deletions are only seen by those)
+    max_updated: int = 0  # newest updated_at seen: delta refreshes start there
+    #: Wall clock (epoch ms) when its last load started: rows written after it have
+    #: a later updated_at (up to the writers' clock skew).
+    loaded_wall_ms: int = field(default_factory=now_ms)
+    #: Each row's index in ``rows``, for the ``rows`` tuple it was built from
+    #: (:meth:`positions`).
+    _positions: dict[str, int] = field(default_factory=dict)
+    _positions_of: tuple[MemoryRecord, ...] | None = None
+
+    def positions(self) -> dict[str, int]:
+        """Row id -> index in ``rows``; built once per ``rows`` tuple (a dict of str
+        to int: the collector does not track it)."""
+        if self._positions_of is not self.rows:
+            self._positions = {row.id: i for i, row in enumerate(self.rows)}
+            self._positions_of = self.rows
+        return self._positions
+
+    def replace_rows(self, rows: tuple[MemoryRecord, ...]) -> None:
+        """New versions of the same rows, each in its place (the ids unchanged): the
+        positions index stays valid."""
+        self.rows = rows
+        self._positions_of = rows
+
+
+def _same_version(cached: dict[str, MemoryRecord], row: MemoryRecord) -> bool:
+    old = cached.get(row.id)
+    return (
+        old is not None
+        and old.updated_at == row.updated_at
+        and old.status == row.status
+        and old.access_count == row.access_count
+        and old.content == row.content
+        # Changes that keep updated_at: links (another writer's back-link), filing.
+        and old.related_ids == row.related_ids
+        and old.category_id == row.category_id
+        and old.parent_id == row.parent_id
+    )
+
+
+def unit_keys(scope: Scope) -> list[str]:
+    """The cache units whose union is exactly what ``scope`` may read."""
+    keys = [f"user:{scope.user_id}", "public"]
+    keys.extend(f"group:{g}" for g in scope.group_ids)
+    return keys
+
+
+def units_of(record: MemoryRecord) -> list[str]:
+    """The cache units a stored row belongs to (mirrors :func:`unit_filter`)."""
+    keys = [f"user:{record.user_id}"]
+    if record.group_id and record.visibility in (Visibility.GROUP, Visibility.PUBLIC):
+        keys.append(f"group:{record.group_id}")
+    if record.visibility == Visibility.PUBLIC:
+        keys.append("public")
+    return keys
+
+
+def unit_filter(key: str, *, updated_since: int | None = None) -> Filter:
+    """Rows of a unit: active ones for a full load; for a delta refresh every row
+    changed since ``updated_since`` (superseded ones included, so they leave)."""
+    kind, _, value = key.partition(":")
+    delta = updated_since is not None  # deleted rows too, so they leave
+    status = None if delta else Status.ACTIVE
+    if kind == "user":
+        return build_filter(
+            owner=value, node_type=None, status=status, updated_since=updated_since, deleted=delta
+        )
+    if kind == "group":
+        return build_filter(
+            equals={"group_id": value},
+            node_type=None,
+            status=status,
+            visibilities=(Visibility.GROUP, Visibility.PUBLIC),
+            updated_since=updated_since,
+            deleted=delta,
+        )
+    return build_filter(
+        equals={"visibility": Visibility.PUBLIC},
+        node_type=None,
+        status=status,
+        updated_since=updated_since,
+        deleted=delta,
+    )
+
+
+class CorpusCache:
+    """See the module docstring. ``mirror`` is told of this process's writes
+    (``apply``, ``invalidate*``), not of the rows refreshes read: the cache relay
+    passes them to the host's other processes. ``on_user_invalidated`` is told of
+    every user invalidated here or by a peer: what else this process keeps of that
+    user (the request path's caches of their questions) goes too."""
+
+    def __init__(
+        self,
+        store: Store,
+        config: CacheConfig,
+        metrics: Metrics,
+        *,
+        mirror: CacheMirror | None = None,
+        on_user_invalidated: Callable[[str], object] | None = None,
+    ) -> None:
+        self._store = store
+        self._config = config
+        self._metrics = metrics
+        self._units: OrderedDict[str, _Unit] = OrderedDict()
+        self._invalidations: dict[str, int] = {}
+        self._seq = 0
+        self._loading: dict[str, asyncio.Future[_Unit]] = {}
+        self._tasks: set[asyncio.Task[_Unit]] = set()
+        self._corpora: OrderedDict[tuple[str, ...], tuple[tuple[int, ...], Corpus]] = OrderedDict()
+        #: One background task refreshes every cached unit each ``ttl_s`` with a
+        #: single store query (rows changed since ``_watermark``), so the refresh
+        #: cost does not grow with the number of cached users.
+        self._refresher: asyncio.Task[None] | None = None
+        self._watermark: int | None = None
+        self._mirror = mirror
+        self._on_user_invalidated = on_user_invalidated
+        #: The newest write applied per row, so a peer's older frame is not applied
+        #: over it; kept for two refresh intervals.
+        self.stamps = WriteStamps(2 * config.ttl_s)
+
+    async def corpus(self, scope: Scope) -> Corpus:
+        """The scope's corpus, loading (and waiting for) whatever is missing or stale."""
+        keys = unit_keys(scope)
+        units = [await self._unit(key) for key in keys]
+        return self._merge(keys, units)
+
+    async def current(self, scope: Scope) -> Corpus:
+        """The scope's corpus with the owner's rows as stored now, whoever wrote them:
+        for the write path when other processes write the same store. The owner's
+        cached unit is compared with a scalar scan of all the owner's rows and the
+        rows it does not hold in that version are fetched (with vectors) and applied
+        (a unit not cached is loaded in full). Not by ``updated_at``: a back-link or a
+        category move keeps a row's ``updated_at``, and a writer working from a copy
+        without another process's link would write the row back without it. Cached
+        rows the scan no longer finds at all (deleted outright) leave too, unless
+        written within the writers' clock skew (a concurrent refresh may have just
+        brought them in)."""
+        key = f"user:{scope.user_id}"
+        unit = self._units.get(key)
+        if unit is not None:
+            started_wall = now_ms()
+            heads = await self._store.scan(unit_filter(key, updated_since=0), strong=True)
+            changed = await self._changed_rows(heads, strong=True)
+            present = {r.id for r in heads}
+            gone = [
+                r.with_changes(status=Status.DELETED)
+                for r in unit.rows
+                if r.id not in present and r.updated_at < started_wall - CLOCK_SKEW_MS
+            ]
+            self._metrics.cache_lookups.labels(outcome="delta").inc()
+            if changed or gone:
+                self._apply([*changed, *gone])
+        return await self.corpus(scope)
+
+    def corpus_nowait(self, scope: Scope) -> Corpus | None:
+        """The cached corpus without waiting: stale units are served while they are
+        refreshed in the background; ``None`` (and a background load) when a unit
+        was never loaded or was invalidated. For the request path."""
+        keys = unit_keys(scope)
+        units = []
+        missing = False
+        for key in keys:
+            unit = self._units.get(key)
+            if unit is None or self._stale(unit):
+                self._background(key)
+            if unit is None:
+                missing = True
+            else:
+                units.append(unit)
+        if missing:
+            self._metrics.cache_lookups.labels(outcome="cold").inc()
+            return None
+        self._metrics.cache_lookups.labels(outcome="hit").inc()
+        return self._merge(keys, units)
+
+    def _merge(self, keys: list[str], units: list[_Unit]) -> Corpus:
+        versions = tuple(u.seq for u in units)
+        cache_key = tuple(keys)
+        cached = self._corpora.get(cache_key)
+        if cached is not None and cached[0] == versions:
+            self._corpora.move_to_end(cache_key)
+            return cached[1]
+        rows = [row for unit in units for row in unit.rows]
+        corpus = Corpus.build(rows, self._store.dim, cached[1] if cached else None)
+        self._corpora[cache_key] = (versions, corpus)
+        while len(self._corpora) > self._config.max_scopes:
+            self._corpora.popitem(last=False)
+        return corpus
+
+    def _background(self, key: str) -> None:
+        if key in self._loading:
+            return
+        task = asyncio.get_running_loop().create_task(self._load(key))
+        self._tasks.add(task)
+        task.add_done_callback(self._loaded)
+
+    def _loaded(self, task: asyncio.Task[_Unit]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self._metrics.cache_lookups.labels(outcome="load_error").inc()
+
+    async def close(self) -> None:
+        refresher, self._refresher = self._refresher, None
+        await cancel_and_wait(refresher)
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, SidecarError):
+                await task
+
+    def apply(
+        self, records: Sequence[MemoryRecord], *, mirror: bool = True, stamp: int | None = None
+    ) -> None:
+        """Write-through after this process stored ``records`` (holding their owner's
+        write lock): every cached unit a record belongs to gets the new version (by
+        id), so the next request sees it; rows no longer active leave the unit. Loads
+        in flight are not kept (they may predate the write). ``mirror=False``: not
+        told to the host's other processes. ``stamp``: another process's write, from
+        the relay (never told on); rows this cache holds a newer write of are left
+        out (:mod:`sidecar.memory.corpus.write_stamps`)."""
+        if stamp is None:
+            stamp = self.stamps.now()
+            self.stamps.note(records, stamp)
+        else:
+            mirror = False
+            fresh = self.stamps.newer(records, stamp)
+            if len(fresh) < len(records):
+                self._metrics.relay_stale_rows.inc(len(records) - len(fresh))
+            records = fresh
+        self._apply(records)
+        if mirror and self._mirror is not None:
+            self._mirror.applied(records, stamp)
+
+    def apply_access(self, flushed: Mapping[str, Sequence[AccessStat]]) -> None:
+        """This process flushed these access counts and times, by the cache unit that
+        holds each memory: its cached rows take them, and nothing else (a newer
+        version of a row keeps its content). Not told to the host's other processes:
+        counts change no content, and their next full reload reads them.
+
+        Only the flushed rows are visited: a flush touches a few memories of many
+        units, and a pass over every row of each would hold the event loop in
+        proportion to everything cached. The scopes' corpora built from the units
+        before are updated the same way (:meth:`Corpus.with_access`), not rebuilt."""
+        before: dict[str, int] = {}  # unit key -> its seq before these counts
+        merged_rows: dict[str, MemoryRecord] = {}
+        for key in sorted(flushed):
+            unit = self._units.get(key)
+            if unit is None:
+                continue
+            positions = unit.positions()
+            rows: list[MemoryRecord] | None = None
+            for stat in flushed[key]:
+                position = positions.get(stat.id)
+                if position is None:
+                    continue
+                row = unit.rows[position] if rows is None else rows[position]
+                merged = merge_access(row, stat)
+                if merged is not row:
+                    if rows is None:
+                        rows = list(unit.rows)
+                    rows[position] = merged
+                    merged_rows[stat.id] = merged
+            if rows is not None:
+                before[key] = unit.seq
+                self._seq += 1
+                unit.replace_rows(tuple(rows))
+                unit.seq = self._seq
+        if before:
+            self._patch_corpora(before, merged_rows)
+
+    def _patch_corpora(self, before: dict[str, int], rows: dict[str, MemoryRecord]) -> None:
+        """Carry the cached corpora that were current before an access update (their
+        units at the seqs in ``before``, or unchanged) over to the new seqs, with
+        ``rows`` (new versions by id, counts changed only) in place."""
+        for keys, (versions, corpus) in list(self._corpora.items()):
+            if not any(key in before for key in keys):
+                continue
+            units = [self._units.get(key) for key in keys]
+            current = all(
+                unit is not None and version == before.get(key, unit.seq)
+                for key, unit, version in zip(keys, units, versions, strict=True)
+            )
+            if not current:
+                continue  # stale anyway: rebuilt at its next use
+            changed = {
+                index: rows[memory_id]
+                for memory_id in rows
+                if (index := corpus.index_of.get(memory_id)) is not None
+            }
+            seqs = tuple(unit.seq for unit in units if unit is not None)
+            self._corpora[keys] = (seqs, corpus.with_access(changed) if changed else corpus)
+
+    def _apply(self, records: Sequence[MemoryRecord]) -> None:
+        changed: dict[str, dict[str, MemoryRecord]] = {}
+        for record in records:
+            for key in units_of(record):
+                changed.setdefault(key, {})[record.id] = record
+        for key, updates in changed.items():
+            self._invalidations[key] = self._invalidations.get(key, 0) + 1
+            unit = self._units.get(key)
+            if unit is None:
+                continue
+            kept = []
+            for row in unit.rows:
+                update = updates.get(row.id)
+                if update is None:
+                    kept.append(row)
+                elif update.embedding is not row.embedding and update.embedding == row.embedding:
+                    # Same vector re-read from the store (e.g. a category move): share
+                    # the cached one so corpora see an unchanged vector at once.
+                    updates[row.id] = update.with_changes(embedding=row.embedding)
+            fresh = sorted(
+                (r for r in updates.values() if r.status == Status.ACTIVE), key=lambda r: r.id
+            )
+            self._seq += 1
+            unit.rows = (*kept, *fresh)
+            unit.seq = self._seq
+
+    def _start_refresher(self) -> None:
+        if self._refresher is None or self._refresher.done():
+            loop = asyncio.get_running_loop()
+            self._refresher = loop.create_task(self._refresh_loop(), name="corpus-refresh")
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._config.ttl_s)
+            try:
+                await self.refresh()
+            except SidecarError:  # the store is down: units age, per-unit loads retry
+                self._metrics.cache_lookups.labels(outcome="load_error").inc()
+
+    async def refresh(self) -> int:
+        """Apply every row changed since the last refresh (one store query, all
+        users) to the cached units and mark them fresh; returns the rows read."""
+        units = [u for u in self._units.values() if u.loaded_at > float("-inf")]
+        if not units:
+            return 0
+        started = time.monotonic()
+        started_wall = now_ms()
+        since = self._watermark
+        if since is None:
+            since = min(u.loaded_wall_ms for u in units) - CLOCK_SKEW_MS
+        # Scalars first; vectors only for the rows not already held in that version
+        # (none in a single replica, whose own writes went through already, nor for
+        # the rows the relay brought).
+        heads = await self._store.scan(
+            build_filter(node_type=None, status=None, updated_since=since, deleted=True)
+        )
+        changed = await self._changed_rows(heads)
+        self._metrics.cache_lookups.labels(outcome="delta").inc()
+        newest = max((r.updated_at for r in heads), default=since)
+        if changed:
+            self._apply(changed)
+        self._reload_marked(heads)
+        for unit in units:
+            if unit.loaded_at > float("-inf"):  # not invalidated meanwhile
+                unit.loaded_at = max(unit.loaded_at, started)
+                unit.max_updated = max(unit.max_updated, newest)
+        # Next time: rows written from just before this query on (skew allowed for).
+        self._watermark = max(since, started_wall - CLOCK_SKEW_MS)
+        return len(changed)
+
+    def _reload_marked(self, heads: list[MemoryRecord]) -> None:
+        """Units with a reload marker newer than their last load start reload in full
+        (rows written with older times: imports; category moves, back-links)."""
+        for row in heads:
+            if row.status != Status.DELETED or row.source != RELOAD_MARKER:
+                continue
+            for key in units_of(row):
+                unit = self._units.get(key)
+                if unit is not None and row.updated_at >= unit.loaded_wall_ms - CLOCK_SKEW_MS:
+                    self._bump(key)
+
+    async def _changed_rows(
+        self, heads: list[MemoryRecord], *, strong: bool = False
+    ) -> list[MemoryRecord]:
+        """The full rows (with vectors) of ``heads`` (scalar rows) that some cached
+        unit does not hold in that version (``strong``: read as :meth:`current`
+        reads, every acknowledged write included)."""
+        index: dict[str, dict[str, MemoryRecord]] = {}
+        wanted = sorted({r.id for r in heads if not self._held(r, index)})
+        changed: list[MemoryRecord] = []
+        for start in range(0, len(wanted), _ID_BATCH):
+            chunk = wanted[start : start + _ID_BATCH]
+            changed.extend(
+                await self._store.query(
+                    build_filter(ids=chunk, node_type=None, status=None, deleted=True),
+                    limit=len(chunk),
+                    with_vectors=True,
+                    strong=strong,
+                )
+            )
+        return changed
+
+    def _held(self, row: MemoryRecord, index: dict[str, dict[str, MemoryRecord]]) -> bool:
+        """Every cached unit ``row`` belongs to has it in this version (or, for a row no
+        longer active, no longer has it). ``index``: the units' rows by id, filled
+        as needed."""
+        for key in units_of(row):
+            unit = self._units.get(key)
+            if unit is None:
+                continue
+            rows = index.get(key)
+            if rows is None:
+                rows = index[key] = {r.id: r for r in unit.rows}
+            if row.status != Status.ACTIVE:
+                if row.id in rows:
+                    return False
+            elif not _same_version(rows, row):
+                return False
+        return True
+
+    def invalidate(
+        self, record: MemoryRecord, *, mirror: bool = True, stamp: int | None = None
+    ) -> None:
+        """Mark every unit ``record`` belongs to stale (e.g. after a delete): they
+        reload from the store, so a peer's write of it stamped before this is not
+        applied after it. ``mirror`` and ``stamp`` as for :meth:`apply`."""
+        if stamp is None:
+            stamp = self.stamps.now()
+        else:
+            mirror = False
+        self.stamps.note([record], stamp)
+        for key in units_of(record):
+            self._bump(key)
+        if mirror and self._mirror is not None:
+            self._mirror.invalidated([record], stamp)
+
+    def invalidate_user(
+        self, user_id: str, *, mirror: bool = True, stamp: int | None = None
+    ) -> None:
+        """Mark the user's own unit stale; peers' writes of their rows stamped
+        before this are not applied after it. Tells ``on_user_invalidated``."""
+        if stamp is None:
+            stamp = self.stamps.now()
+        else:
+            mirror = False
+        self.stamps.note_user(user_id, stamp)
+        self._bump(f"user:{user_id}")
+        if mirror and self._mirror is not None:
+            self._mirror.invalidated_user(user_id, stamp)
+        if self._on_user_invalidated is not None:
+            self._on_user_invalidated(user_id)
+
+    def clear(self) -> None:
+        for key in list(self._units):
+            self._bump(key)
+
+    def _bump(self, key: str) -> None:
+        """Mark a unit stale: waiting readers reload it, the request path keeps
+        serving the old snapshot while it reloads in the background."""
+        self._invalidations[key] = self._invalidations.get(key, 0) + 1
+        unit = self._units.get(key)
+        if unit is not None:
+            unit.loaded_at = float("-inf")
+            unit.full_at = float("-inf")  # e.g. a delete: only a full load shows it
+
+    def _stale(self, unit: _Unit) -> bool:
+        """Due for a load of its own: the shared refresh is overdue (it refreshes
+        every ``ttl_s``; a unit is given twice that), or a full reload is due."""
+        now = time.monotonic()
+        return (
+            now - unit.loaded_at >= 2 * self._config.ttl_s
+            or now - unit.full_at >= self._config.full_reload_s
+        )
+
+    async def _unit(self, key: str) -> _Unit:
+        unit = self._units.get(key)
+        if unit is not None and not self._stale(unit):
+            self._units.move_to_end(key)
+            return unit
+        return await self._load(key)
+
+    async def _load(self, key: str) -> _Unit:
+        """Load one unit; concurrent loads of the same unit share one store query."""
+        pending = self._loading.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        self._metrics.cache_lookups.labels(outcome="load").inc()
+        future: asyncio.Future[_Unit] = asyncio.get_running_loop().create_future()
+        self._loading[key] = future
+        try:
+            invalidations = self._invalidations.get(key, 0)
+            unit = await self._fetch(key, self._units.get(key))
+            # A write during the load invalidated it: use this snapshot once, don't keep it.
+            if self._invalidations.get(key, 0) == invalidations:
+                self._units[key] = unit
+                self._units.move_to_end(key)
+                self._evict()
+                self._start_refresher()
+            future.set_result(unit)
+            return unit
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # waiters may be gone: never "exception was never retrieved"
+            raise
+        finally:
+            self._loading.pop(key, None)
+
+    async def _fetch(self, key: str, old: _Unit | None) -> _Unit:
+        """A full load, or — when ``old`` had a full load recently — a delta refresh
+        of the rows changed since (milvus-lite returns full rows with their vectors
+        slowly; a delta costs a filtered scan)."""
+        now = time.monotonic()
+        wall = now_ms()
+        self._seq += 1
+        if old is None or now - old.full_at >= self._config.full_reload_s:
+            rows = await self._store.scan(unit_filter(key), with_vectors=True)
+            active = tuple(r for r in rows if r.status == Status.ACTIVE)
+            newest = max((r.updated_at for r in rows), default=0)
+            return _Unit(active, now, self._seq, now, newest, wall)
+        # Rows written in the same millisecond as the newest one seen are re-read.
+        changed = await self._store.scan(
+            unit_filter(key, updated_since=old.max_updated), with_vectors=True
+        )
+        self._metrics.cache_lookups.labels(outcome="delta").inc()
+        if not changed:
+            return _Unit(old.rows, now, old.seq, old.full_at, old.max_updated, wall)
+        updates = {r.id: r for r in changed}
+        kept = [r for r in old.rows if r.id not in updates]
+        fresh = [r for r in updates.values() if r.status == Status.ACTIVE]
+        newest = max(old.max_updated, *(r.updated_at for r in changed))
+        return _Unit((*kept, *fresh), now, self._seq, old.full_at, newest, wall)
+
+    def _evict(self) -> None:
+        total = sum(len(u.rows) for u in self._units.values())
+        while total > self._config.max_rows and len(self._units) > 1:
+            _, unit = self._units.popitem(last=False)
+            total -= len(unit.rows)
+        self._metrics.cache_rows.set(total)

@@ -1,0 +1,318 @@
+"""A scope's visible memories, held in memory for retrieval.
+
+A :class:`Corpus` is an immutable snapshot of everything one scope (user + groups)
+may read: the records, their embedding matrix, a BM25 index over the scope's own
+documents, resolved links and session order. Every retrieval strategy scores a
+corpus; none of them needs the rest of the store, so a user's latency depends on
+the size of what that user can see, not on other users' data. Corpora are built
+and kept by :class:`sidecar.memory.corpus.cache.CorpusCache`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from sidecar.memory.corpus.bm25 import BM25Index
+from sidecar.memory.language.text import char_ngrams, tokens
+from sidecar.memory.records.records import MemoryRecord, NodeType, Status
+
+Matrix = npt.NDArray[np.float32]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Corpus:
+    """Immutable retrieval view of one scope. Index ``i`` is the same row everywhere."""
+
+    records: tuple[MemoryRecord, ...]
+    vectors: Matrix
+    bm25: BM25Index
+    index_of: dict[str, int]
+    #: Persisted links (``related_ids``) resolved to indices, both directions.
+    links: tuple[tuple[int, ...], ...]
+    #: Previous/next memory of the same session (by time), -1 when none.
+    session_prev: npt.NDArray[np.int32]
+    session_next: npt.NDArray[np.int32]
+    categories: tuple[MemoryRecord, ...] = ()
+    category_vectors: Matrix = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    _ngrams: dict[int, frozenset[str]] = field(default_factory=dict, repr=False)
+    #: Values computed from this snapshot (topic groups, category trees, link
+    #: adjacency), built on first use and dropped with the snapshot.
+    _derived: dict[Hashable, Any] = field(default_factory=dict, repr=False)
+    #: The keys of ``_derived`` whose values read no access count or time (they
+    #: survive :meth:`with_access`).
+    _structural: set[Hashable] = field(default_factory=set, repr=False)
+
+    @property
+    def size(self) -> int:
+        return len(self.records)
+
+    def derived(self, key: Hashable, build: Callable[[], T], *, structural: bool = False) -> T:
+        """``build()``, computed once per snapshot and ``key``. A per-corpus value
+        lives exactly as long as the corpus: a least-recently-used table of a few
+        corpora would miss on every request once more users than its size take turns.
+        ``structural``: the value reads no access count or time, so the snapshot
+        :meth:`with_access` makes keeps it."""
+        try:
+            value: T = self._derived[key]
+        except KeyError:
+            value = self._derived[key] = build()
+            if structural:
+                self._structural.add(key)
+        return value
+
+    def with_access(self, rows: Mapping[int, MemoryRecord]) -> Corpus:
+        """This snapshot with the memories at these indices replaced by versions that
+        differ in their access counts and times only: matrices, indexes and the
+        structural derived values are kept. An access flush changes a few rows of
+        every unit, and rebuilding every scope's corpus after it would add a rebuild to
+        each scope's next request, and hold the event loop for all of them in turn."""
+        records = list(self.records)
+        for index, record in rows.items():
+            records[index] = record
+        kept = {k: v for k, v in self._derived.items() if k in self._structural}
+        return replace(
+            self, records=tuple(records), _derived=kept, _structural=set(self._structural)
+        )
+
+    def ngrams(self, index: int) -> frozenset[str]:
+        found = self._ngrams.get(index)
+        if found is None:
+            found = char_ngrams(self.records[index].content)
+            self._ngrams[index] = found
+        return found
+
+    def category(self, category_id: str) -> MemoryRecord | None:
+        """The active category node with this id, if the corpus holds it."""
+        by_id: dict[str, MemoryRecord] = self.derived(
+            "category-by-id", lambda: {c.id: c for c in self.categories}, structural=True
+        )
+        return by_id.get(category_id)
+
+    @classmethod
+    def build(
+        cls, rows: Sequence[MemoryRecord], dim: int, previous: Corpus | None = None
+    ) -> Corpus:
+        """A corpus from rows (any order, duplicates by id dropped): active memories
+        become documents, active category nodes the hierarchy. When only scalar
+        fields changed since ``previous`` (access counts, importance: same rows, text,
+        vectors, links and sessions), its matrices and indexes are reused; when new
+        memories only follow ``previous``'s, its vectors and BM25 postings are
+        extended instead of rebuilt (a write does not cost the writer's next request a
+        full rebuild, which grows with the scope's memories)."""
+        unique: dict[str, MemoryRecord] = {}
+        for row in rows:
+            unique.setdefault(row.id, row)
+        active = [r for r in unique.values() if r.status == Status.ACTIVE]
+        memories = sorted(
+            (r for r in active if r.node_type == NodeType.MEMORY),
+            key=lambda r: (r.created_at, r.id),
+        )
+        categories = sorted(
+            (r for r in active if r.node_type == NodeType.CATEGORY), key=lambda r: r.id
+        )
+        if previous is not None and _same_structure(previous, memories, categories):
+            return replace(
+                previous,
+                records=tuple(memories),
+                categories=tuple(categories),
+                _derived={},
+                _structural=set(),
+            )
+        start = _appended_after(previous, memories) if previous is not None else None
+        extended = previous if start is not None else None
+        if previous is not None and start is not None:
+            # New memories after the old ones (the usual write): reuse the old rows'
+            # vectors, BM25 postings and n-grams; links and sessions are recomputed
+            # (back-links change old rows' related_ids).
+            tail = memories[start:]
+            vectors = (
+                np.concatenate([previous.vectors, _matrix(tail, dim)]) if tail else previous.vectors
+            )
+            bm25 = previous.bm25.extended([tokens(r.content) for r in tail])
+            ngrams = dict(previous._ngrams)
+        elif previous is not None:
+            # Rows removed or reordered (a superseded fact, a delta refresh): still
+            # reuse the vectors and tokens of every row the previous corpus had.
+            vectors, documents = _reuse(previous, memories, dim)
+            bm25 = BM25Index(documents)
+            ngrams = {}
+        else:
+            vectors = _matrix(memories, dim)
+            bm25 = BM25Index([tokens(r.content) for r in memories])
+            ngrams = {}
+        index_of = {r.id: i for i, r in enumerate(memories)}
+        links: list[set[int]] = [set() for _ in memories]
+        for i, record in enumerate(memories):
+            for other in record.related_ids:
+                j = index_of.get(other)
+                if j is not None and j != i:
+                    links[i].add(j)
+                    links[j].add(i)
+        prev = np.full(len(memories), -1, dtype=np.int32)
+        nxt = np.full(len(memories), -1, dtype=np.int32)
+        last_in_session: dict[str, int] = {}
+        for i, record in enumerate(memories):
+            if not record.session_id:
+                continue
+            j = last_in_session.get(record.session_id)
+            if j is not None:
+                prev[i], nxt[j] = j, i
+            last_in_session[record.session_id] = i
+        corpus = cls(
+            records=tuple(memories),
+            vectors=vectors,
+            bm25=bm25,
+            index_of=index_of,
+            links=tuple(tuple(sorted(s)) for s in links),
+            session_prev=prev,
+            session_next=nxt,
+            categories=tuple(categories),
+            category_vectors=_category_matrix(previous, categories, dim),
+            _ngrams=ngrams,
+        )
+        if extended is not None:
+            corpus._extend_derived(extended)
+        return corpus
+
+    def _extend_derived(self, previous: Corpus) -> None:
+        """Carry ``previous``'s structural values that can follow appended memories
+        (:class:`Appendable`) into this snapshot, which appends memories to it."""
+        for key in previous._structural:
+            value = previous._derived.get(key)
+            if isinstance(value, Appendable):
+                self._derived[key] = value.appended(self)
+                self._structural.add(key)
+
+    def column(
+        self, name: str, read: Callable[[MemoryRecord], Any], dtype: npt.DTypeLike
+    ) -> npt.NDArray[Any]:
+        """``read(record)`` of every memory, as an array (one value per memory), built
+        once per snapshot and extended, not read again, when memories are only
+        appended. ``read`` must depend on the record's text and times alone."""
+        built: MemoryColumn = self.derived(
+            ("column", name),
+            lambda: MemoryColumn(read, np.zeros(0, dtype=dtype)).appended(self),
+            structural=True,
+        )
+        return built.values
+
+
+@runtime_checkable
+class Appendable(Protocol):
+    """A per-corpus value that can be brought up to date when memories are only
+    appended (cheaper than building it again for the new snapshot)."""
+
+    def appended(self, corpus: Corpus) -> Appendable: ...
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryColumn:
+    """A value per memory read from its record (:meth:`Corpus.column`)."""
+
+    read: Callable[[MemoryRecord], Any]
+    values: npt.NDArray[Any]
+
+    def appended(self, corpus: Corpus) -> MemoryColumn:
+        """This column for ``corpus``, which holds its memories followed by new ones:
+        only the new ones are read."""
+        start = len(self.values)
+        tail = np.asarray([self.read(r) for r in corpus.records[start:]], dtype=self.values.dtype)
+        return MemoryColumn(self.read, np.concatenate([self.values, tail]))
+
+
+def _category_matrix(old: Corpus | None, categories: Sequence[MemoryRecord], dim: int) -> Matrix:
+    """The categories' vectors, ``old``'s matrix when they are the same rows."""
+    if (
+        old is not None
+        and len(old.categories) == len(categories)
+        and all(
+            new.id == prev.id and new.embedding is prev.embedding
+            for new, prev in zip(categories, old.categories, strict=True)
+        )
+    ):
+        return old.category_vectors
+    return _matrix(categories, dim)
+
+
+def _reuse(
+    old: Corpus, memories: Sequence[MemoryRecord], dim: int
+) -> tuple[Matrix, list[Sequence[str]]]:
+    """The matrix and BM25 documents of ``memories``, taken from ``old`` for every row
+    it has with the same text and vector (converting tuples of floats and tokenising
+    are most of a rebuild's cost)."""
+    vectors = np.empty((len(memories), dim), dtype=np.float32)
+    documents: list[Sequence[str]] = []
+    fresh: list[int] = []
+    taken: list[tuple[int, int]] = []
+    usable = old.vectors.shape == (len(old.records), dim)
+    for i, record in enumerate(memories):
+        j = old.index_of.get(record.id, -1) if usable else -1
+        if j >= 0 and _same_document(record, old.records[j]):
+            taken.append((i, j))
+            documents.append(old.bm25.document(j))
+        else:
+            fresh.append(i)
+            documents.append(tokens(record.content))
+    if taken:
+        rows, sources = zip(*taken, strict=True)
+        vectors[list(rows)] = old.vectors[list(sources)]
+    if fresh:
+        vectors[fresh] = _matrix([memories[i] for i in fresh], dim)
+    return vectors, documents
+
+
+def _appended_after(old: Corpus, memories: Sequence[MemoryRecord]) -> int | None:
+    """``len(old.records)`` when ``memories`` starts with ``old``'s memories with the
+    same text and vectors (other fields may differ), else None."""
+    if len(memories) < len(old.records) or old.vectors.shape[0] != len(old.records):
+        return None
+    if all(_same_document(new, prev) for new, prev in zip(memories, old.records, strict=False)):
+        return len(old.records)
+    return None
+
+
+def _same_document(new: MemoryRecord, prev: MemoryRecord) -> bool:
+    """Same id, text and vector: its matrix row and BM25 tokens can be reused."""
+    return new is prev or (
+        new.id == prev.id
+        and new.content == prev.content
+        and (new.embedding is prev.embedding or new.embedding == prev.embedding)
+    )
+
+
+def _same_structure(
+    old: Corpus, memories: Sequence[MemoryRecord], categories: Sequence[MemoryRecord]
+) -> bool:
+    """Whether ``old``'s vectors, BM25 index, links and session order hold for these
+    rows (in this order): only fields the indexes do not read may differ."""
+    if len(old.records) != len(memories) or len(old.categories) != len(categories):
+        return False
+    for new_rows, old_rows in ((memories, old.records), (categories, old.categories)):
+        for new, prev in zip(new_rows, old_rows, strict=True):
+            if new is not prev and not (
+                _same_document(new, prev)
+                and new.related_ids == prev.related_ids
+                and new.session_id == prev.session_id
+            ):
+                return False
+    return True
+
+
+def _matrix(records: Sequence[MemoryRecord], dim: int) -> Matrix:
+    """The records' embeddings as rows (zeros where one is missing). Python floats
+    convert to float64 several times faster than to float32, and the cast gives the
+    same float32 values."""
+    if records and all(r.embedding is not None and len(r.embedding) == dim for r in records):
+        rows = [r.embedding for r in records]
+        return np.array(rows, dtype=np.float64).astype(np.float32)
+    matrix = np.zeros((len(records), dim), dtype=np.float32)
+    for i, record in enumerate(records):
+        if record.embedding is not None:
+            matrix[i] = record.embedding
+    return matrix

@@ -1,0 +1,288 @@
+"""Where the user lives and works, what they drive, support, do and keep: one
+declaration per attribute (see :mod:`sidecar.memory.language.attributes`)."""
+
+from __future__ import annotations
+
+import re
+
+from sidecar.memory.language.attributes.model import Attribute, Example
+from sidecar.memory.language.attributes.rules import (
+    TITLED,
+    VALUE,
+    exact,
+    head_noun,
+    in_passing,
+    owned,
+    said,
+)
+from sidecar.memory.language.slot_words import (
+    ATTRIBUTES,
+    NUMBER_WORDS,
+    OCCUPATION_HEAD,
+    PROFESSIONS,
+)
+from sidecar.memory.language.slot_words import PETS as PET_WORDS
+
+#: "User's <thing> is <value>" for the named things of ``ATTRIBUTES`` (surname, GP,
+#: landlord, employer, university ...): the thing is the attribute.
+NAMED = Attribute(
+    "attribute",
+    words="",
+    values="single, per thing named",
+    rules=(
+        # Before the relationship rules: "got married and took User's wife's name".
+        said(
+            0,
+            r"(?:changed|changing|changes)\s+User['’]s\s+(?P<thing>surname|last\s+name|name)\s+to\s+"
+            r"(?P<value>(?-i:[A-Z][\w'’-]+))",
+        ),
+        owned(500, rf"(?P<thing>{ATTRIBUTES})\s+(?:is|are)\s+(?:now\s+)?{TITLED}" + VALUE),
+        said(
+            510,
+            rf"(?:switched|moved|changed)\s+to\s+(?:a\s+)?(?:new\s+)?(?P<thing>{ATTRIBUTES})"
+            rf"[,:]?\s+{TITLED}" + VALUE,
+        ),
+    ),
+    examples=(
+        Example("User's landlord is Mrs. Patel.", "landlord", "patel"),
+        Example("User changed User's surname to Okafor.", "surname", "okafor"),
+        Example("User's landlord lives upstairs.", None),
+    ),
+)
+
+SURNAME = Attribute(
+    "surname",
+    rules=(
+        in_passing(
+            10,
+            r"(?:took|taken|taking|takes|kept|keeping)\s+User['’]s\s+"
+            r"(?:wife|husband|partner|spouse)['’]s\s+(?:sur|last\s+)?name\b[^.;]*?"
+            r"\b(?i:it['’]s|it\s+is|now|to)\s+(?P<value>(?-i:[A-Z][\w'’-]+))",
+        ),
+    ),
+    examples=(
+        Example("User took User's wife's surname, it's Lindqvist now.", "surname", "lindqvist"),
+        Example("User spelled out User's surname for the clerk.", None),
+    ),
+)
+
+RESIDENCE = Attribute(
+    "residence",
+    words="where User lives: home town, city",
+    rules=(
+        said(
+            20,
+            r"(?:lives?|living|lived|resides?|residing|based|settled|moved|moving|relocated|"
+            r"relocating|moving\s+back|moved\s+back)\s+(?:in|to|into)\s+(?:a\s+\w+\s+in\s+)?"
+            + VALUE,
+        ),
+        said(30, r"(?:home|flat|apartment|house)\s+is\s+in\s+" + VALUE),
+        # "User moved out of User's parents' place, renting a studio in Manchester now"
+        in_passing(
+            40,
+            r"(?:renting|rents|rented|bought|buying|owns)\s+(?:a|an|User['’]s)\s+"
+            r"(?:new\s+|little\s+|tiny\s+|small\s+)?(?:studio|flat|apartment|house|place|room|"
+            r"condo|bungalow|cottage|terrace)\s+(?:in|near)\s+" + VALUE,
+        ),
+        said(
+            50,
+            r"(?:lives?|living|lived|stays?|staying)\s+(?:with|w/)\s+(?:User['’]s\s+)?"
+            r"(?P<value>parents|family|mum|mom|dad|flatmates?|roommates?|housemates?|"
+            r"grandparents|in-laws)\b",
+        ),
+        said(60, r"(?:stays?|staying)\s+in\s+" + VALUE),
+        said(
+            70,
+            r"an?\s+(?:(?-i:[a-z]+)\s+)?(?P<value>(?-i:[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)?))\s+"
+            r"(?:resident|local)\b",
+        ),
+        exact(
+            80,
+            r"^(?P<value>[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)?)\s+is\s+where\s+User\s+"
+            r"(?:lives|is\s+based|is\s+living)",
+            re.IGNORECASE,
+        ),
+        owned(
+            90,
+            r"(?:new\s+)?(?:home|flat|apartment|house|place)(?:['’]s)?\s+(?:is\s+)?in\s+" + VALUE,
+        ),
+    ),
+    examples=(
+        Example("User moved to Bristol.", "residence", "bristol"),
+        Example("Bristol is where User lives.", "residence", "bristol"),
+        Example("User visited Bristol for a wedding.", None),
+    ),
+)
+
+EMPLOYER = Attribute(
+    "employer",
+    words="where User works: employer, company, job",
+    rules=(
+        said(
+            100,
+            r"(?:works?|working|worked|employed|started\s+working|got\s+a\s+job|"
+            r"has\s+a\s+job|job)\s+(?:at|for|with)\s+" + VALUE,
+        ),
+        said(
+            110,
+            r"(?:starts|starting|started|will\s+start|begins|began)\s+at\s+"
+            r"(?P<value>(?-i:[A-Z][\w&'’-]*(?:\s+[A-Z][\w&'’-]*){0,2}))",
+        ),
+        said(
+            120,
+            r"(?:started|starting|got|landed|has|have|took|accepted)\s+an?\s+(?:new\s+)?"
+            r"(?:job|role|position)\s+(?:at|with)\s+" + VALUE,
+        ),
+        said(130, r"(?:joined|joining)\s+(?P<value>[A-Z][\w&'’-]*(?:\s+[A-Z][\w&'’-]*){0,2})"),
+    ),
+    examples=(
+        Example("User works at Siemens.", "employer", "siemens"),
+        Example("User applied to Siemens.", None),
+    ),
+)
+
+OCCUPATION = Attribute(
+    "occupation",
+    words="User's job: work, occupation",
+    normalise=head_noun,
+    rules=(
+        said(
+            140,
+            r"(?:works?|working|worked|starts?|starting|started|employed)\s+as\s+(?:an?\s+)?"
+            + VALUE,
+        ),
+        said(150, r"(?:teaches|teaching|taught)\s+(?P<value>\w+)"),
+        said(
+            160,
+            r"(?:training|studying|qualifying|retraining|re-training)\s+(?:to\s+(?:be|become)|"
+            r"as)\s+(?:an?\s+)?" + VALUE,
+        ),
+        owned(170, r"(?:job|profession|occupation)\s+is\s+(?:an?\s+)?" + VALUE),
+        said(320, rf"(?:an?\s+)(?P<value>(?:\w+\s+)?(?:{PROFESSIONS}))\b"),
+        said(
+            330,
+            rf"(?:is|works\s+as|has\s+been|was)\s+an?\s+(?P<value>(?:[a-z-]+\s+){{0,2}}"
+            rf"{OCCUPATION_HEAD})\b(?!\s+(?:of|at\s+heart|in\s+training|fan))",
+        ),
+    ),
+    examples=(
+        Example("User works as a registered nurse.", "occupation", "nurse"),
+        Example("User met a nurse at the party.", None),
+    ),
+)
+
+WORKPLACE = Attribute(
+    "workplace",
+    words="where User works from: home or office",
+    weekly=True,
+    aliases={"from home": "remote", "remotely": "remote", "remote": "remote"},
+    rules=(
+        said(180, r"(?:works?|working)\s+(?P<value>from\s+home|remotely|remote|hybrid)\b"),
+        said(
+            190,
+            r"(?:commutes?|commuting)\s+(?:in)?to\s+(?:the\s+office\s+in\s+)?" + VALUE,
+        ),
+        # "User and others are back in the office four days a week now"
+        said(
+            200,
+            r"(?:are\s+|were\s+|goes\s+|going\s+|went\s+)?(?:back\s+)?(?:in|into|to)\s+the\s+"
+            r"(?P<value>office)\b",
+        ),
+    ),
+    examples=(
+        Example("User works from home on Fridays.", "workplace", "remote"),
+        Example("User's office has a gym.", None),
+    ),
+)
+
+BEDTIME = Attribute(
+    "bedtime",
+    words="when User goes to bed: bedtime",
+    weekly=True,
+    rules=(
+        # "User goes to bed around 11pm", "User's new routine is lights out at 9:30"
+        in_passing(
+            400,
+            r"(?:(?:goes|go|going|gets|get|went)\s+to\s+(?:bed|sleep)|"
+            r"lights\s+out|bedtime|asleep|in\s+bed)\s+(?:is\s+)?(?:at|around|by|about|before)\s+"
+            r"(?:about\s+|around\s+)?(?P<value>\d{1,2}(?:[:.]\d{2})?\s*(?:am|pm)?|midnight)",
+        ),
+    ),
+    examples=(
+        Example("User goes to bed around 11pm.", "bedtime", "23:00"),
+        Example("User bought a new bed.", None),
+    ),
+)
+
+CAR = Attribute(
+    "car",
+    words="the car User drives",
+    rules=(
+        said(560, r"(?:drives|driving)\s+(?:an?\s+|the\s+)?" + VALUE),
+        owned(570, r"car\s+is\s+(?:an?\s+|the\s+)?" + VALUE),
+    ),
+    examples=(
+        Example("User drives a Honda Civic.", "car", "honda civic"),
+        Example("User's car broke down.", None),
+    ),
+)
+
+TEAM = Attribute(
+    "team",
+    words="the team User supports",
+    rules=(
+        said(
+            580,
+            r"(?:is\s+an?\s+)(?:huge\s+|big\s+|massive\s+|die-hard\s+)?"
+            r"(?P<value>(?:[A-Z][\w'’.-]*\s+){1,3})(?:fan|supporter)\b",
+        ),
+        said(
+            590,
+            r"(?:supports|supporting|roots\s+for|cheers\s+(?:for|on)|is\s+a\s+fan\s+of|"
+            r"follows)\s+(?:the\s+)?" + VALUE,
+        ),
+    ),
+    examples=(
+        Example("User supports Celtic.", "team", "celtic"),
+        Example("User watched Celtic lose.", None),
+    ),
+)
+
+HOBBY = Attribute(
+    "hobby",
+    words="User's hobbies and sports",
+    accumulates=True,
+    values="accumulates",
+    rules=(
+        said(680, r"(?:plays|playing)\s+(?:the\s+)?" + VALUE),
+        said(
+            690,
+            r"(?:is\s+)?(?:really\s+|very\s+|super\s+)?(?:into|taken\s+up|took\s+up|"
+            r"taking\s+up)\s+" + VALUE,
+        ),
+        owned(700, r"hobby\s+is\s+" + VALUE),
+    ),
+    examples=(
+        Example("User plays the cello.", "hobby", "cello"),
+        Example("User bought a cello for User's niece.", None),
+    ),
+)
+
+PETS = Attribute(
+    "pets",
+    words="User's pets",
+    accumulates=True,
+    values="accumulates",
+    rules=(
+        said(
+            710,
+            rf"(?:has|owns|got|adopted)\s+(?:an?\s+|{NUMBER_WORDS}\s+)(?P<value>{PET_WORDS})s?\b",
+        ),
+    ),
+    examples=(
+        Example("User adopted a kitten.", "pets", "kitten"),
+        Example("User is afraid of dogs.", None),
+    ),
+)
+
+LIFE = (NAMED, SURNAME, RESIDENCE, EMPLOYER, OCCUPATION, WORKPLACE, BEDTIME, CAR, TEAM, HOBBY, PETS)

@@ -1,0 +1,38 @@
+"""The text a memory's vector is computed from: its content, and for a fact that sets
+one of the user's own attributes, the attribute's name in the words questions use
+(each declaration's ``words``, :mod:`sidecar.memory.language.attributes`): "User is
+officially a Perth local now" is embedded with "where User lives: home town, city".
+
+A small sentence encoder scores a question such as "What city do I live in?" low
+against a statement that never says "live" or "city"; naming the attribute lets the
+question find the fact that answers it. The stored content is never changed: only
+the vector carries the name. Every place that embeds a memory's content (the write
+path, the admin API, imports, re-embedding after a model change) goes through
+:func:`embedding_text`, so one memory always gets one vector.
+"""
+
+from __future__ import annotations
+
+from sidecar.memory.language.attributes import REGISTRY
+from sidecar.memory.language.facts import product_kind, slot_of
+
+
+def attribute_words(slot: str | None) -> str | None:
+    """The words for one of the user's own attributes (``None`` for someone else's:
+    "sister:residence")."""
+    if slot is None or (":" in slot and not slot.startswith("favorite:")):
+        return None
+    if slot.startswith("favorite:"):
+        return f"User's favourite {slot.split(':', 1)[1]}"
+    declared = REGISTRY.get(slot)
+    return declared.words if declared is not None and declared.words else f"User's {slot}"
+
+
+def embedding_text(content: str) -> str:
+    """``content``, with its attribute's words when it sets one of the user's own,
+    or the kind of thing it names one of ("Monzo": the user's bank)."""
+    words = attribute_words(slot_of(content))
+    if words is None:
+        kind = product_kind(content)
+        words = f"User's {kind}" if kind else None
+    return f"{content} ({words})" if words else content
