@@ -23,29 +23,28 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from sidecar.memory.language.lexicon import (
+    IRREGULAR_PAST,
+    NEGATORS,
+    NOTHING_WORDS,
+    STOPPED,
+    WORD,
+    negation,
+)
 from sidecar.memory.language.text import STOPWORDS, normalize, stem
 
-_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+|\s+[-–—]\s+|;\s+")
 
-#: Irregular past forms (a present and a past form of one verb are different facts).
-IRREGULAR_PAST = frozenset(
-    """was were had did went got made took said saw came left felt knew thought told
-    gave found became began bought brought built caught chose drove ate fell flew
-    forgot grew heard held hurt kept lost met paid put ran rode sold sent sat slept
-    spoke spent stood stole swam taught tore threw understood woke won wore wrote
-    broke""".split()
-)
 #: Words that carry no fact about a user in a memory's text.
 _FILLER = STOPWORDS | {"user", "users", "s", "t", "also", "really", "just", "very"}
 
-_NEGATION = re.compile(
-    r"\b(?:no|not|never|none|nobody|nothing|neither|nor|without|cannot|zero|"
-    r"dont|doesnt|didnt|cant|wont|isnt|wasnt|havent|hasnt|aint|"
-    r"no\s+longer|any\s?more|quit|quitted|stopped|gave\s+up|avoids?|avoiding|free)\b"
-    r"|n['’]t\b",
-    re.IGNORECASE,
-)
+_NEGATION = negation(
+    *NEGATORS,
+    *NOTHING_WORDS,
+    *STOPPED,
+    "zero", "dont", "doesnt", "didnt", "cant", "wont", "isnt", "wasnt", "havent", "hasnt",
+    "aint", "avoids?", "avoiding", "free",
+)  # fmt: skip
 _LEADING_REFERENCE = re.compile(
     r"^(?:that|this|it|those|these|there|they)(?:['’]s|\s+(?:is|was|are|were|will|has|"
     r"'s|means|makes))\b",
@@ -72,7 +71,7 @@ _MOOD = re.compile(
 
 def words(text: str) -> list[str]:
     """Lower-cased words, apostrophes kept inside a word."""
-    return [w.replace("’", "'") for w in _WORD.findall(normalize(text))]
+    return [w.replace("’", "'") for w in WORD.findall(normalize(text))]
 
 
 def sentences(text: str) -> list[str]:

@@ -11,6 +11,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sidecar.memory.language.lexicon import CALENDAR_WORDS
+
 #: (role, text) of an earlier chat message, oldest first.
 History = Sequence[tuple[str, str]]
 
@@ -133,9 +135,8 @@ STOP = frozenset(
     sorry alright right anyway also still maybe perhaps actually really just today
     yesterday tomorrow tonight recently ago last next first later earlier soon always
     never sometimes usually often since though although however besides user assistant
-    monday tuesday wednesday thursday friday saturday sunday january february march april
-    may june july august september october november december sounds looks seems one""".split()
-)
+    sounds looks seems one""".split()
+) | frozenset(CALENDAR_WORDS)
 #: Imperatives that start sentences ("Talk to Ana"): never names there.
 _INITIAL_VERBS = frozenset(
     """talk ask call check send buy book write read meet try make take bring help keep

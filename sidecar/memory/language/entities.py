@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 
+from sidecar.memory.language.lexicon import CALENDAR_WORDS
 from sidecar.memory.language.text import STOPWORDS
 
 #: A run of capitalised words (letters, digits, apostrophes, hyphens and dots inside
@@ -42,10 +43,8 @@ _LEADING = frozenset(
 #: Capitalised words that never name anything on their own.
 _NEVER = frozenset(
     """user user's i i'm i've i'd i'll ok okay yes no hi hey hello thanks thank please
-    monday tuesday wednesday thursday friday saturday sunday january february march
-    april may june july august september october november december today tomorrow
-    yesterday""".split()
-)
+    today tomorrow yesterday""".split()
+) | frozenset(CALENDAR_WORDS)
 #: Ordinary words that open sentences: as a sentence's first word they name nothing.
 _OPENERS = STOPWORDS | frozenset(
     """also just really actually maybe well so then now still yeah yep nope oh wow

@@ -29,33 +29,34 @@ from functools import lru_cache
 
 from sidecar.memory.language.attributes import REGISTRY
 from sidecar.memory.language.dates import canonical_dates
+from sidecar.memory.language.lexicon import (
+    ACQUAINTANCES,
+    EMAIL_PATTERN,
+    FAMILY,
+    IRREGULAR_PAST,
+    MONTHS,
+    NEGATORS,
+    NOTHING_WORDS,
+    PARENTS,
+    PARTNERS,
+    STOPPED,
+    WEEKDAYS,
+    WORD,
+    negation,
+)
 from sidecar.memory.language.slot_words import KINDS_OF, PRODUCT_KINDS
 from sidecar.memory.language.slots import compatible, find_slot
 from sidecar.memory.language.text import STOPWORDS, normalize, stem
 
-_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
 _NUMBER = re.compile(r"\d[\d.,:/-]*\d|\d")
-_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _PHONE = re.compile(r"(?:\+|\b)\d[\d ()./-]{5,}\d\b")
 _CAPITALISED = re.compile(r"\b[A-Z][\w'’-]*")
 
-#: Irregular past forms: a past and a present form of one verb are different facts.
-IRREGULAR_PAST = frozenset(
-    """was were had did went got made took said saw came left felt knew thought told
-    gave found became began bought brought built caught chose drove ate fell flew
-    forgot grew heard held hurt kept lost met paid ran rode sold sent sat slept spoke
-    spent stood stole swam taught tore threw understood woke won wore wrote broke
-    quit""".split()
-)
 _FILLER = STOPWORDS | {
     "user", "users", "s", "t", "also", "really", "just", "very", "actually", "pretty",
     "quite", "still", "currently", "now", "lol", "haha",
 }  # fmt: skip
-_NEGATION = re.compile(
-    r"\b(?:not|no|never|none|nobody|nothing|neither|nor|without|cannot|"
-    r"no\s+longer|any\s?more|quit|quitted|stopped|gave\s+up|avoids?|free)\b|n['’]t\b",
-    re.IGNORECASE,
-)
+_NEGATION = negation(*NEGATORS, *NOTHING_WORDS, *STOPPED, "avoids?", "free")
 _CHANGE = re.compile(
     r"\b(?:moved|moving|relocated|switched|switching|changed|new|now|nowadays|anymore|"
     r"any\s+more|no\s+longer|quit|quitting|started|starting|used\s+to|became|left|"
@@ -66,9 +67,8 @@ _CHANGE = re.compile(
 #: Capitalised words that are not names.
 _NOT_NAMES = frozenset(
     """User I I'm I've I'd I'll The A An My We Our It This That These Those He She They
-    And But Or So If When Then There Here Monday Tuesday Wednesday Thursday Friday
-    Saturday Sunday""".split()
-)
+    And But Or So If When Then There Here""".split()
+) | frozenset(day.title() for day in WEEKDAYS)
 
 
 #: "quit vaping", "stopped doing yoga", "no longer drinks coffee": what the user stopped.
@@ -99,17 +99,14 @@ _AUXILIARIES = frozenset(
 )
 _COPULAS = frozenset({"is", "was", "are", "were", "be", "being", "gets", "got", "feels"})
 #: The days of the week (as stems).
-_WEEKDAYS = frozenset(
-    stem(w)
-    for w in "monday tuesday wednesday thursday friday saturday sunday weekday weekend".split()
-)
+_WEEKDAYS = frozenset(stem(w) for w in (*WEEKDAYS, "weekday", "weekend"))
 #: Words of one kind: two facts with different ones are two facts.
 _KINDS = (
     _WEEKDAYS,
     *(
         frozenset(stem(w) for w in words.split())
         for words in (
-            "january february march april may june july august september october november december",
+            " ".join(MONTHS).lower(),
             "spring summer autumn winter",
             "left right",
             "morning afternoon evening night",
@@ -117,13 +114,7 @@ _KINDS = (
     ),
 )
 #: People other than the user a fact can be about: another one is another fact.
-_ROLES = frozenset(
-    """mum mom mother dad father parent parents brother sister sibling son daughter kid
-    kids child children baby wife husband partner spouse boyfriend girlfriend fiance
-    fiancee friend friends neighbour neighbor colleague coworker boss manager nan gran
-    grandma grandpa granddad grandmother grandfather aunt uncle cousin niece nephew
-    flatmate roommate housemate teacher doctor""".split()
-)
+_ROLES = frozenset((*PARENTS, *PARTNERS, *FAMILY, *ACQUAINTANCES))
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,9 +152,9 @@ def _feature(word: str) -> str | None:
 
 def _entities(text: str) -> frozenset[str]:
     found: set[str] = set()
-    found.update(e.lower() for e in _EMAIL.findall(text))
+    found.update(e.lower() for e in EMAIL_PATTERN.findall(text))
     found.update(re.sub(r"\D", "", p) for p in _PHONE.findall(text))
-    found.update(n.replace(",", "") for n in _NUMBER.findall(_EMAIL.sub(" ", text)))
+    found.update(n.replace(",", "") for n in _NUMBER.findall(EMAIL_PATTERN.sub(" ", text)))
     for match in _CAPITALISED.finditer(text):
         word = match.group(0).rstrip("'’")
         start = match.start()
@@ -175,7 +166,7 @@ def _entities(text: str) -> frozenset[str]:
 
 
 def _words(text: str) -> list[str]:
-    return [w.replace("’", "'") for w in _WORD.findall(normalize(text))]
+    return [w.replace("’", "'") for w in WORD.findall(normalize(text))]
 
 
 def _signature(words: list[str]) -> frozenset[str]:
@@ -243,7 +234,7 @@ def _stopped(text: str) -> frozenset[str]:
         or match.group("inside")
         or match.group("doing")
     )
-    words_read = _WORD.findall(what.lower())
+    words_read = WORD.findall(what.lower())
     while words_read and words_read[0] in _POSSESSING:
         words_read.pop(0)  # "does not have a dog anymore": the dog
     for word in words_read:

@@ -29,6 +29,7 @@ import re
 
 from sidecar.memory.language.entities import named_subject
 from sidecar.memory.language.facts import shape
+from sidecar.memory.language.lexicon import IRREGULAR_PAST, SAME_IN_PRESENT
 from sidecar.memory.records.records import MemoryType
 from sidecar.memory.records.turns import Fact
 
@@ -100,14 +101,6 @@ _NEGATIONS = {
     "wouldn't": "would not", "couldn't": "could not", "shouldn't": "should not",
     "am not": "is not", "'m not": "is not",
 }  # fmt: skip
-#: Past forms: never conjugated ("I had" -> "User had", not "User hads").
-PAST = frozenset(
-    """was were had did went got made took said saw came left felt knew thought told gave
-    found became began bought brought built caught chose drove ate fell flew forgot grew
-    heard held kept lost met paid ran rode sold sent sat slept spoke spent stood swam
-    taught tore threw understood woke won wore wrote broke fought led meant sang shot
-    drank drew hid rang rose shook stuck swore quit""".split()
-)
 #: Adverbs between "I" and its verb: "I usually go" -> "User usually goes".
 _ADVERBS = frozenset(
     {
@@ -206,8 +199,11 @@ def _momentary(text: str) -> bool:
 
 
 def is_past(word: str) -> bool:
-    """A past form ("had", "moved"; not "need" or "feed")."""
-    return word in PAST or (word.endswith("ed") and not word.endswith("eed") and len(word) > 3)
+    """A past form ("had", "moved"; not "need" or "feed"; not "hurt", which is
+    present too)."""
+    if word in IRREGULAR_PAST:
+        return word not in SAME_IN_PRESENT
+    return word.endswith("ed") and not word.endswith("eed") and len(word) > 3
 
 
 def _third_person(verb: str) -> str:

@@ -3,6 +3,8 @@ professions, diets, pets and the people a user's facts can be about."""
 
 from __future__ import annotations
 
+from sidecar.memory.language.lexicon import PARENTS, PARTNERS
+
 #: Single-valued attributes stated as "User's <attribute> is <value>".
 ATTRIBUTES = (
     r"surname|last\s+name|first\s+name|middle\s+name|maiden\s+name|full\s+name|"
@@ -31,10 +33,7 @@ RELATIONS = (
     r"boyfriend|girlfriend|fianc[ée]e?|best\s+friend|dog|cat|puppy|kitten|rabbit|horse"
 )
 #: Relations of whom the user has one at a time: another name is a contradiction.
-SINGLE_RELATIONS = frozenset(
-    {"wife", "husband", "partner", "spouse", "boyfriend", "girlfriend", "fiance", "fiancee",
-     "fiancée", "mum", "mom", "mother", "dad", "father", "dog", "cat"}
-)  # fmt: skip
+SINGLE_RELATIONS = frozenset((*PARTNERS, "fiancée", *PARENTS, "dog", "cat"))
 #: "User is a <noun>" names an occupation when the noun looks like one ...
 OCCUPATION_HEAD = r"[a-z-]+(?:er|or|ist|ian|ant|ent|eon|ess|ic)"
 #: ... and is none of these.

@@ -18,18 +18,14 @@ path treats it by its words alone.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from sidecar.memory.language.attributes import REGISTRY
+from sidecar.memory.language.lexicon import NEGATORS, STOPPED, negation
 from sidecar.memory.language.slot_words import THINGS, VALUE_STOP
 from sidecar.memory.language.text import STOPWORDS
 
-_NEGATION = re.compile(
-    r"\b(?:not|no|never|no\s+longer|any\s?more|quit|quitted|stopped|gave\s+up|"
-    r"cannot)\b|n['’]t\b|-free\b",
-    re.IGNORECASE,
-)
+_NEGATION = negation(*NEGATORS, *STOPPED, after=r"-free\b")
 
 
 @dataclass(frozen=True, slots=True)

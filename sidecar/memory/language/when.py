@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
-from sidecar.memory.language.dates import MONTHS
+from sidecar.memory.language.lexicon import MONTHS, WEEKDAYS
 from sidecar.memory.language.text import STOPWORDS
 
 DAY_MS = 86_400_000
@@ -80,7 +80,7 @@ _ASKS_WHEN = re.compile(
 )
 #: Full month names but "May", which is as often the verb.
 _NAMED_MONTHS = "(?:" + "|".join(m.lower() for m in MONTHS if m != "May") + ")"
-_WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+_WEEKDAY = "(?:" + "|".join(WEEKDAYS) + ")"
 _TELLS_TIME = re.compile(
     rf"\b(?:yesterday|today|tonight|tomorrow|ago|recently|"
     rf"(?:last|next|this|past)\s+(?:week(?:end)?|month|year|night|summer|winter|spring|"

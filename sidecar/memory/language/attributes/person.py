@@ -20,6 +20,7 @@ from sidecar.memory.language.attributes.rules import (
     owned,
     said,
 )
+from sidecar.memory.language.lexicon import EMAIL_ADDRESS
 from sidecar.memory.language.slot_words import DIETS, RELATIONS, SINGLE_RELATIONS
 
 NAME = Attribute(
@@ -252,10 +253,10 @@ EMAIL = Attribute(
     rules=(
         owned(
             460,
-            r"(?:e-?mail(?:\s+address)?)\s+is\s+(?P<value>[\w.+-]+@[\w-]+(?:\.[\w-]+)+)",
+            rf"(?:e-?mail(?:\s+address)?)\s+is\s+(?P<value>{EMAIL_ADDRESS})",
         ),
         # An address the user gave, anywhere: the user's e-mail.
-        loose(1040, r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"),
+        loose(1040, EMAIL_ADDRESS),
     ),
     examples=(
         Example("User's email is samh@proton.me.", "email", "samh@proton.me"),
