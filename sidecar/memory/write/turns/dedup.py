@@ -1,4 +1,7 @@
-"""Deduplication and updates: what to do with a new fact given what the user has.
+"""What counts as the same fact: what a new fact is judged against
+(:class:`TurnRows`: the owner's memories and this turn's rows, less those about
+another subject) and the judgement (:class:`DedupJudge`: add / update / supersede /
+no-op).
 
 Decisions (:class:`Decision`):
 
@@ -32,9 +35,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from sidecar.config import ExtractionConfig
 from sidecar.errors import LLMError
 from sidecar.llm import ChatMessage, ChatModel, task_tag
+from sidecar.memory.corpus.corpus import Corpus
+from sidecar.memory.language.entities import is_user_fact, mentions, named_subject
 from sidecar.memory.language.facts import (
     FactShape,
     conflicts,
@@ -45,7 +53,10 @@ from sidecar.memory.language.facts import (
     richer,
     same_value,
     shape,
+    slot_of,
 )
+from sidecar.memory.records.records import MemoryRecord, Status, Visibility
+from sidecar.memory.records.vectors import top_indices
 from sidecar.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -275,3 +286,94 @@ class DedupJudge:
     def _count(self, judgement: Judgement) -> Judgement:
         self._metrics.facts.labels(decision=f"{judgement.decision}_{judgement.by}").inc()
         return judgement
+
+
+class TurnRows:
+    """The rows one turn writes, over the owner's corpus snapshot: dedup candidates
+    come from both (a row this turn changed replaces its stored version), so facts
+    of one turn are judged against each other exactly as if each had been stored
+    before the next was judged."""
+
+    def __init__(self, corpus: Corpus, owner: str) -> None:
+        self._corpus = corpus
+        self._owner = owner
+        # The owner's private rows: a turn never changes (merges into, supersedes) a
+        # memory shared with others, which only a token allowed to share may edit.
+        self._mine = np.asarray(
+            [r.user_id == owner and r.visibility == Visibility.USER for r in corpus.records],
+            dtype=bool,
+        )
+        self._rows: dict[str, MemoryRecord] = {}  # id -> latest version, in write order
+
+    def get(self, memory_id: str) -> MemoryRecord | None:
+        found = self._rows.get(memory_id)
+        if found is not None:
+            return found
+        index = self._corpus.index_of.get(memory_id)
+        return self._corpus.records[index] if index is not None else None
+
+    def stored_vector(self, memory_id: str, text: str) -> npt.NDArray[np.float32] | None:
+        """The vector of the snapshot's active memory ``memory_id`` when it says
+        ``text`` (None otherwise)."""
+        index = self._corpus.index_of.get(memory_id)
+        if index is None or not self._mine[index]:
+            return None
+        record = self._corpus.records[index]
+        if record.status != Status.ACTIVE or record.content != text:
+            return None
+        vector: npt.NDArray[np.float32] = self._corpus.vectors[index]
+        return vector
+
+    def put(self, rows: list[MemoryRecord]) -> None:
+        for row in rows:
+            self._rows[row.id] = row
+            index = self._corpus.index_of.get(row.id)
+            if index is not None:
+                self._mine[index] = False  # the turn's version replaces the snapshot's
+
+    def rows(self) -> list[MemoryRecord]:
+        return list(self._rows.values())
+
+    def candidates_for(
+        self, text: str, about: str, vector: npt.NDArray[np.float32], limit: int
+    ) -> list[Candidate]:
+        """What a new fact (``text``, about ``about`` when it is someone else's) is
+        judged against: :meth:`candidates`, less those about another subject — a
+        fact about someone else restates or replaces only facts about them, and a
+        fact about the user never one about someone else."""
+        candidates = self.candidates(vector, limit, shape(text).slot)
+        if about:
+            return [c for c in candidates if not is_user_fact(c.text) and mentions(c.text, about)]
+        if is_user_fact(text):
+            return [c for c in candidates if is_user_fact(c.text) or named_subject(c.text) is None]
+        return candidates
+
+    def candidates(
+        self, vector: npt.NDArray[np.float32], limit: int, slot: str | None = None
+    ) -> list[Candidate]:
+        """The owner's active memories most similar to ``vector`` (best first; ties
+        by position: the snapshot in corpus order, then this turn's rows), then those
+        that set ``slot`` whatever their similarity."""
+        extra = [
+            r
+            for r in self._rows.values()
+            if r.status == Status.ACTIVE and r.embedding is not None and r.user_id == self._owner
+        ]
+        records = [*self._corpus.records, *extra]
+        if not records:
+            return []
+        parts = [self._corpus.vectors @ vector] if self._corpus.size else []
+        if extra:
+            parts.append(np.asarray([r.embedding for r in extra], dtype=np.float32) @ vector)
+        similarity = np.concatenate(parts)
+        mask = np.concatenate([self._mine, np.ones(len(extra), dtype=bool)])
+        chosen = list(top_indices(similarity, limit, mask))
+        if slot is not None:
+            taken = set(chosen)
+            same = [
+                int(i)
+                for i in np.flatnonzero(mask)
+                if int(i) not in taken and slot_of(records[int(i)].content) == slot
+            ]
+            chosen.extend(sorted(same, key=lambda i: (-similarity[i], i)))
+        return [Candidate(records[i].id, records[i].content, float(similarity[i])) for i in chosen]

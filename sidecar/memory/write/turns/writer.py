@@ -16,24 +16,21 @@ from sidecar.memory.corpus.cache import CorpusCache
 from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.language.embedding_text import embedding_text
-from sidecar.memory.language.entities import is_user_fact, mentions, named_subject
-from sidecar.memory.language.facts import shape, slot_of
+from sidecar.memory.language.entities import mentions
 from sidecar.memory.language.sanitize import clean_turn
 from sidecar.memory.records.records import (
     MemoryRecord,
     Scope,
     Status,
-    Visibility,
     as_vector,
     content_hash,
     memory_id,
     now_ms,
 )
 from sidecar.memory.records.turns import Fact, Turn
-from sidecar.memory.records.vectors import top_indices
 from sidecar.memory.write.rows.enrich import Enricher
 from sidecar.memory.write.rows.gateway import WriteGateway
-from sidecar.memory.write.turns.dedup import Candidate, Decision, DedupJudge, Judgement
+from sidecar.memory.write.turns.dedup import Decision, DedupJudge, Judgement, TurnRows
 from sidecar.memory.write.turns.extraction import FactExtractor
 from sidecar.metrics import Metrics
 
@@ -159,29 +156,18 @@ class MemoryWriter:
         if not facts:
             return WriteResult()
         texts = [f.text for f in facts]
-        pending = _TurnRows(corpus, turn.user_id)
+        pending = TurnRows(corpus, turn.user_id)
         vectors = await self._vectors(turn.user_id, texts, pending)
         result = WriteResult()
         topics: dict[str, str] = {}
         merged: list[MemoryRecord] = []
         for fact, text, vector in zip(facts, texts, vectors, strict=True):
-            candidates = pending.candidates(vector, config.dedup_candidates, shape(text).slot)
-            if fact.about:
-                # A fact about someone else restates or replaces only facts about them,
-                candidates = [
-                    c
-                    for c in candidates
-                    if not is_user_fact(c.text) and mentions(c.text, fact.about)
-                ]
-            elif is_user_fact(text):
-                # and a fact about the user never one about someone else.
-                candidates = [
-                    c for c in candidates if is_user_fact(c.text) or named_subject(c.text) is None
-                ]
+            stated = _Stated(turn, fact, text, vector)
+            candidates = pending.candidates_for(text, fact.about, vector, config.dedup_candidates)
             judgement = await self._judge.judge(text, candidates, config)
             if judgement.decision == Decision.NOOP:
-                merged.extend(_merged_row(turn, fact, text, vector, judgement, pending.get))
-            written = await self._apply(turn, fact, text, vector, judgement, pending.get)
+                merged.extend(stated.merged_row(judgement, pending.get))
+            written = await self._apply(stated, judgement, pending.get)
             if written and fact.topic and judgement.decision != Decision.UPDATE:
                 topics[written[0].id] = fact.topic  # a new row (an update keeps its home)
             pending.put(written)
@@ -192,7 +178,7 @@ class MemoryWriter:
         return result
 
     async def _vectors(
-        self, owner: str, texts: list[str], pending: _TurnRows
+        self, owner: str, texts: list[str], pending: TurnRows
     ) -> list[npt.NDArray[np.float32]]:
         """The vectors of ``texts``: a text the owner's active memory already says
         word for word (a restated fact) takes that memory's
@@ -209,14 +195,12 @@ class MemoryWriter:
 
     async def _apply(
         self,
-        turn: Turn,
-        fact: Fact,
-        text: str,
-        vector: npt.NDArray[np.float32],
+        stated: _Stated,
         judgement: Judgement,
         lookup: Callable[[str], MemoryRecord | None],
     ) -> list[MemoryRecord]:
         """The rows ``judgement`` writes (the new one first)."""
+        turn, fact, text, vector = stated.turn, stated.fact, stated.text, stated.vector
         target = lookup(judgement.target) if judgement.target else None
         if judgement.decision == Decision.NOOP:
             return []
@@ -239,7 +223,7 @@ class MemoryWriter:
                     importance=max(target.importance, fact.importance),
                 )
             ]
-        record = _fact_row(turn, fact, text, vector, updated_at=turn.created_at)
+        record = stated.row(updated_at=turn.created_at)
         if judgement.decision == Decision.SUPERSEDE and target is not None:
             # Never a blind delete: the old memory stays, marked, out of retrieval.
             old = target.with_changes(
@@ -249,141 +233,55 @@ class MemoryWriter:
         return [record]
 
 
-def _merged_row(
-    turn: Turn,
-    fact: Fact,
-    text: str,
-    vector: npt.NDArray[np.float32],
-    judgement: Judgement,
-    lookup: Callable[[str], MemoryRecord | None],
-) -> list[MemoryRecord]:
-    """A fact judged a duplicate of ``judgement.target``, kept as a ``merged`` row of
-    that memory's history (so nothing disappears silently): nothing when its text
-    is the target's own or another memory of the owner's."""
-    rid = memory_id(turn.user_id, text)
-    if judgement.target is None or rid == judgement.target:
-        return []
-    existing = lookup(rid)
-    if existing is not None and existing.status != Status.MERGED:
-        return []
-    return [
-        _fact_row(
-            turn,
-            fact,
-            text,
-            vector,
-            updated_at=max(now_ms(), turn.created_at),
-            status=Status.MERGED,
-            superseded_by=judgement.target,
+@dataclass(frozen=True, slots=True)
+class _Stated:
+    """One fact of a turn, as it will be stored: the turn it came from, the fact, its
+    clean text and its vector."""
+
+    turn: Turn
+    fact: Fact
+    text: str
+    vector: npt.NDArray[np.float32]
+
+    def row(
+        self, *, updated_at: int, status: Status = Status.ACTIVE, superseded_by: str = ""
+    ) -> MemoryRecord:
+        """The stored row of the fact as worded by ``text`` (its id is the owner's and
+        the text's)."""
+        turn, fact = self.turn, self.fact
+        return MemoryRecord(
+            id=memory_id(turn.user_id, self.text),
+            user_id=turn.user_id,
+            content=self.text,
+            embedding=as_vector(self.vector),
+            memory_type=fact.memory_type,
+            status=status,
+            superseded_by=superseded_by,
+            source=fact.source,
+            session_id=turn.session_id,
+            importance=fact.importance,
+            confidence=fact.confidence,
+            created_at=turn.created_at,
+            updated_at=updated_at,
+            content_hash=content_hash(self.text),
         )
-    ]
 
-
-def _fact_row(
-    turn: Turn,
-    fact: Fact,
-    text: str,
-    vector: npt.NDArray[np.float32],
-    *,
-    updated_at: int,
-    status: Status = Status.ACTIVE,
-    superseded_by: str = "",
-) -> MemoryRecord:
-    """The stored row of ``fact`` as worded by ``text`` (its id is the owner's and
-    the text's)."""
-    return MemoryRecord(
-        id=memory_id(turn.user_id, text),
-        user_id=turn.user_id,
-        content=text,
-        embedding=as_vector(vector),
-        memory_type=fact.memory_type,
-        status=status,
-        superseded_by=superseded_by,
-        source=fact.source,
-        session_id=turn.session_id,
-        importance=fact.importance,
-        confidence=fact.confidence,
-        created_at=turn.created_at,
-        updated_at=updated_at,
-        content_hash=content_hash(text),
-    )
-
-
-class _TurnRows:
-    """The rows one turn writes, over the owner's corpus snapshot: dedup candidates
-    come from both (a row this turn changed replaces its stored version), so facts
-    of one turn are judged against each other exactly as if each had been stored
-    before the next was judged."""
-
-    def __init__(self, corpus: Corpus, owner: str) -> None:
-        self._corpus = corpus
-        self._owner = owner
-        # The owner's private rows: a turn never changes (merges into, supersedes) a
-        # memory shared with others, which only a token allowed to share may edit.
-        self._mine = np.asarray(
-            [r.user_id == owner and r.visibility == Visibility.USER for r in corpus.records],
-            dtype=bool,
-        )
-        self._rows: dict[str, MemoryRecord] = {}  # id -> latest version, in write order
-
-    def get(self, memory_id: str) -> MemoryRecord | None:
-        found = self._rows.get(memory_id)
-        if found is not None:
-            return found
-        index = self._corpus.index_of.get(memory_id)
-        return self._corpus.records[index] if index is not None else None
-
-    def stored_vector(self, memory_id: str, text: str) -> npt.NDArray[np.float32] | None:
-        """The vector of the snapshot's active memory ``memory_id`` when it says
-        ``text`` (None otherwise)."""
-        index = self._corpus.index_of.get(memory_id)
-        if index is None or not self._mine[index]:
-            return None
-        record = self._corpus.records[index]
-        if record.status != Status.ACTIVE or record.content != text:
-            return None
-        vector: npt.NDArray[np.float32] = self._corpus.vectors[index]
-        return vector
-
-    def put(self, rows: list[MemoryRecord]) -> None:
-        for row in rows:
-            self._rows[row.id] = row
-            index = self._corpus.index_of.get(row.id)
-            if index is not None:
-                self._mine[index] = False  # the turn's version replaces the snapshot's
-
-    def rows(self) -> list[MemoryRecord]:
-        return list(self._rows.values())
-
-    def candidates(
-        self, vector: npt.NDArray[np.float32], limit: int, slot: str | None = None
-    ) -> list[Candidate]:
-        """The owner's active memories most similar to ``vector`` (best first; ties
-        by position: the snapshot in corpus order, then this turn's rows), then those
-        that set ``slot`` whatever their similarity."""
-        extra = [
-            r
-            for r in self._rows.values()
-            if r.status == Status.ACTIVE and r.embedding is not None and r.user_id == self._owner
-        ]
-        records = [*self._corpus.records, *extra]
-        if not records:
+    def merged_row(
+        self, judgement: Judgement, lookup: Callable[[str], MemoryRecord | None]
+    ) -> list[MemoryRecord]:
+        """The fact judged a duplicate of ``judgement.target``, kept as a ``merged`` row
+        of that memory's history (so nothing disappears silently): nothing when its
+        text is the target's own or another memory of the owner's."""
+        rid = memory_id(self.turn.user_id, self.text)
+        if judgement.target is None or rid == judgement.target:
             return []
-        parts = [self._corpus.vectors @ vector] if self._corpus.size else []
-        if extra:
-            parts.append(np.asarray([r.embedding for r in extra], dtype=np.float32) @ vector)
-        similarity = np.concatenate(parts)
-        mask = np.concatenate([self._mine, np.ones(len(extra), dtype=bool)])
-        chosen = list(top_indices(similarity, limit, mask))
-        if slot is not None:
-            taken = set(chosen)
-            same = [
-                int(i)
-                for i in np.flatnonzero(mask)
-                if int(i) not in taken and slot_of(records[int(i)].content) == slot
-            ]
-            chosen.extend(sorted(same, key=lambda i: (-similarity[i], i)))
-        return [Candidate(records[i].id, records[i].content, float(similarity[i])) for i in chosen]
+        existing = lookup(rid)
+        if existing is not None and existing.status != Status.MERGED:
+            return []
+        updated_at = max(now_ms(), self.turn.created_at)
+        return [
+            self.row(updated_at=updated_at, status=Status.MERGED, superseded_by=judgement.target)
+        ]
 
 
 def _relates(text: str) -> bool:
