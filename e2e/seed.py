@@ -133,8 +133,8 @@ async def seed(
             await bulk_load(
                 records,
                 embedder=components.embedder,
-                enricher=components.enricher if enrich else None,
-                writes=components.writes,
+                enricher=components.write.enricher if enrich else None,
+                writes=components.write.writes,
             )
         await components.store.flush()
     finally:

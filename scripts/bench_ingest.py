@@ -199,7 +199,7 @@ async def bench_turns(
     metrics = components.metrics
     llm_times: list[float] = []
     record_llm_times(metrics, llm_times)
-    queue = components.queue
+    queue = components.write.queue
     await queue.start()
     cpu_before = resource.getrusage(resource.RUSAGE_SELF)
     children_before = children_cpu()
@@ -326,8 +326,8 @@ async def load(
         stats = await bulk_load(
             records,
             embedder=embedder,
-            enricher=components.enricher if enrich else None,
-            writes=components.writes,
+            enricher=components.write.enricher if enrich else None,
+            writes=components.write.writes,
         )
         await components.store.flush()
         elapsed = time.perf_counter() - started

@@ -56,7 +56,7 @@ async def measure(
 ) -> dict[str, Any]:
     config = config_from_mapping({"store": {"uri": uri}}, env={})
     components = await Components.build(config)
-    memory = components.memory
+    memory = components.read.memory
     base = config.defaults.retrieval
     rng = random.Random(11)
     results: dict[str, Any] = {}
@@ -72,7 +72,7 @@ async def measure(
         cold: dict[str, list[float]] = {s: [] for s in strategies}
         for strategy, retrieval in configs.items():
             for index in range(cold_users):
-                components.memory.cache.clear()
+                components.read.memory.cache.clear()
                 scope = Scope(user_name((index * 7919) % users))
                 started = time.perf_counter()
                 await memory.search(embedded[index % len(embedded)], scope, retrieval)

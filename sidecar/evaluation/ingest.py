@@ -84,14 +84,6 @@ def plan_store(base: StoreConfig, store_uri: str | None) -> StorePlan:
     return StorePlan(config, None, f"{shown}, collection {collection} (dropped afterwards)")
 
 
-def write_path_enricher(components: Components) -> Enricher:
-    """The write path's enricher (with whatever categorizer is wired into it); one
-    built as :meth:`Components.build` builds it when the components hold none."""
-    if components.enricher is not None:
-        return components.enricher
-    return Enricher(components.memory.cache, components.config.enrichment)
-
-
 @dataclass(slots=True)
 class EvalEnvironment:
     components: Components
@@ -115,7 +107,7 @@ async def eval_environment(
         )
         components = await Components.build(eval_config, embedder=embedder)
         try:
-            yield EvalEnvironment(components, write_path_enricher(components), plan)
+            yield EvalEnvironment(components, components.write.enricher, plan)
         finally:
             try:
                 if plan.drop_collection:
@@ -198,7 +190,7 @@ async def ingest(
         for memory in dataset.memories
     ]
     bar = progress_bar(2 * len(records), "ingesting memories", enabled=progress, unit="mem")
-    cache = components.memory.cache
+    cache = components.read.memory.cache
 
     def advance(_stage: str, done: int) -> None:
         bar.update(done)
@@ -208,7 +200,7 @@ async def ingest(
             records,
             embedder=components.embedder,
             enricher=env.enricher,
-            writes=components.writes,
+            writes=components.write.writes,
             progress=advance,
             topics={m.id: m.cluster for m in dataset.memories if m.cluster} if topics else None,
         )
@@ -246,7 +238,7 @@ async def _wait_visible(dataset: Dataset, components: Components) -> None:
         for scope in scopes
     }
     deadline = time.monotonic() + VISIBLE_TIMEOUT_S
-    cache = components.memory.cache
+    cache = components.read.memory.cache
     while True:
         short: list[tuple[Scope, int]] = []
         for scope in scopes:

@@ -290,7 +290,7 @@ async def run_eval(
         embedder = await loop.run_in_executor(None, build_embedder, config.embedding)
     try:
         async with eval_environment(config, embedder, store_uri=options.store_uri) as env:
-            memory = env.components.memory
+            memory = env.components.read.memory
             for name in strategies:
                 memory.retriever(name)  # the service knows every registered name
             stats = await ingest(data, env, progress=options.progress, topics=options.oracle_topics)
@@ -381,7 +381,7 @@ async def _run_variants(
     bar = progress_bar(passes * len(data.queries), "follow-ups", enabled=options.progress, unit="q")
     try:
         return await run_variants(
-            components.pipeline,
+            components.read.pipeline,
             config,
             retrieval,
             data.queries,

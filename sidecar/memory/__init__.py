@@ -1,4 +1,5 @@
-"""Memory, by role: ``model`` (records), ``store`` (pymilvus), ``embedding``
-(backends), ``read`` (the request path) and ``write`` (the write path). Dependencies
-run one way: read and write use store, embedding and model; write also keeps the
-read side's caches current; neither store nor model imports read or write."""
+"""Memory, by role: ``records`` (what a memory is), ``language`` (rules about words),
+``store`` (pymilvus), ``embedding`` (backends), ``corpus`` (a scope's memories in
+process and their cache), ``read`` (the request path) and ``write`` (the write path).
+Dependencies run one way: records <- language <- store <- corpus <- read, write (and
+embedding beside them); read and write never import each other."""

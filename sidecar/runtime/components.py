@@ -46,34 +46,51 @@ from sidecar.runtime.relay import RelayClient, RelayPeers, RelayServer
 
 
 @dataclass(slots=True, kw_only=True)
+class ReadSide:
+    """The request path and the plain search."""
+
+    #: The plain search (admin, eval, benchmarks).
+    memory: MemoryService
+    #: The request path's front door.
+    pipeline: RequestPipeline
+
+
+@dataclass(slots=True, kw_only=True)
+class WriteSide:
+    """The write path: rows, turns and their upkeep."""
+
+    #: The write path's front door for rows: every writer stores through it.
+    writes: WriteGateway
+    writer: MemoryWriter
+    #: The turns' front door (the durable queue).
+    queue: WriteQueue
+    #: Merges a user's memories that state the same fact (scheduled and on demand).
+    consolidator: Consolidator
+    #: The write path's enricher (with the categorizer wired in, when enabled).
+    enricher: Enricher
+    #: The category tree builder; None when ``hierarchy.enabled`` is off.
+    hierarchy: Hierarchy | None = None
+    #: The per-user cap (scheduled by :class:`Sidecar`, or ``prune(owner)`` on demand).
+    retention: Retention | None = None
+    #: Retrieval access counts (recorded by the request path, flushed here); None
+    #: when ``retention.track_access`` is off.
+    access: AccessTracker | None = None
+
+
+@dataclass(slots=True, kw_only=True)
 class Components:
-    """The memory layer, usable without Envoy (admin API, eval, benchmarks)."""
+    """The memory layer, usable without Envoy (admin API, eval, benchmarks): what
+    both paths share, and each path's half (:attr:`read`, :attr:`write`)."""
 
     config: SidecarConfig
     metrics: Metrics
     embedder: Embedder
     store: MemoryStore
     llm: LLMClient
-    #: The plain search (admin, eval, benchmarks).
-    memory: MemoryService
-    #: The request path's front door.
-    pipeline: RequestPipeline
-    #: The write path's front door for rows: every writer stores through it.
-    writes: WriteGateway
-    writer: MemoryWriter
-    queue: WriteQueue
-    #: Merges a user's memories that state the same fact (scheduled and on demand).
-    consolidator: Consolidator
+    read: ReadSide
+    write: WriteSide
     #: False when the embedder was handed in: its owner closes it.
     owns_embedder: bool = True
-    #: The write path's enricher (with the categorizer wired in, when enabled).
-    enricher: Enricher | None = None
-    #: The category tree builder; None when ``hierarchy.enabled`` is off.
-    hierarchy: Hierarchy | None = None
-    #: The per-user cap (scheduled by :class:`Sidecar`, or ``prune(owner)`` on demand).
-    retention: Retention | None = None
-    #: Retrieval access counts; None when ``retention.track_access`` is off.
-    access: AccessTracker | None = None
     #: Host-wide lock files held open (``server.workers`` > 1), closed last.
     host_locks: tuple[HostLocks, ...] = ()
     #: Where this worker's cache takes the host's other processes' writes (the
@@ -240,17 +257,18 @@ class Components:
             embedder=embedder,
             store=store,
             llm=llm,
-            memory=memory,
-            pipeline=pipeline,
-            writes=writes,
-            writer=writer,
-            queue=queue,
-            consolidator=consolidator,
+            read=ReadSide(memory=memory, pipeline=pipeline),
+            write=WriteSide(
+                writes=writes,
+                writer=writer,
+                queue=queue,
+                consolidator=consolidator,
+                enricher=enricher,
+                hierarchy=hierarchy,
+                retention=retention,
+                access=access,
+            ),
             owns_embedder=owns_embedder,
-            enricher=enricher,
-            hierarchy=hierarchy,
-            retention=retention,
-            access=access,
             host_locks=tuple(h for h in (owner_host, tree_host) if h is not None),
             relay_server=relay_server,
             relay_peers=relay_peers,
@@ -266,34 +284,34 @@ class Components:
             config=self.config,
             store=self.store,
             embedder=self.embedder,
-            memory=self.memory,
-            writes=self.writes,
-            enricher=self.enricher or Enricher(self.memory.cache, self.config.enrichment),
+            memory=self.read.memory,
+            writes=self.write.writes,
+            enricher=self.write.enricher,
             metrics=self.metrics,
             journal=journal,
-            tree_lock=self.hierarchy.lock if self.hierarchy is not None else None,
-            consolidator=self.consolidator,
-            injections=self.pipeline.caches.injections,
+            tree_lock=self.write.hierarchy.lock if self.write.hierarchy is not None else None,
+            consolidator=self.write.consolidator,
+            injections=self.read.pipeline.caches.injections,
         )
 
     def start_write_upkeep(self) -> None:
         """The category tree's schedule, retention and consolidation: run by the
         process that writes the turns (a worker, or its writer with
         ``write_queue.own_process``)."""
-        if self.hierarchy is not None:
-            self.hierarchy.start()
-        if self.retention is not None:
-            self.retention.start()
-        self.consolidator.start()
+        if self.write.hierarchy is not None:
+            self.write.hierarchy.start()
+        if self.write.retention is not None:
+            self.write.retention.start()
+        self.write.consolidator.start()
 
     async def stop_write_upkeep(self) -> None:
         """Before the last turns are drained: over-cap owners are pruned next time,
         a half-done evolve is repaired next time."""
-        await self.consolidator.stop()
-        if self.retention is not None:
-            await self.retention.stop()
-        if self.hierarchy is not None:
-            await self.hierarchy.stop()
+        await self.write.consolidator.stop()
+        if self.write.retention is not None:
+            await self.write.retention.stop()
+        if self.write.hierarchy is not None:
+            await self.write.hierarchy.stop()
 
     async def readiness(self) -> dict[str, bool]:
         checks = {"store": True, "embedder": True}
@@ -320,15 +338,15 @@ class Components:
         if self.gc_control is not None:
             self.gc_control.stop()
         await self.stop_write_upkeep()
-        if self.access is not None:
-            await self.access.stop()  # writes the accesses recorded so far
-        await self.queue.close()
+        if self.write.access is not None:
+            await self.write.access.stop()  # writes the accesses recorded so far
+        await self.write.queue.close()
         if self.relay_peers is not None:
             await self.relay_peers.close()
         if self.relay_server is not None:
             await self.relay_server.close()
-        await self.pipeline.close()
-        await self.memory.cache.close()  # its refresher and loads use the store
+        await self.read.pipeline.close()
+        await self.read.memory.cache.close()  # its refresher and loads use the store
         await self.llm.close()
         await self.store.close()
         if self.owns_embedder:

@@ -37,8 +37,8 @@ class Sidecar:
         self._config = config
         self._health = health.aio.HealthServicer()
         deps = ChatDeps(
-            memory=components.pipeline,
-            queue=components.queue,
+            memory=components.read.pipeline,
+            queue=components.write.queue,
             metrics=components.metrics,
             debug_content=config.logging.debug_content,
         )
@@ -75,17 +75,17 @@ class Sidecar:
             await self.components.relay_server.start(self._config.cache.relay_socket)
         if self.components.relay_peers is not None:
             self.components.relay_peers.start()
-        await self.components.queue.start()  # opens the journal; resumes its turns
-        if self.components.queue.writes:  # else its writer process runs it
+        await self.components.write.queue.start()  # opens the journal; resumes its turns
+        if self.components.write.queue.writes:  # else its writer process runs it
             self.components.start_write_upkeep()
-        if self.components.access is not None:
-            self.components.access.start()
+        if self.components.write.access is not None:
+            self.components.write.access.start()
         self.components.start_stall_monitors()
         await self._server.start()
         for service in ("", EXT_PROC_SERVICE):
             await self._health.set(service, health_pb2.HealthCheckResponse.SERVING)
         if self._config.admin.enabled:
-            admin = self.components.memory_admin(journal=self.components.queue.journal)
+            admin = self.components.memory_admin(journal=self.components.write.queue.journal)
             api = MemoryApi(admin, self._config.admin, self.components.metrics)
             app = build_admin_app(self.components.metrics, self.components.readiness, api)
             socket = self._config.admin.socket_path(self._config.write_queue.journal_path)
@@ -104,11 +104,11 @@ class Sidecar:
         await self._health.enter_graceful_shutdown()
         if self._server is not None:
             await self._server.stop(self._config.server.shutdown_grace_s)
-        if self.components.access is not None:
-            await self.components.access.stop()  # no more requests: write the last accesses
+        if self.components.write.access is not None:
+            await self.components.write.access.stop()  # no more requests: write the last accesses
         await self.components.stop_write_upkeep()
-        drained = await self.components.queue.drain()
-        if self.components.queue.writes:
+        drained = await self.components.write.queue.drain()
+        if self.components.write.queue.writes:
             log.info("write queue %s", "drained" if drained else "not drained before the deadline")
         else:
             log.info("accepted turns are left to the writer process")

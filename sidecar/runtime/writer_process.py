@@ -51,7 +51,7 @@ async def serve_writer(
         loop.add_signal_handler(sig, stop.set)
     watcher = loop.create_task(watch_supervisor(supervisor_pid, stop))
     try:
-        await components.queue.start()  # requeues what a killed writer left in progress
+        await components.write.queue.start()  # requeues what a killed writer left in progress
         if components.relay_peers is not None:
             components.relay_peers.start()
         components.start_write_upkeep()
@@ -67,6 +67,6 @@ async def serve_writer(
     finally:
         watcher.cancel()
         await components.stop_write_upkeep()
-        drained = await components.queue.drain()
+        drained = await components.write.queue.drain()
         log.info("writer %d %s", index, "drained" if drained else "stopped with turns left")
         await components.close()

@@ -70,7 +70,7 @@ async def add(http: aiohttp.ClientSession, user: str, content: str, **fields: An
 
 async def say(sidecar: Sidecar, user: str, text: str, at: int) -> None:
     turn = Turn(user_id=user, user_text=text, assistant_text="Noted.", created_at=at)
-    await sidecar.components.writer.write_turn(turn)
+    await sidecar.components.write.writer.write_turn(turn)
 
 
 # -- no token configured: the memory API is off, never open ----------------------------
@@ -356,7 +356,7 @@ async def test_forget_then_import_restores_the_same_memories(
     assert all(len(r["embedding"]) == 384 for r in before)
     assert {r["user_id"] for r in before} == {user}
 
-    pipeline, profile = sidecar.components.pipeline, sidecar.components.config.defaults
+    pipeline, profile = sidecar.components.read.pipeline, sidecar.components.config.defaults
     asked = MemoryRequest(text="Where do I live?", history=(), scope=Scope(user), profile=profile)
     await pipeline.run(asked)
     vectors = pipeline.caches.vectors

@@ -341,7 +341,7 @@ async def ask(sidecar: Sidecar, user: str, text: str) -> str:
     """A request through the request path, as the gRPC processor makes it."""
     request_id = uuid.uuid4().hex
     profile = sidecar.components.config.defaults
-    await sidecar.components.pipeline.run(
+    await sidecar.components.read.pipeline.run(
         MemoryRequest(
             text=text, history=(), scope=Scope(user), profile=profile, request_id=request_id
         )

@@ -29,7 +29,7 @@ async def test_retrieval_failures_count_as_fail_open(
 
     for replacement, reason in ((broken, "retrieval_error"), (slow, "retrieval_timeout")):
         before = metrics.value("memory_sidecar_fail_open_total", {"reason": reason})
-        monkeypatch.setattr(sidecar.components.memory.embedder, "embed", replacement)
+        monkeypatch.setattr(sidecar.components.read.memory.embedder, "embed", replacement)
         replies = await exchange(
             channel,
             [msg.request_headers(user="fail-open-user"), msg.request_body(msg.chat_body("Hi"))],

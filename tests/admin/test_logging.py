@@ -104,7 +104,7 @@ async def test_a_full_request_logs_nothing_private(
             msg.response_body(msg.completion_json("Noted, I will remember.")),
         ],
     )
-    assert await sidecar.components.queue.wait_idle(30)
+    assert await sidecar.components.write.queue.wait_idle(30)
     lines = lines_of(captured_logs)
     assert all(line.get("request_id") for line in lines), lines
     assert "2468" not in json.dumps(lines)

@@ -27,7 +27,7 @@ PAYMENT = "Payments for the team now go to IBAN DE89370400440532013000."
 
 async def block_for(sidecar: Sidecar, user: str, question: str) -> str:
     """The memory block the request path would inject for ``user``."""
-    pipeline, profile = sidecar.components.pipeline, sidecar.components.config.defaults
+    pipeline, profile = sidecar.components.read.pipeline, sidecar.components.config.defaults
     found = await pipeline.run(
         MemoryRequest(text=question, history=(), scope=Scope(user, ("team-a", "team-b")),
                       profile=profile)

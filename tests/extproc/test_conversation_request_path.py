@@ -13,7 +13,6 @@ import grpc
 import pytest
 
 from sidecar.config import SidecarConfig
-from sidecar.evaluation.ingest import write_path_enricher
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.records.records import MemoryRecord, Scope, memory_id
 from sidecar.memory.write.rows.bulk import bulk_load
@@ -72,13 +71,13 @@ async def sidecar(
         await bulk_load(
             rows,
             embedder=embedder,
-            enricher=write_path_enricher(components),
-            writes=components.writes,
+            enricher=components.write.enricher,
+            writes=components.write.writes,
         )
     finally:
         await components.close()
     async with running_sidecar(make_config(workdir), embedder) as server:
-        await server.components.memory.cache.corpus(Scope(USER))
+        await server.components.read.memory.cache.corpus(Scope(USER))
         yield server
 
 

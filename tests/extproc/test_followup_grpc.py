@@ -82,7 +82,7 @@ async def seeded_user(sidecar: Sidecar, facts: tuple[str, ...] = FACTS) -> str:
         turn = Turn(
             user_id=user, user_text=fact, assistant_text="Noted.", created_at=1_700_000_000_000
         )
-        await sidecar.components.writer.write_turn(turn)
+        await sidecar.components.write.writer.write_turn(turn)
     return user
 
 
@@ -186,7 +186,7 @@ async def test_deep_search_on_ranks_with_the_llm_and_records_feedback(
     prompt = module_mock_llm.task_requests("rank")[-1]["body"]["messages"]
     assert prompt[0]["content"].startswith("[memory-sidecar:rank v1]")
     assert "[c1] " in prompt[1]["content"]
-    await sidecar.components.pipeline.deep.drain()
+    await sidecar.components.read.pipeline.deep.drain()
     records = [json.loads(line) for line in (workdir / "deep.jsonl").read_text().splitlines()]
     entry = records[-1]
     assert entry["profile"] == "deep"
@@ -208,7 +208,7 @@ async def test_shadow_mode_changes_nothing_injected_but_records_feedback(
     shadow, headers = await ask(channel, user, question, "shadow")
     assert shadow == plain
     assert headers["x-memory-deep-search"].startswith("shadow;confidence=")
-    await sidecar.components.pipeline.deep.drain()
+    await sidecar.components.read.pipeline.deep.drain()
     assert tasks(module_mock_llm, "rank") == ranks + 1
     entry = json.loads((workdir / "shadow.jsonl").read_text().splitlines()[-1])
     assert entry["mode"] == "shadow"
@@ -225,9 +225,9 @@ async def test_deep_search_never_reads_another_users_memories(
     assert headers["x-memory-deep-search"].startswith("escalate;")
     assert "Lisbon" not in block
     assert "bakery" not in block
-    await sidecar.components.pipeline.deep.drain()
+    await sidecar.components.read.pipeline.deep.drain()
     entry = json.loads((workdir / "deep.jsonl").read_text().splitlines()[-1])
-    corpus = await sidecar.components.memory.cache.corpus(Scope(owner))
+    corpus = await sidecar.components.read.memory.cache.corpus(Scope(owner))
     assert corpus.size >= 3
     assert not set(entry["deep_ids"]) & {r.id for r in corpus.records}
 

@@ -172,11 +172,13 @@ async def service(
         },
     )
     components = await Components.build(config, embedder=embedder)
-    await components.queue.start()
-    await components.writer.write_turn(
+    await components.write.queue.start()
+    await components.write.writer.write_turn(
         Turn(user_id="alice", user_text="I live in Berlin.", assistant_text="ok", created_at=1)
     )
-    deps = ChatDeps(memory=components.pipeline, queue=components.queue, metrics=components.metrics)
+    deps = ChatDeps(
+        memory=components.read.pipeline, queue=components.write.queue, metrics=components.metrics
+    )
     yield ExternalProcessorService(ProfileRouter(config, deps), components.metrics), components
     await components.close()
 

@@ -13,7 +13,6 @@ import grpc
 import pytest
 
 from sidecar.config import SidecarConfig
-from sidecar.evaluation.ingest import write_path_enricher
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.read.retrieval.registry import STRATEGY_NAMES
 from sidecar.memory.records.records import MemoryRecord, NodeType, Scope, memory_id
@@ -87,9 +86,9 @@ async def written(workdir: Path, embedder: Embedder) -> dict[str, Any]:
                 created_at=1_700_000_000_000 + i * 1000,
                 session_id=f"s{i // 4}",
             )
-            await components.writer.write_turn(turn)
-        assert components.hierarchy is not None
-        await components.hierarchy.evolve(USER)
+            await components.write.writer.write_turn(turn)
+        assert components.write.hierarchy is not None
+        await components.write.hierarchy.evolve(USER)
         rows = await components.store.query(build_filter(owner=USER, node_type=None))
         garden = [
             MemoryRecord(id=memory_id(GARDENER, t), user_id=GARDENER, content=t, created_at=1)
@@ -98,8 +97,8 @@ async def written(workdir: Path, embedder: Embedder) -> dict[str, Any]:
         await bulk_load(
             garden,
             embedder=embedder,
-            enricher=write_path_enricher(components),
-            writes=components.writes,
+            enricher=components.write.enricher,
+            writes=components.write.writes,
             topics={r.id: "Garden" for r in garden if r.content in GARDEN},
         )
     finally:
@@ -114,7 +113,7 @@ async def sidecar(
     """A fresh process over what ``written`` stored (``channel`` reaches it)."""
     async with running_sidecar(make_config(workdir), embedder) as server:
         for user in (USER, GARDENER):  # warm, as after a first request
-            await server.components.memory.cache.corpus(Scope(user))
+            await server.components.read.memory.cache.corpus(Scope(user))
         yield server
 
 
@@ -162,8 +161,8 @@ async def test_links_persisted_by_one_process_are_followed_by_another(
         scope = Scope(USER)
         found_link = False
         for text in TURNS:
-            (query,) = await components.memory.embed([text.split(".")[0]], config)
-            hits = await components.memory.search(query, scope, config)
+            (query,) = await components.read.memory.embed([text.split(".")[0]], config)
+            hits = await components.read.memory.search(query, scope, config)
             direct = {h.record.id: h.record for h in hits if h.via == "direct"}
             for hit in hits:
                 if hit.via == "link":

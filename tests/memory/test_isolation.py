@@ -78,8 +78,8 @@ async def components(
     await bulk_load(
         records,
         embedder=built.embedder,
-        enricher=built.enricher,
-        writes=built.writes,
+        enricher=built.write.enricher,
+        writes=built.write.writes,
     )
     yield built
     await built.close()
@@ -87,7 +87,7 @@ async def components(
 
 async def test_no_scope_ever_sees_what_it_may_not(components: Components) -> None:
     rng = random.Random(7)
-    memory = components.memory
+    memory = components.read.memory
     base = components.config.defaults.retrieval.model_copy(
         update={"threshold": -1.0, "lexical_threshold": 0.0, "top_k": 20}
     )

@@ -113,7 +113,7 @@ async def _run(
         if llm.configured
         else "no LLM: the heuristic extractor and the rule judge"
     )
-    queue = components.queue
+    queue = components.write.queue
     await queue.start()
     try:
         turns = dataset.turns()
@@ -134,7 +134,7 @@ async def _run(
         after: WriteScores | None = None
         if options.consolidate:
             for user in sorted(dataset.users()):
-                await components.consolidator.consolidate(user)
+                await components.write.consolidator.consolidate(user)
             after = await _score(dataset, config, components)
     finally:
         await queue.close()
@@ -162,14 +162,14 @@ async def _score(
         rows[user] = await components.store.scan(
             build_filter(owner=user, node_type=NodeType.MEMORY, status=None)
         )
-        await components.memory.cache.corpus(Scope(user))  # no cold fallback below
+        await components.read.memory.cache.corpus(Scope(user))  # no cold fallback below
     profile = config.defaults
     injected: dict[tuple[str, str], list[str]] = {}
     questions = [(c.user_id, c.query) for c in dataset.contradictions]
     questions += [(u.user_id, u.turn) for u in dataset.multi_user]
     for user, question in questions:
         asked = MemoryRequest(text=question, history=(), scope=Scope(user), profile=profile)
-        found = await components.pipeline.run(asked)
+        found = await components.read.pipeline.run(asked)
         injected[(user, question)] = [h.record.id for h in found.block.hits]
     snapshot = Snapshot(rows=rows, injected=injected)
     return await score(dataset, snapshot, components.embedder)

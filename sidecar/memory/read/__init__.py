@@ -1,2 +1,2 @@
 """The read side: the request-path pipeline (rewrite -> embed -> search -> deep search
--> assemble), the retrieval strategies, and the corpus and query caches they score."""
+-> assemble the block), the retrieval strategies and the query caches."""

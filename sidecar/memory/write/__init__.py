@@ -1,2 +1,3 @@
-"""The write side: the durable turn queue and its journal, the writer (extraction,
-dedup, enrichment, storing), categories, retention and access counts."""
+"""The write side, by job: ``turns`` (queue, journal, extraction, same-fact judgement,
+the writer), ``rows`` (the gateway every writer stores through), ``upkeep``
+(retention, consolidation, access counts) and ``tree`` (the category tree)."""

@@ -52,12 +52,12 @@ async def test_a_question_about_an_attribute_finds_the_fact_that_sets_it(
     components = await Components.build(config, embedder=embedder)
     try:
         turn = Turn(user_id="g", user_text=stated, assistant_text="Nice!", created_at=1)
-        await components.writer.write_turn(turn)
+        await components.write.writer.write_turn(turn)
         (row,) = await components.store.query(build_filter(owner="g"))
         assert row.content.startswith("The removal van just left")  # the text is unchanged
         retrieval = components.config.defaults.retrieval
-        (query,) = await components.memory.embed(["Which city do I live in?"], retrieval)
-        hits = await components.memory.search(query, Scope("g"), retrieval)
+        (query,) = await components.read.memory.embed(["Which city do I live in?"], retrieval)
+        hits = await components.read.memory.search(query, Scope("g"), retrieval)
         assert [h.record.id for h in hits] == [row.id]
     finally:
         await components.close()

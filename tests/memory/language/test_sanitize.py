@@ -141,7 +141,7 @@ async def test_nasty_turns_through_the_heuristics(tmp_path: Path, embedder: Embe
             "I work as a nurse\ud800. I love 🍕 and " + FAMILY + " time.\x07"
         )
         turn = Turn(user_id="nasty", user_text=nasty, assistant_text="Ok\x00.", created_at=1)
-        result = await components.writer.write_turn(turn)
+        result = await components.write.writer.write_turn(turn)
         rows = await stored(components, "nasty")
         assert result.stored == len(rows) == 4
         assert sorted(r.content for r in rows) == sorted(
@@ -161,7 +161,7 @@ async def test_nasty_turns_through_the_heuristics(tmp_path: Path, embedder: Embe
         huge = "I like green tea. " * 60_000 + "I have a parrot named Kiwi."
         started = time.perf_counter()
         big = Turn(user_id="huge", user_text=huge, assistant_text="x" * 1_000_000, created_at=2)
-        await components.writer.write_turn(big)
+        await components.write.writer.write_turn(big)
         assert time.perf_counter() - started < 5
         assert [r.content for r in await stored(components, "huge")] == ["User likes green tea."]
     finally:
@@ -200,7 +200,7 @@ async def test_bad_llm_facts_are_cleaned_or_dropped(
     try:
         text = "I said a lot of things. " * 50_000  # 1.2 MB
         turn = Turn(user_id="llm", user_text=text, assistant_text="Ok.", created_at=1)
-        await components.writer.write_turn(turn)
+        await components.write.writer.write_turn(turn)
         rows = {r.content for r in await stored(components, "llm")}
         capped = ("User collects " + "very " * 17).rstrip()  # 100 characters, whole words
         assert rows == {

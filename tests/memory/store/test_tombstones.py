@@ -28,10 +28,10 @@ async def test_forget_on_one_worker_empties_the_other_workers_cache(
 ) -> None:
     async with concurrency.two_workers(tmp_path, embedder) as (first, second):
         turn = concurrency.make_turn("gone", 1, FACTS)
-        assert (await first.writer.write_turn(turn)).stored == 3
+        assert (await first.write.writer.write_turn(turn)).stored == 3
         stayed = concurrency.make_turn("stays", 1, FACTS[:1])
-        assert (await first.writer.write_turn(stayed)).stored == 1
-        cache = second.memory.cache
+        assert (await first.write.writer.write_turn(stayed)).stored == 1
+        cache = second.read.memory.cache
         for user in ("gone", "stays"):
             await cache.corpus(Scope(user))
         assert len((await cache.corpus(Scope("gone"))).records) == 3
@@ -42,7 +42,7 @@ async def test_forget_on_one_worker_empties_the_other_workers_cache(
         # Gone from the store's reads and from this worker's cache at once...
         everything = build_filter(owner="gone", node_type=None, status=None)
         assert await first.store.scan(everything) == []
-        assert (await first.memory.cache.corpus(Scope("gone"))).records == ()
+        assert (await first.read.memory.cache.corpus(Scope("gone"))).records == ()
         # ...and from the other worker's at its next delta refresh.
         await cache.refresh()
         assert (await cache.corpus(Scope("gone"))).records == ()
@@ -61,9 +61,9 @@ async def test_forget_on_one_worker_empties_the_other_workers_cache(
 
         # Saying it again stores it again (over its tombstone), for both workers.
         again = replace(concurrency.make_turn("gone", 2, FACTS[:1]), created_at=now_ms() + 1)
-        assert (await second.writer.write_turn(again)).stored == 1
-        await first.memory.cache.refresh()
-        [row] = (await first.memory.cache.corpus(Scope("gone"))).records
+        assert (await second.write.writer.write_turn(again)).stored == 1
+        await first.read.memory.cache.refresh()
+        [row] = (await first.read.memory.cache.corpus(Scope("gone"))).records
         assert row.content == "User has a dog named Rex."
 
 
@@ -72,8 +72,8 @@ async def test_a_deleted_memory_leaves_the_other_workers_cache_and_is_purged(
 ) -> None:
     async with concurrency.two_workers(tmp_path, embedder) as (first, second):
         turn = concurrency.make_turn("owner", 1, FACTS[:2])
-        assert (await first.writer.write_turn(turn)).stored == 2
-        cache = second.memory.cache
+        assert (await first.write.writer.write_turn(turn)).stored == 2
+        cache = second.read.memory.cache
         held = await cache.corpus(Scope("owner"))
         assert len(held.records) == 2
         await cache.refresh()
@@ -86,8 +86,8 @@ async def test_a_deleted_memory_leaves_the_other_workers_cache_and_is_purged(
         assert await first.store.count(deleted) == 1
 
         assert await purge(first.store, older_than_ms=3_600_000) == 0  # too recent
-        assert first.retention is not None
-        assert await first.retention.purge_tombstones() == 0  # 2 x full_reload_s
+        assert first.write.retention is not None
+        assert await first.write.retention.purge_tombstones() == 0  # 2 x full_reload_s
         assert await purge(first.store, older_than_ms=-1_000) == 1
         assert await first.store.count(deleted) == 0
         assert await first.store.count(build_filter(owner="owner")) == 1
@@ -102,14 +102,14 @@ async def test_a_turn_accepted_before_a_forget_is_not_written_by_any_worker(
     async with concurrency.two_workers(tmp_path, embedder) as (first, second):
         before = replace(concurrency.make_turn("fay", 1, FACTS[:2]), created_at=now_ms() - 1_000)
         await first.memory_admin().forget("fay")
-        assert (await second.writer.write_turn(before)).stored == 0
+        assert (await second.write.writer.write_turn(before)).stored == 0
         assert await second.store.scan(build_filter(owner="fay")) == []
         dropped = second.metrics.value(
             "memory_sidecar_facts_total", {"decision": "dropped_forgotten"}
         )
         assert dropped == 2
         after = replace(concurrency.make_turn("fay", 2, FACTS[:1]), created_at=now_ms() + 1_000)
-        assert (await second.writer.write_turn(after)).stored == 1
+        assert (await second.write.writer.write_turn(after)).stored == 1
         assert len(await first.store.scan(build_filter(owner="fay"))) == 1
         assert await forgotten_since(first.store, "fay") is not None
 
@@ -123,10 +123,10 @@ async def test_forget_without_the_running_sidecars_journal_still_stops_its_turns
     try:
         admin = components.memory_admin()  # no journal
         queued = replace(concurrency.make_turn("cli", 1, FACTS[:1]), created_at=now_ms() - 1_000)
-        assert (await components.writer.write_turn(queued)).stored == 1
+        assert (await components.write.writer.write_turn(queued)).stored == 1
         report = await admin.forget("cli")
         assert report.journal_discarded is None
-        assert (await components.writer.write_turn(queued)).stored == 0  # a retry, say
+        assert (await components.write.writer.write_turn(queued)).stored == 0  # a retry, say
         assert await components.store.scan(build_filter(owner="cli")) == []
     finally:
         await components.close()
@@ -138,7 +138,7 @@ async def test_imported_rows_reach_the_other_workers_cache_at_its_next_refresh(
     """Imported rows keep their original times, so a delta refresh alone would miss
     them; the import's reload marker makes the other worker reload the user."""
     async with concurrency.two_workers(tmp_path, embedder) as (first, second):
-        cache = second.memory.cache
+        cache = second.read.memory.cache
         assert (await cache.corpus(Scope("restored"))).records == ()
         await cache.refresh()
         lines = [
@@ -175,13 +175,13 @@ async def test_category_moves_reach_the_other_workers_cache_at_its_next_refresh(
             for i, s in enumerate(concurrency.SENTENCES)
         ]
         for turn in turns:
-            await first.writer.write_turn(turn)
-        cache = second.memory.cache
+            await first.write.writer.write_turn(turn)
+        cache = second.read.memory.cache
         before = {r.id: r.category_id for r in (await cache.corpus(Scope("tree"))).records}
         await asyncio.sleep(0.05)
         await cache.refresh()
-        assert first.hierarchy is not None
-        report = await first.hierarchy.evolve("tree")
+        assert first.write.hierarchy is not None
+        report = await first.write.hierarchy.evolve("tree")
         assert report.moved > 0
         await cache.refresh()
         after = {r.id: r.category_id for r in (await cache.corpus(Scope("tree"))).records}
@@ -202,7 +202,7 @@ async def test_the_only_writer_reads_an_owners_forget_marker_once_and_keeps_its_
     components = await concurrency.build(tmp_path, embedder)
     try:
         assert not components.config.shares_store
-        writer = components.writer
+        writer = components.write.writer
         assert (await writer.write_turn(concurrency.make_turn("fay", 1, FACTS[:1]))).stored == 1
         reads = _queries(components)
         assert (await writer.write_turn(concurrency.make_turn("fay", 2, FACTS[1:2]))).stored == 1
@@ -224,5 +224,5 @@ async def test_workers_sharing_a_store_read_the_marker_for_every_turn(
         assert second.config.shares_store
         for n in (1, 2):
             reads = _queries(second)
-            await second.writer.write_turn(concurrency.make_turn("gil", n, FACTS[n : n + 1]))
+            await second.write.writer.write_turn(concurrency.make_turn("gil", n, FACTS[n : n + 1]))
             assert _queries(second) == reads + 1

@@ -37,7 +37,7 @@ def test_the_richest_wording_of_each_fact_is_kept() -> None:
 
 async def say(components: Components, user: str, text: str, at: int) -> None:
     turn = Turn(user_id=user, user_text=text, assistant_text="Noted.", created_at=at)
-    await components.writer.write_turn(turn)
+    await components.write.writer.write_turn(turn)
 
 
 async def test_consolidation_merges_into_history_per_user(
@@ -56,8 +56,8 @@ async def test_consolidation_merges_into_history_per_user(
             r.with_changes(embedding=tuple(float(x) for x in v))
             for r, v in zip(rows, vectors, strict=True)
         ]
-        await components.writes.put(rows)
-        report = await components.consolidator.consolidate("ana")
+        await components.write.writes.put(rows)
+        report = await components.write.consolidator.consolidate("ana")
         assert (report.memories, report.groups, report.merged) == (2, 1, 1)
         ana = await components.store.scan(build_filter(owner="ana", status=None))
         by_id = {r.id: r for r in ana}
@@ -67,7 +67,7 @@ async def test_consolidation_merges_into_history_per_user(
         bo = await components.store.scan(build_filter(owner="bo"))
         assert [r.id for r in bo] == ["m3"]
         # The merged memory leaves the user's corpus at once.
-        corpus = await components.memory.cache.corpus(Scope("ana"))
+        corpus = await components.read.memory.cache.corpus(Scope("ana"))
         assert "m1" not in corpus.index_of
     finally:
         await components.close()

@@ -75,7 +75,7 @@ async def build(tmp: Path, embedder: Embedder, llm: str | None) -> Components:
 
 async def say(components: Components, user: str, text: str, at: int) -> None:
     turn = Turn(user_id=user, user_text=text, assistant_text="Noted.", created_at=at)
-    await components.writer.write_turn(turn)
+    await components.write.writer.write_turn(turn)
 
 
 @pytest.mark.parametrize(
@@ -232,8 +232,8 @@ async def test_contradiction_supersedes_and_keeps_history(
         assert old.id in active[0].related_ids
 
         retrieval = components.config.defaults.retrieval
-        (query,) = await components.memory.embed(["Where do I live?"], retrieval)
-        hits = await components.memory.search(query, Scope("mover"), retrieval)
+        (query,) = await components.read.memory.embed(["Where do I live?"], retrieval)
+        hits = await components.read.memory.search(query, Scope("mover"), retrieval)
         assert [h.record.content for h in hits] == ["User moved to Lisbon last month."]
     finally:
         await components.close()

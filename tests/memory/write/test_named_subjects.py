@@ -44,7 +44,7 @@ async def components(tmp_path: Path, embedder: Embedder) -> AsyncIterator[Compon
 
 async def say(components: Components, user: str, text: str, at: int) -> None:
     turn = Turn(user_id=user, user_text=text, assistant_text="Noted.", created_at=at)
-    await components.writer.write_turn(turn)
+    await components.write.writer.write_turn(turn)
 
 
 async def test_a_fact_about_someone_the_user_named_is_kept_and_found_through_them(
@@ -66,8 +66,8 @@ async def test_a_fact_about_someone_the_user_named_is_kept_and_found_through_the
     )
     assert dropped == 1
     retrieval = components.config.defaults.retrieval
-    (query,) = await components.memory.embed(["Where does my sister live now?"], retrieval)
-    hits = await components.memory.search(query, Scope("u"), retrieval)
+    (query,) = await components.read.memory.embed(["Where does my sister live now?"], retrieval)
+    hits = await components.read.memory.search(query, Scope("u"), retrieval)
     found = [h.record.content for h in hits]
     assert {"User's sister is Ana.", "Ana just moved to Porto."} <= set(found[:3])
 

@@ -174,7 +174,7 @@ async def test_scheduled_pruning_of_owners_the_writer_wrote_for(
         retention={"max_memories_per_user": 3, "prune_interval_s": 0.05},
     )
     components = await Components.build(config, embedder=embedder)
-    retention = components.retention
+    retention = components.write.retention
     assert retention is not None
     try:
         texts = [
@@ -186,7 +186,7 @@ async def test_scheduled_pruning_of_owners_the_writer_wrote_for(
         ]
         for at, text in enumerate(texts):
             turn = Turn(user_id="w", user_text=text, assistant_text="Ok.", created_at=NOW + at)
-            await components.writer.write_turn(turn)
+            await components.write.writer.write_turn(turn)
         assert retention.pending == {"w": 5}
         retention.start()
         for _ in range(200):

@@ -119,7 +119,7 @@ async def test_concurrent_turns_of_one_user(
     components = await build(tmp_path, embedder, **llm)
     try:
         turns = plan(["solo"], 30, seed=11)
-        results = await asyncio.gather(*(components.writer.write_turn(t) for t in turns))
+        results = await asyncio.gather(*(components.write.writer.write_turn(t) for t in turns))
         expected = stated(turns)
         await assert_stored_exactly_once(components, expected)
         facts = sum(len([s for s in SENTENCES if s in t.user_text]) for t in turns)
@@ -169,7 +169,7 @@ async def test_two_workers_writing_one_user_judge_each_fact_new_once(
     delta read before judging make every fact 'new' exactly once across both."""
     async with two_workers(tmp_path, embedder) as (first, second):
         for components in (first, second):  # both hold a snapshot without the facts
-            await components.memory.cache.corpus(Scope("solo"))
+            await components.read.memory.cache.corpus(Scope("solo"))
         turns = plan(["solo"], 30, seed=13)
         results = await asyncio.gather(
             *((first if i % 2 else second).writer.write_turn(turn) for i, turn in enumerate(turns))
@@ -191,12 +191,12 @@ async def test_a_back_link_written_by_another_worker_is_kept(
         second,
     ):
         for components in (first, second):
-            await components.memory.cache.corpus(Scope("owner"))
-        await first.writer.write_turn(make_turn("owner", 1, ["I have a dog named Rex."]))
-        await second.writer.write_turn(
+            await components.read.memory.cache.corpus(Scope("owner"))
+        await first.write.writer.write_turn(make_turn("owner", 1, ["I have a dog named Rex."]))
+        await second.write.writer.write_turn(
             make_turn("owner", 2, ["My dog Rex loves to swim in the lake."])
         )
-        await first.writer.write_turn(
+        await first.write.writer.write_turn(
             make_turn("owner", 3, ["I take Rex to the vet every spring."])
         )
         rows = {r.content: r for r in await first.store.query(build_filter(owner="owner"))}
@@ -215,11 +215,11 @@ async def test_a_turn_written_late_reaches_the_other_workers_retrieval(
     by the other worker's next delta refresh: its rows carry the time they were
     written, not only the turn's."""
     async with two_workers(tmp_path, embedder) as (first, second):
-        cache = second.memory.cache
+        cache = second.read.memory.cache
         await cache.corpus(Scope("late"))
         await cache.refresh()  # the watermark is now; the turn below is 2023's
         turn = make_turn("late", 1, ["I play the cello."])
-        assert (await first.writer.write_turn(turn)).stored == 1
+        assert (await first.write.writer.write_turn(turn)).stored == 1
         await cache.refresh()
         [row] = (await cache.corpus(Scope("late"))).records
         assert row.content == "User plays the cello."
@@ -230,15 +230,15 @@ async def test_two_workers_evolve_one_owners_tree_one_at_a_time(
     tmp_path: Path, embedder: Embedder
 ) -> None:
     async with two_workers(tmp_path, embedder) as (first, second):
-        assert first.hierarchy is not None
-        assert second.hierarchy is not None
-        async with first.hierarchy.lock("owner"):
-            evolving = asyncio.create_task(second.hierarchy.evolve("owner"))
+        assert first.write.hierarchy is not None
+        assert second.write.hierarchy is not None
+        async with first.write.hierarchy.lock("owner"):
+            evolving = asyncio.create_task(second.write.hierarchy.evolve("owner"))
             await asyncio.sleep(0.3)
             assert not evolving.done()  # the other worker's tree lock holds it
         assert not (await asyncio.wait_for(evolving, 30)).changed  # nothing to plan
-        other = asyncio.create_task(second.hierarchy.evolve("another owner"))
-        async with first.hierarchy.lock("owner"):
+        other = asyncio.create_task(second.write.hierarchy.evolve("another owner"))
+        async with first.write.hierarchy.lock("owner"):
             await asyncio.wait_for(other, 30)  # other owners are not held up
         assert open_lock_files(tmp_path) > 0
     assert open_lock_files(tmp_path) == 0  # closed with their components
@@ -261,7 +261,7 @@ async def test_concurrent_turns_of_many_users(tmp_path: Path, embedder: Embedder
         users = [f"user-{u:02d}" for u in range(20)]
         turns = plan(users, 5, seed=12)
         assert len(turns) == 100
-        await asyncio.gather(*(components.writer.write_turn(t) for t in turns))
+        await asyncio.gather(*(components.write.writer.write_turn(t) for t in turns))
         await assert_stored_exactly_once(components, stated(turns))
     finally:
         await components.close()
@@ -283,11 +283,11 @@ async def test_llm_faults_fall_back_to_heuristics_through_the_queue(
     components = await build(
         tmp_path, embedder, llm={"base_url": mock_llm.base_url, "timeout_s": 0.2}
     )
-    await components.queue.start()
+    await components.write.queue.start()
     try:
         turns = plan([f"f-{u}" for u in range(4)], 3, seed=13)
-        assert all(await asyncio.gather(*(components.queue.submit(t) for t in turns)))
-        assert await components.queue.wait_idle(30)
+        assert all(await asyncio.gather(*(components.write.queue.submit(t) for t in turns)))
+        assert await components.write.queue.wait_idle(30)
         await assert_stored_exactly_once(components, stated(turns))
         metrics = components.metrics
         count = len(turns)
