@@ -72,3 +72,16 @@ def test_the_docs_table_is_made_from_the_declarations() -> None:
     )
     for name in REGISTRY.attributes:
         assert re.search(rf"^\| {re.escape(name)} \|", committed, re.MULTILINE), name
+
+
+def test_a_declared_attribute_supersedes_through_the_judge_and_names_its_question() -> None:
+    """The gym was added as one declaration: a newer gym supersedes the older, and its
+    embedding text carries what a question calls it."""
+    from sidecar.config import ExtractionConfig
+    from sidecar.memory.language.embedding_text import embedding_text
+    from sidecar.memory.write.turns.dedup import Candidate, Decision, rule_judgement
+
+    old = Candidate("m1", "User's gym is PureGym Leeds.", 0.3)
+    judged = rule_judgement("User trains at Anytime Fitness now.", [old], ExtractionConfig())
+    assert (judged.decision, judged.target) == (Decision.SUPERSEDE, "m1")
+    assert embedding_text("User's gym is PureGym Leeds.").endswith("(where User works out: gym)")

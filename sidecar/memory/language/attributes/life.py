@@ -285,4 +285,25 @@ PETS = Attribute(
     ),
 )
 
-LIFE = (NAMED, SURNAME, RESIDENCE, EMPLOYER, OCCUPATION, WORKPLACE, BEDTIME, CAR, TEAM, HOBBY, PETS)
+GYM = Attribute(
+    "gym",
+    words="where User works out: gym",
+    rules=(
+        owned(720, r"gym\s+is\s+(?:now\s+)?(?:the\s+)?" + VALUE),
+        said(
+            730,
+            r"(?:trains|training|trained|works\s+out|working\s+out|worked\s+out)\s+at\s+"
+            r"(?:the\s+)?" + VALUE,
+        ),
+    ),
+    examples=(
+        Example("User's gym is PureGym Leeds.", "gym", "puregym leeds"),
+        Example("User trains at Anytime Fitness now.", "gym", "anytime fitness"),
+        Example("User walked past a gym on the way home.", None),
+    ),
+)
+
+LIFE = (
+    NAMED, SURNAME, RESIDENCE, EMPLOYER, OCCUPATION, WORKPLACE, BEDTIME, CAR, TEAM, HOBBY,
+    PETS, GYM,
+)  # fmt: skip
