@@ -172,7 +172,10 @@ async def test_two_workers_writing_one_user_judge_each_fact_new_once(
             await components.read.memory.cache.corpus(Scope("solo"))
         turns = plan(["solo"], 30, seed=13)
         results = await asyncio.gather(
-            *((first if i % 2 else second).writer.write_turn(turn) for i, turn in enumerate(turns))
+            *(
+                (first if i % 2 else second).write.writer.write_turn(turn)
+                for i, turn in enumerate(turns)
+            )
         )
         expected = stated(turns)
         await assert_stored_exactly_once(first, expected)
