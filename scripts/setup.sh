@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv if missing and install the project into it (idempotent).
-# torch==2.13.0 goes first: it is a local CPU wheel here; any other version would
-# pull gigabytes of CUDA packages as a dependency of sentence-transformers.
+# torch goes first, its CPU build: as a dependency of sentence-transformers pip would
+# pick PyPI's CUDA build (gigabytes of CUDA packages).
 # Everything is installed under constraints.txt (scripts/lock.sh): a fresh venv
 # gets the versions the suite last passed with, not whatever is newest that day.
 set -euo pipefail
@@ -16,9 +16,19 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$VENV/bin/python" -m pip install --quiet --upgrade pip
 fi
 
+# The CPU build is asked for by name (2.13.0+cpu): PyPI's plain torch wheel for Linux
+# is the CUDA build (gigabytes). Where no configured index has it (a user's machine),
+# PyTorch's CPU index is added; where one does (a local wheel, a mirror), nothing is.
+TORCH="torch==2.13.0+cpu"
+TORCH_CPU_INDEX=${TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}
 if ! "$VENV/bin/python" -c "import torch" >/dev/null 2>&1; then
-    echo "==> installing torch==2.13.0 (CPU)"
-    "$VENV/bin/python" -m pip install --quiet -c constraints.txt "torch==2.13.0"
+    echo "==> installing $TORCH"
+    if "$VENV/bin/python" -m pip install --quiet --dry-run --no-deps "$TORCH" >/dev/null 2>&1; then
+        "$VENV/bin/python" -m pip install --quiet -c constraints.txt "$TORCH"
+    else
+        "$VENV/bin/python" -m pip install --quiet -c constraints.txt "$TORCH" \
+            --extra-index-url "$TORCH_CPU_INDEX"
+    fi
 fi
 
 stamp="$VENV/.memory-sidecar-installed"

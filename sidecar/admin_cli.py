@@ -23,6 +23,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from sidecar.admin.models import STATUS_FILTERS
 from sidecar.admin.remote import running_sidecar
 from sidecar.config import SidecarConfig, load_config
 from sidecar.errors import JournalError, SidecarError
@@ -332,7 +333,9 @@ def add_commands(commands: Any) -> None:
     listing = action("list", "list memories (paged, newest first)")
     listing.add_argument("--limit", type=int)
     listing.add_argument("--offset", type=int)
-    listing.add_argument("--status", help="active (default), superseded, archived or all")
+    listing.add_argument(
+        "--status", choices=STATUS_FILTERS, help="which memories (default: active)"
+    )
     listing.add_argument("--memory-type")
     listing.add_argument("--session-id")
     listing.add_argument("--category-id")

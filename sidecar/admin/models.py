@@ -9,7 +9,7 @@ The OpenAPI document is built from these models.
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -160,7 +160,9 @@ class MemoryPatch(_Request):
         }
 
 
-StatusFilter = Literal["active", "superseded", "archived", "all"]
+StatusFilter = Literal["active", "superseded", "archived", "merged", "all"]
+#: The status filters the API, the CLI and the console offer (``all``: any status).
+STATUS_FILTERS: tuple[str, ...] = get_args(StatusFilter)
 
 
 class ListQuery(_Request):

@@ -5,14 +5,16 @@ validation error, every failure a :class:`~sidecar.errors.ConfigError`.
 from __future__ import annotations
 
 import copy
+import difflib
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args, get_origin
 
 import yaml
 from pydantic import ValidationError
 
+from sidecar.config.request import Profile
 from sidecar.config.root import SidecarConfig
 from sidecar.errors import ConfigError
 
@@ -67,12 +69,65 @@ def _set_dotted(data: dict[str, Any], dotted: str, value: str) -> None:
 
 
 def format_validation_error(exc: ValidationError) -> str:
-    """One line per error: ``path.to.field: message``."""
+    """One line per error: ``path.to.field: message``; an unknown key says which
+    known key it may have meant, and a per-route setting at the top level that it
+    belongs under ``defaults:`` (or a profile)."""
     lines = []
     for err in exc.errors():
         path = ".".join(str(part) for part in err["loc"]) or "<root>"
-        lines.append(f"{path}: {err['msg']}")
+        message = err["msg"]
+        if err["type"] == "extra_forbidden":
+            message = "unknown key" + _unknown_key_hint(tuple(err["loc"]))
+        lines.append(f"{path}: {message}")
     return "\n".join(lines)
+
+
+def _unknown_key_hint(loc: tuple[str | int, ...]) -> str:
+    """ " (did you mean 'threshold'?)" for a misspelt key, or where a key belongs."""
+    key = str(loc[-1])
+    known = _keys_at(loc[:-1])
+    if len(loc) == 1 and key in Profile.model_fields:
+        return f" here: {key} is per route, put it under defaults: (or a profile)"
+    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _keys_at(loc: tuple[str | int, ...]) -> set[str]:
+    """The keys the model at ``loc`` (a path into :class:`SidecarConfig`) takes."""
+    model: Any = SidecarConfig
+    parts = list(loc)
+    while parts:
+        fields = getattr(model, "model_fields", None)
+        if fields is None:
+            return set()
+        part = parts.pop(0)
+        found = next((f for name, f in fields.items() if part in (name, f.alias)), None)
+        if found is None:
+            return set()
+        model = _model_in(found.annotation)
+        if _is_container(found.annotation) and parts:
+            parts.pop(0)  # a profile's name, a token's index
+    fields = getattr(model, "model_fields", None) or {}
+    return {f.alias or name for name, f in fields.items()}
+
+
+def _model_in(annotation: Any) -> Any:
+    """The pydantic model an annotation holds (itself, in a dict's values, a tuple,
+    an Optional); None when it holds none."""
+    if isinstance(annotation, type) and hasattr(annotation, "model_fields"):
+        return annotation
+    for arg in reversed(get_args(annotation)):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _is_container(annotation: Any) -> bool:
+    """Whether values under the annotation are keyed (a dict) or indexed (a tuple)."""
+    if get_origin(annotation) in (dict, tuple, list):
+        return True
+    return any(_is_container(arg) for arg in get_args(annotation))
 
 
 def config_from_mapping(

@@ -106,10 +106,10 @@ def test_experimental_settings_keep_their_keys(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ({"server": {"gc_freeze_intervals": 1}}, "server.gc_freeze_intervals: Extra inputs"),
+        ({"server": {"gc_freeze_intervals": 1}}, "server.gc_freeze_intervals: unknown key"),
         (
             {"defaults": {"retrieval": {"associative": {"bogus": 1}}}},
-            "defaults.retrieval.associative.bogus: Extra inputs",
+            "defaults.retrieval.associative.bogus: unknown key",
         ),
         (
             {"defaults": {"retrieval": {"hybrid": {"fusion": "max"}}}},

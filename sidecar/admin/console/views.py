@@ -17,6 +17,7 @@ from sidecar.admin.console.html import (
     tag,
     when,
 )
+from sidecar.admin.models import STATUS_FILTERS
 from sidecar.admin.service import ForgetReport, History, MemoryPage
 from sidecar.memory.records.records import Hit, MemoryRecord, MemoryType, Status, Visibility
 
@@ -168,8 +169,7 @@ def memories(
     hits: Sequence[Hit] | None,
     notice: str | None = None,
 ) -> Markup:
-    statuses = [("active", "active"), *((s.value, s.value) for s in Status if s != Status.ACTIVE)]
-    statuses = [pair for pair in statuses if pair[0] != Status.DELETED.value] + [("all", "all")]
+    statuses = [(status, status) for status in STATUS_FILTERS]
     form = tag(
         "form",
         tag(
@@ -286,6 +286,16 @@ def _pager(user: str, filters: Filters, listing: MemoryPage) -> Markup:
     return tag("nav", *links, class_="pager", aria_label="Pages")
 
 
+def _accessed(record: MemoryRecord) -> Markup:
+    """How often and when a memory was last injected: "never", "once, last <time>",
+    "3 times, last <time>" (the time stays markup, the count plain text)."""
+    count = record.access_count
+    if count <= 0 or record.accessed_at <= 0:
+        return join(["never"])
+    times = "once" if count == 1 else f"{count} times"
+    return join([f"{times}, last ", when(record.accessed_at)])
+
+
 def memory(
     user: str,
     history: History,
@@ -306,7 +316,7 @@ def memory(
         ),
         ("Confidence", f"{record.confidence:.2f}"),
         ("Importance (salience)", f"{record.importance:.2f}"),
-        ("Accessed", f"{record.access_count} times, last {when(record.accessed_at)}"),
+        ("Accessed", _accessed(record)),
         ("Created", when(record.created_at)),
         ("Updated", when(record.updated_at)),
         ("Came from", _origin(record)),
