@@ -72,7 +72,7 @@ async def _run_memories(config: SidecarConfig, args: argparse.Namespace) -> Any:
             admin = components.memory_admin(journal=journal)
             result = await _forget(admin, args)
             if journal is None:
-                result["journal"]["note"] = (
+                result["journal_note"] = (
                     "the write journal is held by a running sidecar (or absent): its "
                     "unwritten turns of this user were not dropped; forget through the "
                     "HTTP admin API to drop them too"
@@ -239,9 +239,16 @@ def _cmd_memories(args: argparse.Namespace) -> int:
             Path(args.out).write_text("".join(result), encoding="utf-8")
         except OSError as exc:
             raise SidecarError(f"cannot write {args.out}: {exc.strerror}") from exc
-        result = {"user": args.user, "rows": len(result), "file": args.out}
+        result = {"user": args.user, **_export_counts(result), "file": args.out}
     print(json.dumps(result, indent=2, ensure_ascii=False))
     return 0
+
+
+def _export_counts(lines: list[str]) -> dict[str, int]:
+    """What an export holds: memories (any status), the categories they are filed
+    under, and rows in all (a category is a row of its own)."""
+    categories = sum(1 for line in lines if json.loads(line).get("node_type") == "category")
+    return {"memories": len(lines) - categories, "categories": categories, "rows": len(lines)}
 
 
 async def _run_migrate(config: SidecarConfig, args: argparse.Namespace) -> int:

@@ -202,9 +202,12 @@ def forget_json(report: ForgetReport) -> dict[str, Any]:
             "categories": report.categories,
             "rows": report.rows,
         },
-        "journal": {
-            "discarded_turns": report.journal_discarded,
-            "in_progress_turns": report.journal_in_progress,
+        "journal": None
+        if report.journal is None
+        else {
+            "unwritten_turns_dropped": report.journal.unwritten,
+            "written_turns_cleared": report.journal.written,
+            "in_progress_turns": report.journal.in_progress,
         },
     }
 

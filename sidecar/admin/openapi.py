@@ -243,11 +243,14 @@ def _envelopes() -> dict[str, Any]:
                     },
                 },
                 "journal": {
-                    "type": "object",
-                    "description": "Unwritten turns of the user dropped from the write journal.",
+                    "type": ["object", "null"],
+                    "description": "What went from the write journal (null: not reachable "
+                    "from here): turns not yet written, dropped; written turns, whose text "
+                    "is cleared; turns being written then (left to finish).",
                     "properties": {
-                        "discarded_turns": {"type": ["integer", "null"]},
-                        "in_progress_turns": {"type": ["integer", "null"]},
+                        "unwritten_turns_dropped": integer,
+                        "written_turns_cleared": integer,
+                        "in_progress_turns": integer,
                     },
                 },
             },

@@ -56,7 +56,7 @@ from sidecar.memory.store.milvus import MemoryStore
 from sidecar.memory.write.rows.enrich import Enricher
 from sidecar.memory.write.rows.gateway import WriteGateway
 from sidecar.memory.write.rows.locks import OwnerLock
-from sidecar.memory.write.turns.journal import TurnJournal
+from sidecar.memory.write.turns.journal import DiscardedTurns, TurnJournal
 from sidecar.memory.write.upkeep.consolidation import ConsolidationReport, Consolidator
 from sidecar.metrics import Metrics
 
@@ -102,11 +102,10 @@ class ForgetReport:
     memories: dict[str, int]
     categories: int
     rows: int
-    #: Unwritten turns of the user dropped from the write journal (None: the
-    #: journal was not reachable from here).
-    journal_discarded: int | None
-    #: Turns still being written when the rows were deleted (normally 0).
-    journal_in_progress: int | None
+    #: What went from the write journal: unwritten turns dropped, written turns'
+    #: text cleared, turns still being written (None: the journal was not
+    #: reachable from here).
+    journal: DiscardedTurns | None
 
 
 def owner_id(user: str) -> str:
@@ -399,7 +398,7 @@ class MemoryAdmin:
         their unwritten turns from the write journal, invalidate the caches."""
         owner = owner_id(user)
         # Outside the owner's lock: a turn being written needs it to finish.
-        discarded, in_progress = await self._discard_turns(owner)
+        discarded = await self._discard_turns(owner)
         async with contextlib.AsyncExitStack() as held:
             if self._tree_lock is not None:  # no evolve writes categories back meanwhile
                 await held.enter_async_context(self._tree_lock(owner))
@@ -420,23 +419,20 @@ class MemoryAdmin:
                 memories[str(record.status)] = memories.get(str(record.status), 0) + 1
         self._metrics.admin_rows.labels(operation="forget").inc(len(rows))
         log.info(
-            "forgot a user: rows=%d journal_discarded=%s", len(rows), discarded
+            "forgot a user: rows=%d journal=%s", len(rows), discarded
         )  # no user id: the request id ties it to the admin call
-        return ForgetReport(
-            owner, dict(sorted(memories.items())), categories, len(rows), discarded, in_progress
-        )
+        return ForgetReport(owner, dict(sorted(memories.items())), categories, len(rows), discarded)
 
-    async def _discard_turns(self, owner: str) -> tuple[int | None, int | None]:
+    async def _discard_turns(self, owner: str) -> DiscardedTurns | None:
         journal = self._journal
         if journal is None or not journal.is_open:
-            return None, None
-        discarded, in_progress = await journal.discard_user(owner)
+            return None
+        discarded = await journal.discard_user(owner)
         deadline = time.monotonic() + FORGET_WAIT_S
-        while in_progress and time.monotonic() < deadline:
+        while discarded.in_progress and time.monotonic() < deadline:
             await asyncio.sleep(0.05)  # let the turn being written finish first
-            more, in_progress = await journal.discard_user(owner)
-            discarded += more
-        return discarded, in_progress
+            discarded += await journal.discard_user(owner)
+        return discarded
 
     def _clean(self, text: str, where: str) -> str:
         """``text`` after the write path's hygiene; a validation error when nothing

@@ -368,7 +368,7 @@ async def test_forget_then_import_restores_the_same_memories(
     assert report["deleted"]["rows"] == len(before)
     assert report["deleted"]["memories"] == {"active": 3, "superseded": 1}
     assert report["deleted"]["categories"] == len(before) - 4
-    assert report["journal"]["discarded_turns"] == 0
+    assert report["journal"]["unwritten_turns_dropped"] == 0
     status, page = await call(http, "GET", f"{base(user)}/memories", params={"status": "all"})
     assert page["total"] == 0
     status, text = await call(http, "GET", f"{base(user)}/export")

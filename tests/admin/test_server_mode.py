@@ -15,7 +15,7 @@ from sidecar.memory.records.turns import Turn
 from sidecar.memory.store.collections import create_access_collection, create_memory_collection
 from sidecar.memory.store.milvus import MemoryStore
 from sidecar.memory.store.schema import ACCESS_FIELDS, FIELDS
-from sidecar.memory.write.turns.journal import TurnJournal
+from sidecar.memory.write.turns.journal import DiscardedTurns, TurnJournal
 from sidecar.metrics import Metrics
 
 
@@ -108,10 +108,11 @@ async def test_journal_discard_user_keeps_others_and_the_turn_in_progress(
         await journal.append(turn("kept", 9))
         (claimed,) = await journal.claim(1)  # "gone"'s oldest turn is being written
         assert claimed.turn.user_id == "gone"
-        assert await journal.discard_user("gone") == (2, 1)
+        assert await journal.discard_user("gone") == DiscardedTurns(2, 0, 1)
         assert journal.open_count == 2
         assert await journal.complete(claimed.id)
-        assert await journal.discard_user("gone") == (1, 0)  # its finished row
+        # its finished row: written, so only its text was left to clear
+        assert await journal.discard_user("gone") == DiscardedTurns(0, 1, 0)
         (other,) = await journal.claim(5)
         assert other.turn.user_id == "kept"  # nothing of "gone" is claimable
         counts = await journal.counts()

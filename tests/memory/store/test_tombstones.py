@@ -125,7 +125,7 @@ async def test_forget_without_the_running_sidecars_journal_still_stops_its_turns
         queued = replace(concurrency.make_turn("cli", 1, FACTS[:1]), created_at=now_ms() - 1_000)
         assert (await components.write.writer.write_turn(queued)).stored == 1
         report = await admin.forget("cli")
-        assert report.journal_discarded is None
+        assert report.journal is None
         assert (await components.write.writer.write_turn(queued)).stored == 0  # a retry, say
         assert await components.store.scan(build_filter(owner="cli")) == []
     finally:

@@ -53,6 +53,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -84,6 +85,24 @@ from sidecar.memory.write.turns.journal_file import (
 )
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class DiscardedTurns:
+    """What forgetting a user took from the journal."""
+
+    #: Turns not yet written (pending, or given up as dead letters): lost on purpose.
+    unwritten: int = 0
+    #: Turns already written: only their text, kept a while for recovery, went.
+    written: int = 0
+    #: Turns being written at that moment (left to finish; normally 0).
+    in_progress: int = 0
+
+    def __add__(self, other: DiscardedTurns) -> DiscardedTurns:
+        return DiscardedTurns(
+            self.unwritten + other.unwritten, self.written + other.written, other.in_progress
+        )
+
 
 T = TypeVar("T")
 
@@ -503,18 +522,20 @@ class TurnJournal:
             ).rowcount
         return requeued, len(doomed)
 
-    async def discard_user(self, user_id: str) -> tuple[int, int]:
+    async def discard_user(self, user_id: str) -> DiscardedTurns:
         """Forget a user's turns: delete their pending, dead and done rows (their
         conversation text with them). A turn being written right now is left to
-        finish. Returns ``(deleted, in_progress)``."""
+        finish."""
         return await self._call("discard_user", self._discard_user_sync, user_id)
 
-    def _discard_user_sync(self, user_id: str) -> tuple[int, int]:
+    def _discard_user_sync(self, user_id: str) -> DiscardedTurns:
         conn = self._connection()
         with transaction(conn):
-            pending = conn.execute(
-                "SELECT COUNT(*) FROM turns WHERE user_id = ? AND state = 'pending'", (user_id,)
-            ).fetchone()[0]
+            pending, done = conn.execute(
+                "SELECT COALESCE(SUM(state = 'pending'), 0), COALESCE(SUM(state = 'done'), 0)"
+                " FROM turns WHERE user_id = ?",
+                (user_id,),
+            ).fetchone()
             # An in-progress row is its user's head; with it gone nothing is left to
             # promote, so the heads stay consistent.
             deleted = conn.execute(
@@ -527,7 +548,7 @@ class TurnJournal:
         self._count(-int(pending))
         if deleted and not truncate_wal(conn):
             log.warning("forget: the journal's WAL is still read by another connection")
-        return int(deleted), int(in_progress)
+        return DiscardedTurns(int(deleted) - int(done), int(done), int(in_progress))
 
     async def truncate_wal(self) -> bool:
         """Checkpoint the WAL into the database file and truncate it, so that turn
