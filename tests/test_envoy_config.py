@@ -419,3 +419,18 @@ def test_a_jwt_sets_the_identity_headers_from_its_claims() -> None:
         {"header_name": "x-user-id", "claim_name": "sub"},
         {"header_name": "x-user-groups", "claim_name": "groups"},
     ]
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(ROOT.glob("envoy/sidecar*.yaml")) + [ROOT / "deploy/kubernetes/config/sidecar.yaml"],
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_the_sample_configs_never_let_a_client_pick_its_identity(path: Path) -> None:
+    """A user starting from a committed config gets Envoy removing the identity
+    headers clients send; trusting them is a commented alternative."""
+    config = load_config(path, env={})
+    assert config.envoy.strip_identity_headers
+    rendered = render_yaml(config, "http://upstream:8000")
+    for header in ("x-user-id", "x-user-groups", "x-session-id"):
+        assert f"remove: {header}" in rendered
