@@ -423,7 +423,7 @@ def test_a_jwt_sets_the_identity_headers_from_its_claims() -> None:
 
 @pytest.mark.parametrize(
     "path",
-    sorted(ROOT.glob("envoy/sidecar*.yaml")) + [ROOT / "deploy/kubernetes/config/sidecar.yaml"],
+    [*sorted(ROOT.glob("envoy/sidecar*.yaml")), ROOT / "deploy/kubernetes/config/sidecar.yaml"],
     ids=lambda p: str(p.relative_to(ROOT)),
 )
 def test_the_sample_configs_never_let_a_client_pick_its_identity(path: Path) -> None:
