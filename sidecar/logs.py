@@ -14,6 +14,7 @@ import json
 import logging
 import secrets
 import sys
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -94,6 +95,11 @@ def configure_logging(config: LoggingConfig) -> None:
     _quiet_pymilvus(config)
     # aiohttp's access log would print admin URLs (user ids); the admin API logs itself.
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    # Python warnings become log lines (JSON too), not multi-line text on stderr; the
+    # one every start printed (milvus-lite importing pkg_resources) is a dependency's
+    # notice the operator can do nothing about.
+    warnings.filterwarnings("ignore", message="pkg_resources is deprecated", category=UserWarning)
+    logging.captureWarnings(True)
 
 
 #: pymilvus' loggers: its import gives them a handler of their own that prints every

@@ -179,3 +179,31 @@ def test_pymilvus_logs_through_ours_and_only_with_debug_content(
             lib.handlers[:] = handlers
             lib.propagate = propagate
             lib.setLevel(old_level)
+
+
+def test_python_warnings_are_json_log_lines_and_the_pkg_resources_notice_is_dropped(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A sidecar's log opened with milvus-lite's multi-line pkg_resources warning
+    although logs are JSON lines."""
+    import warnings
+
+    from sidecar.config import LoggingConfig
+    from sidecar.logs import configure_logging
+
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")  # not the suite's "error"
+            logging.captureWarnings(False)  # an earlier CLI test's capture, undone
+            configure_logging(LoggingConfig())
+            warnings.warn("pkg_resources is deprecated as an API. See ...", UserWarning)
+            warnings.warn("something worth knowing", UserWarning)
+        lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert [json.loads(line)["logger"] for line in lines] == ["py.warnings"]
+        assert "something worth knowing" in json.loads(lines[0])["msg"]
+    finally:
+        logging.captureWarnings(False)
+        root.handlers[:] = handlers
+        root.setLevel(level)
