@@ -303,13 +303,20 @@ def _cmd_openapi(args: argparse.Namespace) -> int:
 def _memory_fields(parser: argparse.ArgumentParser, *, content_required: bool) -> None:
     parser.add_argument("--content", required=content_required, help="the memory text")
     parser.add_argument(
-        "--memory-type", choices=["semantic", "procedural", "episodic", "constraint"]
+        "--memory-type",
+        choices=["semantic", "procedural", "episodic", "constraint"],
+        help="what kind of memory (default semantic: a fact)",
     )
     parser.add_argument("--importance", type=float, help="0..1")
     parser.add_argument("--confidence", type=float, help="0..1")
-    parser.add_argument("--session-id")
-    parser.add_argument("--visibility", choices=["user", "group", "public"])
-    parser.add_argument("--group-id")
+    parser.add_argument("--session-id", help="the conversation it belongs to")
+    parser.add_argument(
+        "--visibility",
+        choices=["user", "group", "public"],
+        help="who sees it: its owner (default), a group's members, everyone; sharing "
+        "needs a token allowed to share",
+    )
+    parser.add_argument("--group-id", help="the group of --visibility group")
 
 
 def add_commands(commands: Any) -> None:
@@ -338,19 +345,23 @@ def add_commands(commands: Any) -> None:
         return parser
 
     listing = action("list", "list memories (paged, newest first)")
-    listing.add_argument("--limit", type=int)
-    listing.add_argument("--offset", type=int)
+    listing.add_argument("--limit", type=int, help="memories per page (default 50, at most 1000)")
+    listing.add_argument("--offset", type=int, help="how many to skip (paging)")
     listing.add_argument(
         "--status", choices=STATUS_FILTERS, help="which memories (default: active)"
     )
-    listing.add_argument("--memory-type")
-    listing.add_argument("--session-id")
-    listing.add_argument("--category-id")
-    listing.add_argument("--order", choices=["asc", "desc"])
+    listing.add_argument("--memory-type", help="only this kind (semantic, procedural ...)")
+    listing.add_argument("--session-id", help="only this conversation's")
+    listing.add_argument("--category-id", help="only this category's")
+    listing.add_argument(
+        "--order", choices=["asc", "desc"], help="by creation time (default desc: newest first)"
+    )
     search = action("search", "search with the request path's retrieval")
-    search.add_argument("--query", "-q", required=True)
-    search.add_argument("--top-k", type=int, default=10)
-    search.add_argument("--strategy")
+    search.add_argument("--query", "-q", required=True, help="what to search for")
+    search.add_argument("--top-k", type=int, default=10, help="how many (default 10)")
+    search.add_argument(
+        "--strategy", help="a retrieval strategy (default: the default profile's; see docs)"
+    )
     for name, text in (
         ("get", "show one memory"),
         ("delete", "delete one memory"),

@@ -151,7 +151,11 @@ def _cmd_eval_writes(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sidecar", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="sidecar",
+        description="The memory sidecar: an Envoy ext_proc service that gives every user "
+        "of an OpenAI-compatible LLM server long-term memory, and its operator commands.",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser("serve", help="run the ext_proc server")

@@ -198,8 +198,10 @@ def test_python_warnings_are_json_log_lines_and_the_pkg_resources_notice_is_drop
             warnings.simplefilter("always")  # not the suite's "error"
             logging.captureWarnings(False)  # an earlier CLI test's capture, undone
             configure_logging(LoggingConfig())
-            warnings.warn("pkg_resources is deprecated as an API. See ...", UserWarning)
-            warnings.warn("something worth knowing", UserWarning)
+            warnings.warn(
+                "pkg_resources is deprecated as an API. See ...", UserWarning, stacklevel=2
+            )
+            warnings.warn("something worth knowing", UserWarning, stacklevel=2)
         lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
         assert [json.loads(line)["logger"] for line in lines] == ["py.warnings"]
         assert "something worth knowing" in json.loads(lines[0])["msg"]
