@@ -1,6 +1,7 @@
 """The demo: start mock LLM, sidecar and Envoy; talk through Envoy; show what was
 injected; print the memory console's address and a sign-in token made for this run;
-stop everything (``--serve``: keep it all running for the console until Ctrl-C).
+stop everything (``--serve``: keep it all running for the console until Ctrl-C or
+SIGTERM).
 
     python -m e2e.demo [--workdir data/demo] [--keep] [--serve]
 """
@@ -10,8 +11,9 @@ from __future__ import annotations
 import argparse
 import secrets
 import shutil
+import signal
 import sys
-import time
+import threading
 from pathlib import Path
 
 from e2e.scenario import run_scenario
@@ -26,6 +28,10 @@ def main(argv: list[str] | None = None) -> int:
         "--serve", action="store_true", help="keep running after the scenario (Ctrl-C stops)"
     )
     args = parser.parse_args(argv)
+    # SIGTERM (kill, a service manager) stops the stack as Ctrl-C does: Python's
+    # default would end this process at once and leave mock, sidecar and Envoy running.
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
     if args.workdir.exists() and not args.keep:
         shutil.rmtree(args.workdir)
     token = secrets.token_urlsafe(24)
@@ -40,10 +46,9 @@ def main(argv: list[str] | None = None) -> int:
         report = run_scenario(stack)
         print(f"\nmemory console: {stack.sidecar_admin_url}/console/  (sign-in token: {token})")
         if args.serve:
-            print("serving until Ctrl-C")
+            print("serving until Ctrl-C (or SIGTERM)", flush=True)
             try:
-                while True:
-                    time.sleep(3600)
+                stop.wait()
             except KeyboardInterrupt:
                 pass
         else:
