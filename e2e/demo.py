@@ -9,6 +9,7 @@ SIGTERM).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import secrets
 import shutil
 import signal
@@ -47,10 +48,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nmemory console: {stack.sidecar_admin_url}/console/  (sign-in token: {token})")
         if args.serve:
             print("serving until Ctrl-C (or SIGTERM)", flush=True)
-            try:
+            with contextlib.suppress(KeyboardInterrupt):
                 stop.wait()
-            except KeyboardInterrupt:
-                pass
         else:
             print("(./scripts/demo.sh --serve keeps the stack running to browse it)")
         print("\nstopping")
