@@ -90,7 +90,7 @@ class RunningSidecar:
         try:
             connection.request("GET", f"{self._base_path()}/healthz")
             return connection.getresponse().status == 200
-        except OSError:
+        except (OSError, http.client.HTTPException):
             return False
         finally:
             connection.close()
@@ -120,7 +120,7 @@ class RunningSidecar:
             connection.request(method, target, body=data, headers=headers)
             response = connection.getresponse()
             raw = response.read().decode("utf-8", "replace")
-        except OSError as exc:
+        except (OSError, http.client.HTTPException) as exc:
             raise SidecarError(f"the running sidecar at {self.where} failed: {exc}") from exc
         finally:
             connection.close()
@@ -128,7 +128,10 @@ class RunningSidecar:
             raise SidecarError(f"the running sidecar answered HTTP {response.status}: {raw[:2000]}")
         if args.action == "export":
             return raw.splitlines(keepends=True)
-        return json.loads(raw)
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise SidecarError(f"the running sidecar at {self.where} answered no JSON") from exc
 
 
 def untrusted(path: Path) -> str | None:

@@ -102,8 +102,6 @@ def _visible(char: str) -> bool:
 def quote(text: str) -> str:
     """``text`` as one line that no template or tokenizer can read as markup."""
     folded = text.translate(QUOTE_TABLE)
-    if not folded.isascii():
+    if not folded.isprintable():  # a format, control or other invisible character
         folded = "".join(filter(_visible, folded))
-    elif not folded.isprintable():
-        folded = "".join(c for c in folded if c.isprintable() or c.isspace())
     return " ".join(folded.split())
