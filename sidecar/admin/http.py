@@ -79,11 +79,23 @@ class AdminServer:
         server = self._site._server
         sockets = getattr(server, "sockets", None) or []
         self.port = sockets[0].getsockname()[1] if sockets else self._config.port
-        if self._socket is not None and await asyncio.to_thread(_claim_socket, self._socket):
-            site = web.UnixSite(self._runner, str(self._socket))
+        if self._socket is not None:
+            await self._serve_socket(self._socket)
+
+    async def _serve_socket(self, path: Path) -> None:
+        """The admin app on ``path`` too; a socket that cannot be made (a read-only
+        directory, a path too long) is a warning, never a failed start: the CLI then
+        names ``--remote``."""
+        try:
+            if not await asyncio.to_thread(_claim_socket, path):
+                return
+            site = web.UnixSite(self._runner, str(path))
             await site.start()
-            os.chmod(self._socket, 0o600)
-            self._unix = site
+            os.chmod(path, 0o600)
+        except OSError as exc:
+            log.warning("admin socket: not served (%s)", type(exc).__name__)
+            return
+        self._unix = site
 
     async def stop(self) -> None:
         await self._runner.cleanup()

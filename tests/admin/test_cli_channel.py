@@ -176,3 +176,24 @@ async def test_remote_names_the_listener_deliberately(
     )
     assert code == 1
     assert "--remote must be" in err
+
+
+async def test_a_socket_that_cannot_be_made_never_stops_the_admin_listener(
+    tmp_path: Path,
+) -> None:
+    """A directory that cannot be made (here a file in its way; in a container, a
+    read-only root file system): the TCP listener serves, the socket is not there."""
+    from aiohttp import web
+
+    from sidecar.admin.http import AdminServer
+    from sidecar.config import AdminConfig
+
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    server = AdminServer(AdminConfig(port=0), web.Application(), blocker / "admin.sock")
+    try:
+        await server.start()
+        assert server.port > 0
+        assert server.socket is None
+    finally:
+        await server.stop()
