@@ -211,6 +211,12 @@ class MemoryAdmin:
         window = rows[query.offset : query.offset + query.limit]
         return MemoryPage(window, len(rows), query.offset, query.limit)
 
+    async def has_rows(self, user: str) -> bool:
+        """Whether anything at all is stored for ``user`` (any status, categories too):
+        an empty page of a user id nobody has used says so."""
+        owner = owner_id(user)
+        return await self._store.count(build_filter(owner=owner, node_type=None, status=None)) > 0
+
     async def categories(self, user: str) -> dict[str, str]:
         """The user's categories: id -> name (L0), by name."""
         owner = owner_id(user)

@@ -383,3 +383,18 @@ async def test_an_injection_is_explained_then_forgotten(
     assert status == 200
     status, body = await call(http, "GET", f"{base(user)}/injections")
     assert body["items"] == []
+
+
+async def test_an_unknown_user_id_says_nothing_is_stored_for_it(
+    sidecar: Sidecar, browser: aiohttp.ClientSession, http: aiohttp.ClientSession
+) -> None:
+    await sign_in(browser)
+    status, page = await get(browser, f"/console/users/{new_user()}")
+    assert status == 200
+    assert "Nothing is stored for this user id" in page
+    known = new_user()
+    await add(http, known, "User keeps chickens.")
+    status, page = await get(browser, f"/console/users/{known}", status="archived")
+    assert status == 200
+    assert "No memories match." in page  # the user exists; the filter matched nothing
+    assert "Nothing is stored" not in page

@@ -207,7 +207,7 @@ def test_list_search_history_delete_and_forget(browser: WebDriver, stack: Stack)
     navigate(browser, browser.find_element(By.XPATH, FORGET))
     assert "Forgotten" in main_text(browser)
     browser.get(f"{stack.sidecar_admin_url}/console/users/{user}?status=all")
-    assert "No memories match." in main_text(browser)
+    assert "Nothing is stored for this user id" in main_text(browser)
 
 
 def test_a_scoped_token_cannot_see_another_user(browser: WebDriver, stack: Stack) -> None:

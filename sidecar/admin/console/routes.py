@@ -288,7 +288,10 @@ class Console:
             body = views.memories(visit.user, filters, categories, None, hits, notice)
         else:
             found = await self.admin.list_memories(visit.user, listing)
-            body = views.memories(visit.user, filters, categories, found, None, notice)
+            known = bool(found.total or categories) or await self.admin.has_rows(visit.user)
+            body = views.memories(
+                visit.user, filters, categories, found, None, notice, known_user=known
+            )
         return visit.page(f"Memories of {visit.user}", body)
 
     async def _memory(self, visit: Visit) -> web.StreamResponse:

@@ -168,7 +168,11 @@ def memories(
     listing: MemoryPage | None,
     hits: Sequence[Hit] | None,
     notice: str | None = None,
+    *,
+    known_user: bool = True,
 ) -> Markup:
+    """A user's memories: the filters, then a page of the listing or the search's
+    hits; ``known_user`` False: nothing at all is stored for this id, said so."""
     statuses = [(status, status) for status in STATUS_FILTERS]
     form = tag(
         "form",
@@ -216,6 +220,11 @@ def memories(
     elif listing is not None:
         shown = f"{listing.offset + 1}–{listing.offset + len(listing.items)}"
         count = f"{shown} of {listing.total}" if listing.items else "No memories match."
+        if not known_user:
+            count = (
+                "Nothing is stored for this user id. Ids are exact: check its spelling "
+                "and any suffix (the demo's users are like alice-9f7e67)."
+            )
         parts.append(tag("p", count, class_="sub", role="status"))
         parts.append(_memory_table(user, listing.items, categories))
         parts.append(_pager(user, filters, listing))
