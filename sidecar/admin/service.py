@@ -56,7 +56,8 @@ from sidecar.memory.store.milvus import MemoryStore
 from sidecar.memory.write.rows.enrich import Enricher
 from sidecar.memory.write.rows.gateway import WriteGateway
 from sidecar.memory.write.rows.locks import OwnerLock
-from sidecar.memory.write.turns.journal import DiscardedTurns, TurnJournal
+from sidecar.memory.write.turns.journal import TurnJournal
+from sidecar.memory.write.turns.journal_file import DiscardedTurns
 from sidecar.memory.write.upkeep.consolidation import ConsolidationReport, Consolidator
 from sidecar.metrics import Metrics
 

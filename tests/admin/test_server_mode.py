@@ -15,7 +15,8 @@ from sidecar.memory.records.turns import Turn
 from sidecar.memory.store.collections import create_access_collection, create_memory_collection
 from sidecar.memory.store.milvus import MemoryStore
 from sidecar.memory.store.schema import ACCESS_FIELDS, FIELDS
-from sidecar.memory.write.turns.journal import DiscardedTurns, TurnJournal
+from sidecar.memory.write.turns.journal import TurnJournal
+from sidecar.memory.write.turns.journal_file import DiscardedTurns
 from sidecar.metrics import Metrics
 
 

@@ -53,7 +53,6 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -67,6 +66,7 @@ from sidecar.memory.write.turns.journal_file import (
     OPEN_STATES,
     PROMOTE,
     ClaimedTurn,
+    DiscardedTurns,
     JournalCounts,
     JournalRole,
     SyncMode,
@@ -85,23 +85,6 @@ from sidecar.memory.write.turns.journal_file import (
 )
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class DiscardedTurns:
-    """What forgetting a user took from the journal."""
-
-    #: Turns not yet written (pending, or given up as dead letters): lost on purpose.
-    unwritten: int = 0
-    #: Turns already written: only their text, kept a while for recovery, went.
-    written: int = 0
-    #: Turns being written at that moment (left to finish; normally 0).
-    in_progress: int = 0
-
-    def __add__(self, other: DiscardedTurns) -> DiscardedTurns:
-        return DiscardedTurns(
-            self.unwritten + other.unwritten, self.written + other.written, other.in_progress
-        )
 
 
 T = TypeVar("T")

@@ -322,3 +322,20 @@ def truncate_wal(conn: sqlite3.Connection, attempts: int = 50) -> bool:
             return True
         time.sleep(0.01)
     return False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DiscardedTurns:
+    """What forgetting a user took from the journal."""
+
+    #: Turns not yet written (pending, or given up as dead letters): lost on purpose.
+    unwritten: int = 0
+    #: Turns already written: only their text, kept a while for recovery, went.
+    written: int = 0
+    #: Turns being written at that moment (left to finish; normally 0).
+    in_progress: int = 0
+
+    def __add__(self, other: DiscardedTurns) -> DiscardedTurns:
+        return DiscardedTurns(
+            self.unwritten + other.unwritten, self.written + other.written, other.in_progress
+        )
