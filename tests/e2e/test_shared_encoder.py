@@ -16,7 +16,15 @@ from typing import Any
 import pytest
 
 from e2e.stack import Stack, http_get, running_stack
-from tests.e2e.test_workers import alive, ask, children, requests_per_worker, wait_for, worker_pids
+from tests.e2e.test_workers import (
+    alive,
+    ask,
+    children,
+    requests_per_worker,
+    served_by_each_worker,
+    wait_for,
+    worker_pids,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -49,8 +57,10 @@ def recall(stack: Stack, user: str, fact: str, question: str, word: str) -> None
         lambda: stack.sidecar_metric("memory_sidecar_turns_total", {"outcome": "written"}) > written
     )
     time.sleep(1.0)  # every worker's cache refresh has run
-    for _ in range(6):  # spread over both workers
-        assert word in ask(stack, user, question)[1]
+    # Until each worker has answered (least request over idle workers picks at random:
+    # six questions in a row once all went to one worker).
+    for echo in served_by_each_worker(stack, user, question, 1):
+        assert word in echo
 
 
 def test_workers_embed_with_one_encoder(stack: Stack) -> None:
