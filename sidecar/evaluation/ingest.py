@@ -32,7 +32,6 @@ from sidecar.memory.records.records import MemoryRecord, Scope, content_hash
 from sidecar.memory.store.milvus import MemoryStore
 from sidecar.memory.store.schema import ACCESS_SUFFIX
 from sidecar.memory.write.rows.bulk import bulk_load
-from sidecar.memory.write.rows.enrich import Enricher
 from sidecar.runtime.components import Components
 
 log = logging.getLogger(__name__)
@@ -87,7 +86,6 @@ def plan_store(base: StoreConfig, store_uri: str | None) -> StorePlan:
 @dataclass(slots=True)
 class EvalEnvironment:
     components: Components
-    enricher: Enricher
     store: StorePlan
 
 
@@ -107,7 +105,7 @@ async def eval_environment(
         )
         components = await Components.build(eval_config, embedder=embedder)
         try:
-            yield EvalEnvironment(components, components.write.enricher, plan)
+            yield EvalEnvironment(components, plan)
         finally:
             try:
                 if plan.drop_collection:
@@ -199,7 +197,7 @@ async def ingest(
         stats = await bulk_load(
             records,
             embedder=components.embedder,
-            enricher=env.enricher,
+            enricher=components.write.enricher,
             writes=components.write.writes,
             progress=advance,
             topics={m.id: m.cluster for m in dataset.memories if m.cluster} if topics else None,
