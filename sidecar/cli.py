@@ -150,6 +150,34 @@ def _cmd_eval_writes(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_eval_conversations(args: argparse.Namespace) -> int:
+    import warnings
+
+    from sidecar.evaluation.conversations.report import format_text, write_json
+    from sidecar.evaluation.conversations.runner import (
+        ConversationEvalOptions,
+        run_conversation_eval,
+    )
+    from sidecar.evaluation.dataset import load_dataset
+    from sidecar.logs import configure_logging
+
+    config = load_config(args.config)
+    configure_logging(config.logging.model_copy(update={"level": "WARNING"}))
+    warnings.filterwarnings("ignore", "pkg_resources is deprecated", UserWarning)
+    dataset = load_dataset(args.dataset)
+    options = ConversationEvalOptions(
+        llm_url=args.llm_url,
+        limit_questions=args.limit_questions,
+        baseline=not args.no_baseline,
+    )
+    result = asyncio.run(run_conversation_eval(dataset, config, options))
+    print(format_text(result), flush=True)
+    if args.json is not None:
+        write_json(result, args.json)
+        print(f"wrote {args.json}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sidecar",
@@ -266,6 +294,34 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-consolidation", action="store_true", help="score without the consolidation pass"
     )
     writes.set_defaults(func=_cmd_eval_writes)
+
+    talks = commands.add_parser(
+        "eval-conversations",
+        help="measure what the write path keeps: real conversations in, their questions asked",
+        description="Replay a dataset of conversation turns (docs/eval-conversations.md) "
+        "through the write path at the conversations' own times, ask its questions "
+        "through the request path at their dates, and score whether the memories made "
+        "from the evidence turns are found and injected — beside the same questions "
+        "over the raw turns.",
+    )
+    talks.add_argument("--dataset", required=True, help="retrieval dataset of turns (JSON)")
+    talks.add_argument("--config", help="YAML config file (default: all defaults)")
+    talks.add_argument(
+        "--llm-url",
+        help="OpenAI-compatible base URL for extraction and the dedup judge; default: "
+        "the config's llm.base_url, else the heuristics",
+    )
+    talks.add_argument(
+        "--limit-questions",
+        type=int,
+        metavar="N",
+        help="ask only the first N questions (and replay only their users)",
+    )
+    talks.add_argument(
+        "--no-baseline", action="store_true", help="skip the raw-turn baseline (faster)"
+    )
+    talks.add_argument("--json", help="also write every number to this JSON file")
+    talks.set_defaults(func=_cmd_eval_conversations)
     add_admin_commands(commands)
     return parser
 

@@ -65,6 +65,10 @@ class EvalQuery:
     category: str | None = None
     group_ids: tuple[str, ...] = ()
     context: tuple[ContextTurn, ...] = field(default=(), repr=False)
+    #: The reference answer, when the dataset gives one (scored by eval-conversations).
+    answer: str = field(default="", repr=False)
+    #: When the question is asked (epoch ms; 0: not given).
+    asked_at: int = 0
 
     @property
     def scope(self) -> Scope:
@@ -255,7 +259,21 @@ def _query(source: str, index: int, data: object) -> EvalQuery:
         category=category,
         group_ids=tuple(sorted(set(entry.identifiers("group_ids")))),
         context=_context(entry),
+        answer=_answer(entry),
+        asked_at=_epoch_ms(entry, "question_date"),
     )
+
+
+def _answer(entry: _Entry) -> str:
+    """The reference answer as text (a number or a list of strings is accepted)."""
+    value = entry.get("answer")
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    if isinstance(value, str | int | float):
+        return str(value)
+    raise entry.error("'answer' must be a string")
 
 
 def parse_dataset(data: object, *, source: str = "dataset") -> Dataset:

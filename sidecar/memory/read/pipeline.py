@@ -84,6 +84,8 @@ class MemoryRequest:
     session_key: str = ""
     #: The request's id (``x-request-id``): what an explanation is found by.
     request_id: str = ""
+    #: When it is asked (epoch ms; 0: now). A replayed conversation asks at its time.
+    at_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +231,7 @@ class RequestPipeline:
             vectors[i] = query.vector
             if cache is not None:
                 cache.put(user, clipped[i], query.vector)
-        return [Query(text, vectors[i]) for i, text in enumerate(clipped)]
+        return [Query(text, vectors[i], request.at_ms) for i, text in enumerate(clipped)]
 
     async def search(self, queries: Sequence[Query], request: MemoryRequest) -> list[Hit]:
         """The top-k for the first query (fused with the second's, when given),

@@ -93,9 +93,96 @@ class Scope:
     group_ids: tuple[str, ...] = ()
 
 
+#: At most this many origins per memory: the first and the latest are kept.
+MAX_ORIGINS = 12
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """A turn a memory was made from (its provenance): a memory stated again, merged
+    or updated keeps the union of its turns' origins."""
+
+    #: The turn: its request id (Envoy's ``x-request-id``), or ``journal-<n>``.
+    turn: str
+    session: str = ""
+    #: The index of the user's message in the request's ``messages``; -1 unknown.
+    message: int = -1
+    #: The client's or dataset's ids of the turn's messages, when it gave any.
+    refs: tuple[str, ...] = ()
+    #: When it was said (epoch ms).
+    at: int = 0
+
+    def as_json(self) -> dict[str, object]:
+        data: dict[str, object] = {"turn": self.turn, "at": self.at}
+        if self.session:
+            data["session"] = self.session
+        if self.message >= 0:
+            data["message"] = self.message
+        if self.refs:
+            data["refs"] = list(self.refs)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Origin:
+        """The inverse of :meth:`as_json`; ``ValueError`` for anything else."""
+        refs = data.get("refs") or ()
+        if not isinstance(refs, list | tuple):
+            raise ValueError("origin refs is not a list")
+        try:
+            return cls(
+                turn=str(data["turn"]),
+                session=str(data.get("session", "")),
+                message=int(data.get("message", -1)),
+                refs=tuple(str(r) for r in refs),
+                at=int(data.get("at", 0)),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError("origin lacks its turn") from exc
+
+
+def merge_origins(*groups: tuple[Origin, ...], cap: int = MAX_ORIGINS) -> tuple[Origin, ...]:
+    """The union of ``groups`` (one entry per turn), oldest first; past ``cap`` the
+    oldest and the latest are kept (where the fact was first said, and its news)."""
+    seen: dict[str, Origin] = {}
+    for group in groups:
+        for origin in group:
+            seen.setdefault(origin.turn, origin)
+    ordered = sorted(seen.values(), key=lambda o: (o.at, o.turn))
+    if len(ordered) <= cap:
+        return tuple(ordered)
+    return (ordered[0], *ordered[len(ordered) - cap + 1 :])
+
+
+#: At most this many characters of what was said are kept with a memory.
+MAX_EXCERPT_CHARS = 2_000
+#: Between the excerpts of different turns of one memory.
+EXCERPT_JOIN = "\n…\n"
+
+
+def join_excerpts(*excerpts: str, cap: int = MAX_EXCERPT_CHARS) -> str:
+    """Distinct excerpts, in order, joined and cut to ``cap`` characters (a later turn's
+    words are dropped before an earlier one's are cut)."""
+    kept: list[str] = []
+    for excerpt in excerpts:
+        for part in excerpt.split(EXCERPT_JOIN):
+            part = part.strip()
+            if part and part not in kept:
+                kept.append(part)
+    joined = ""
+    for part in kept:
+        candidate = f"{joined}{EXCERPT_JOIN}{part}" if joined else part
+        if len(candidate) > cap:
+            return joined or part[:cap]
+        joined = candidate
+    return joined
+
+
 @dataclass(frozen=True, slots=True)
 class MemoryRecord:
-    """One row of the store. ``content`` is the full text (L2)."""
+    """One row of the store. ``content`` is the fact (the unit of dedup, supersession
+    and the injected line); ``excerpt`` is what was said: the words of the turn(s) it
+    was made from (L2), kept beside it as a second retrieval key and shown where the
+    fact alone would lose a detail; ``origins`` are those turns."""
 
     id: str
     user_id: str
@@ -121,6 +208,8 @@ class MemoryRecord:
     accessed_at: int = 0
     superseded_by: str = ""
     content_hash: str = ""
+    excerpt: str = field(default="", repr=False)
+    origins: tuple[Origin, ...] = ()
 
     def __repr__(self) -> str:  # never print memory text
         return f"MemoryRecord(id={self.id!r}, user_id={self.user_id!r}, status={self.status})"
@@ -136,6 +225,17 @@ class MemoryRecord:
             changes[name] if name in changes else getattr(self, name) for name in _RECORD_FIELDS
         ]
         return MemoryRecord(*values)  # type: ignore[arg-type]
+
+    def absorbing(self, *others: MemoryRecord) -> MemoryRecord:
+        """This memory with the provenance of ``others`` (the same fact said in other
+        turns): the union of origins, their excerpts after its own."""
+        if not others:
+            return self
+        origins = merge_origins(self.origins, *(o.origins for o in others))
+        excerpt = join_excerpts(self.excerpt, *(o.excerpt for o in others))
+        if origins == self.origins and excerpt == self.excerpt:
+            return self
+        return self.with_changes(origins=origins, excerpt=excerpt)
 
 
 #: MemoryRecord's fields in declaration order (its positional parameters).

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
-from sidecar.memory.records.records import MemoryType
+from sidecar.memory.records.records import MemoryType, Origin
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +20,31 @@ class Turn:
     request_id: str = ""
     profile: str = "default"
     session_id: str = ""
+    #: The index of the user's message in the request's ``messages`` (-1: unknown).
+    message_index: int = -1
+    #: The client's or dataset's ids of the turn's messages, when it gave any.
+    refs: tuple[str, ...] = ()
+
+    @property
+    def turn_id(self) -> str:
+        """The id a memory's provenance names this turn by: its request id, else one
+        made from what it is (the same turn always gets the same id)."""
+        if self.request_id:
+            return self.request_id
+        digest = hashlib.sha256(
+            f"{self.user_id}\x00{self.created_at}\x00{self.user_text}".encode()
+        ).hexdigest()
+        return "turn-" + digest[:20]
+
+    def origin(self) -> Origin:
+        """This turn as a memory's provenance."""
+        return Origin(
+            self.turn_id,
+            session=self.session_id,
+            message=self.message_index,
+            refs=self.refs,
+            at=self.created_at,
+        )
 
 
 @dataclass(frozen=True, slots=True)

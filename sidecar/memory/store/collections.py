@@ -26,11 +26,13 @@ from sidecar.memory.store.schema import (
     ACCESS_SCHEMA_TAG,
     ACCESS_SLOT,
     FULL_TEXT_FIELD,
-    LEGACY_SCHEMA_TAG,
+    OPENED_VERSIONS,
     PARTITION_KEY_FIELD,
     SCHEMA_TAG,
+    SCHEMA_VERSION,
     FieldSpec,
     collection_fields,
+    schema_tag,
 )
 
 log = logging.getLogger(__name__)
@@ -39,11 +41,11 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class OpenedCollections:
     """What opening found: both collections' descriptions (the columnar upserts take
-    their field order from them) and whether the memory collection is version 1."""
+    their field order from them) and the memory collection's schema version."""
 
     info: dict[str, Any]
     access_info: dict[str, Any]
-    links_as_array: bool
+    version: int
     #: The memory collection has the BM25 function's field (Milvus' full-text search).
     full_text: bool
 
@@ -78,10 +80,10 @@ def ensure_collections(
     if not existed:
         _create_memory_collection(target)
     info = client.describe_collection(memory, timeout=timeout)
-    legacy = False
+    version = SCHEMA_VERSION
     has_full_text = any(f.get("name") == FULL_TEXT_FIELD for f in info.get("fields", []))
     if existed:
-        legacy = _check_memory_schema(target, info)
+        version = _check_memory_schema(target, info)
         client.load_collection(memory, timeout=config.load_timeout_s)
     existed = client.has_collection(access, timeout=timeout)
     if not existed:
@@ -90,7 +92,7 @@ def ensure_collections(
     if existed:
         _check_access_schema(target, access_info)
         client.load_collection(access, timeout=config.load_timeout_s)
-    return OpenedCollections(info, access_info, legacy, has_full_text)
+    return OpenedCollections(info, access_info, version, has_full_text)
 
 
 def create_memory_collection(
@@ -141,7 +143,7 @@ def _create_memory_collection(target: _Target) -> None:
     from pymilvus import Function, FunctionType
 
     config = target.config
-    fields = collection_fields(legacy=False, full_text=target.full_text)
+    fields = collection_fields(full_text=target.full_text)
     schema = _schema(target, fields, SCHEMA_TAG, target.dim)
     if target.full_text:
         schema.add_function(
@@ -203,18 +205,19 @@ def _check_access_schema(target: _Target, info: dict[str, Any]) -> None:
         )
 
 
-def _check_memory_schema(target: _Target, info: dict[str, Any]) -> bool:
-    """Raise :class:`SchemaMismatch` unless ``info`` is this version's schema or
-    version 1's; True for version 1 (links as an ARRAY)."""
+def _check_memory_schema(target: _Target, info: dict[str, Any]) -> int:
+    """The schema version of the collection ``info`` describes; raise
+    :class:`SchemaMismatch` unless it is one this version opens, with its fields."""
     problems: list[str] = []
     description = str(info.get("description", ""))
-    legacy = description == LEGACY_SCHEMA_TAG
-    if description != SCHEMA_TAG and not legacy:
+    versions = {schema_tag(v): v for v in OPENED_VERSIONS}
+    version = versions.get(description, SCHEMA_VERSION)
+    if description not in versions:
         problems.append(f"schema tag is {description!r}, expected {SCHEMA_TAG!r}")
     found = {f["name"]: f for f in info.get("fields", [])}
     # Without the BM25 function's field: made on a server before 2.5 (or for one).
     full_text = FULL_TEXT_FIELD in found
-    for spec in collection_fields(legacy=legacy, full_text=full_text):
+    for spec in collection_fields(version, full_text=full_text):
         field = found.pop(spec.name, None)
         if field is None:
             problems.append(f"field {spec.name!r} is missing")
@@ -228,14 +231,17 @@ def _check_memory_schema(target: _Target, info: dict[str, Any]) -> bool:
             "or copy the rows into a new collection (sidecar store migrate "
             "--to-collection NEW) and point store.collection at it."
         )
-    if legacy:
+    if version < SCHEMA_VERSION:
         log.warning(
-            "collection %s is %s: its links load slowly from milvus-lite; copy it into "
-            "a new collection with 'sidecar store migrate --to-collection NEW'",
+            "collection %s is %s: %s; copy it into a new collection with "
+            "'sidecar store migrate --to-collection NEW'",
             target.memory,
-            LEGACY_SCHEMA_TAG,
+            description,
+            "its links load slowly from milvus-lite and it keeps no provenance or excerpts"
+            if version == 1
+            else "it keeps no provenance or excerpts (what was said)",
         )
-    return legacy
+    return version
 
 
 def _field_problems(target: _Target, spec: FieldSpec, field: dict[str, Any]) -> list[str]:

@@ -61,10 +61,11 @@ from sidecar.memory.store.schema import (
     ACCESS_SUFFIX,
     FIELDS,
     QUERY_WINDOW,
-    SCALAR_FIELDS,
+    SCHEMA_VERSION,
     FieldSpec,
     collection_fields,
     hits,
+    read_fields,
     record_to_row,
     records,
     row_to_record,
@@ -97,8 +98,9 @@ class MemoryStore:
         #: The collections' descriptions, once open (for the columnar upserts).
         self._info: dict[str, Any] | None = None
         self._access_info: dict[str, Any] | None = None
-        #: The collection is version 1 (:data:`LEGACY_SCHEMA_TAG`): links as an ARRAY.
-        self.links_as_array = False
+        #: The memory collection's schema version (an older one is written as it is).
+        self.schema_version = SCHEMA_VERSION
+        self._read_fields = read_fields(SCHEMA_VERSION)
         #: What the engine offers (:mod:`.capabilities`), asked when the store opens.
         self.capabilities = lite_capabilities()
         #: The memory collection has Milvus' BM25 function (``search_text`` works).
@@ -214,7 +216,8 @@ class MemoryStore:
             full_text=self.capabilities.full_text,
         )
         self._info, self._access_info = opened.info, opened.access_info
-        self.links_as_array = opened.links_as_array
+        self.schema_version = opened.version
+        self._read_fields = read_fields(opened.version)
         self.full_text = opened.full_text
         announce(self.capabilities, self.full_text, self._metrics)
 
@@ -280,7 +283,7 @@ class MemoryStore:
         """One upsert call (of one caller's rows or several callers')."""
 
         def call() -> None:
-            rows = [record_to_row(r, links_as_array=self.links_as_array) for r in records]
+            rows = [record_to_row(r, version=self.schema_version) for r in records]
             fields = self._written_fields()
             columns = {f.name: [row[f.name] for row in rows] for f in fields}
             self._upsert_columns(self._collection, fields, columns, self._info)
@@ -328,9 +331,14 @@ class MemoryStore:
             owners={s.user_id for s in stats},
         )
 
+    @property
+    def links_as_array(self) -> bool:
+        """The collection is version 1: links as an ARRAY."""
+        return self.schema_version == 1
+
     def _written_fields(self) -> list[FieldSpec]:
         """The memory collection's fields a write gives (not the BM25 function's)."""
-        return [f for f in collection_fields(legacy=self.links_as_array) if not f.function_output]
+        return [f for f in collection_fields(self.schema_version) if not f.function_output]
 
     def _upsert_columns(
         self,
@@ -442,7 +450,7 @@ class MemoryStore:
                 anns_field="embedding",
                 limit=limit,
                 filter=where,
-                output_fields=list(SCALAR_FIELDS),
+                output_fields=list(self._read_fields),
                 search_params=self._vector_search_params(limit),
                 consistency_level="Strong" if strong else "Bounded",
                 timeout=self._config.timeout_s,
@@ -475,7 +483,7 @@ class MemoryStore:
                 anns_field="sparse",
                 limit=limit,
                 filter=where,
-                output_fields=list(SCALAR_FIELDS),
+                output_fields=list(self._read_fields),
                 search_params={"metric_type": "BM25"},
                 timeout=self._config.timeout_s,
             )
@@ -492,7 +500,7 @@ class MemoryStore:
         with_vectors: bool = False,
         strong: bool = False,
     ) -> list[MemoryRecord]:
-        fields = [*SCALAR_FIELDS, "embedding"] if with_vectors else list(SCALAR_FIELDS)
+        fields = [*self._read_fields, "embedding"] if with_vectors else list(self._read_fields)
 
         def call() -> list[MemoryRecord]:
             rows = self._client.query(
@@ -518,7 +526,7 @@ class MemoryStore:
     ) -> list[MemoryRecord]:
         """Every row matching ``where``: one query when it fits Milvus' 16,384-row
         window, a paged query iterator beyond it."""
-        fields = [*SCALAR_FIELDS, "embedding"] if with_vectors else list(SCALAR_FIELDS)
+        fields = [*self._read_fields, "embedding"] if with_vectors else list(self._read_fields)
 
         def call() -> list[MemoryRecord]:
             rows = self._query_all(where, fields, batch_size, strong=strong)

@@ -19,26 +19,42 @@ from sidecar.memory.records.records import (
     MemoryRecord,
     MemoryType,
     NodeType,
+    Origin,
     Status,
     Visibility,
     as_vector,
 )
 
-SCHEMA_VERSION = 2
-SCHEMA_TAG = f"memory-sidecar schema v{SCHEMA_VERSION}"
+SCHEMA_VERSION = 3
+
+
+def schema_tag(version: int) -> str:
+    """The description a collection of schema ``version`` carries."""
+    return f"memory-sidecar schema v{version}"
+
+
+SCHEMA_TAG = schema_tag(SCHEMA_VERSION)
+#: Version 3 adds ``excerpt`` (what was said, the memory's L2) and ``provenance`` (the
+#: turns it was made from). A version-2 collection is still opened and written as it
+#: is, without them; ``sidecar store migrate`` copies it into a version-3 one.
 #: Version 1 kept ``related_ids`` as an ARRAY of VARCHAR; version 2 keeps the same ids
 #: as one VARCHAR holding a JSON array. milvus-lite returns ARRAY fields slowly from a
 #: query, more so the bigger the collection: on a large store they are most of the
 #: time of loading one user's rows (docs/design/store-schema.md). A version-1 collection
 #: is still opened and written as it is (:attr:`MemoryStore.links_as_array`);
 #: ``sidecar store migrate`` copies it into a version-2 one.
-LEGACY_SCHEMA_TAG = "memory-sidecar schema v1"
+LEGACY_SCHEMA_TAG = schema_tag(1)
+#: The versions this one opens (and writes as they are).
+OPENED_VERSIONS = (1, 2, SCHEMA_VERSION)
 
 ID_BYTES = 64
 IDENT_BYTES = 256
 CONTENT_BYTES = 16_384
 ABSTRACT_BYTES = 1_024
 OVERVIEW_BYTES = 4_096
+EXCERPT_BYTES = 4_096
+#: The JSON array of a memory's origins (:data:`MAX_ORIGINS` at most).
+PROVENANCE_BYTES = 4_096
 MAX_RELATED = 32
 #: The JSON array of up to MAX_RELATED ids (each at most ID_BYTES, escaped).
 RELATED_BYTES = 8_192
@@ -80,6 +96,8 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("session_id", "VARCHAR", max_length=IDENT_BYTES),
     FieldSpec("content_hash", "VARCHAR", max_length=ID_BYTES),
     FieldSpec("superseded_by", "VARCHAR", max_length=ID_BYTES),
+    FieldSpec("excerpt", "VARCHAR", max_length=EXCERPT_BYTES),
+    FieldSpec("provenance", "VARCHAR", max_length=PROVENANCE_BYTES),
     FieldSpec("importance", "FLOAT"),
     FieldSpec("confidence", "FLOAT"),
     FieldSpec("access_count", "INT64"),
@@ -100,20 +118,57 @@ LEGACY_RELATED_FIELD = FieldSpec(
 FULL_TEXT_FIELD = "sparse"
 
 
-def collection_fields(*, legacy: bool, full_text: bool = True) -> list[FieldSpec]:
-    """The memory collection's fields; ``legacy``: as a version-1 collection has them;
-    ``full_text``: with the BM25 function's sparse field (Milvus 2.5 and milvus-lite)."""
+#: The schema version that added a field (the others are in every version).
+ADDED_IN = {"excerpt": 3, "provenance": 3}
+
+
+def collection_fields(version: int = SCHEMA_VERSION, *, full_text: bool = True) -> list[FieldSpec]:
+    """The memory collection's fields as schema ``version`` has them (version 1 keeps
+    links as an ARRAY); ``full_text``: with the BM25 function's sparse field (Milvus
+    2.5 and milvus-lite)."""
     return [
-        LEGACY_RELATED_FIELD if legacy and f.name == "related_ids" else f
+        LEGACY_RELATED_FIELD if version == 1 and f.name == "related_ids" else f
         for f in FIELDS
-        if full_text or f.name != FULL_TEXT_FIELD
+        if (full_text or f.name != FULL_TEXT_FIELD) and ADDED_IN.get(f.name, 1) <= version
     ]
 
 
-#: Scalar fields returned by reads (vectors are fetched only when asked for).
-SCALAR_FIELDS: tuple[str, ...] = tuple(
-    f.name for f in FIELDS if f.type_name not in {"FLOAT_VECTOR", "SPARSE_FLOAT_VECTOR"}
-)
+def read_fields(version: int = SCHEMA_VERSION) -> tuple[str, ...]:
+    """The scalar fields a read of a ``version`` collection returns (vectors are
+    fetched only when asked for)."""
+    return tuple(
+        f.name
+        for f in collection_fields(version)
+        if f.type_name not in {"FLOAT_VECTOR", "SPARSE_FLOAT_VECTOR"}
+    )
+
+
+#: Scalar fields returned by reads of this version's collection.
+SCALAR_FIELDS: tuple[str, ...] = read_fields()
+
+
+def encode_origins(origins: Sequence[Origin]) -> str:
+    """``provenance`` as a row keeps it: one JSON array, cut (oldest kept, then the
+    latest) to fit :data:`PROVENANCE_BYTES`."""
+    kept = list(origins)
+    while kept:
+        text = json.dumps([o.as_json() for o in kept], ensure_ascii=False, separators=(",", ":"))
+        if len(text.encode("utf-8")) <= PROVENANCE_BYTES:
+            return text
+        kept = kept[:1] + kept[2:] if len(kept) > 1 else []
+    return ""
+
+
+def decode_origins(value: Any) -> tuple[Origin, ...]:
+    """A row's origins; anything unreadable reads as none rather than failing the read."""
+    if not value:
+        return ()
+    try:
+        items = json.loads(value) if isinstance(value, str) else value
+        return tuple(Origin.from_json(item) for item in items if isinstance(item, dict))
+    except (ValueError, TypeError):
+        return ()
+
 
 #: The access collection's name is the memory collection's with this suffix.
 ACCESS_SUFFIX = "__access"
@@ -159,8 +214,9 @@ def decode_related(value: Any) -> tuple[str, ...]:
     return tuple(str(x) for x in value)
 
 
-def record_to_row(record: MemoryRecord, *, links_as_array: bool = False) -> dict[str, Any]:
-    """``links_as_array``: ``related_ids`` as a version-1 collection keeps them."""
+def record_to_row(record: MemoryRecord, *, version: int = SCHEMA_VERSION) -> dict[str, Any]:
+    """The row of ``record`` for a ``version`` collection (version 1 keeps
+    ``related_ids`` as an ARRAY; fields a version lacks are left out by the writer)."""
     if record.embedding is None:
         raise StoreError(f"memory {record.id} has no embedding")
     related = list(record.related_ids[:MAX_RELATED])
@@ -177,7 +233,7 @@ def record_to_row(record: MemoryRecord, *, links_as_array: bool = False) -> dict
         "content": fit_utf8(record.content, CONTENT_BYTES),
         "abstract": fit_utf8(record.abstract, ABSTRACT_BYTES),
         "overview": fit_utf8(record.overview, OVERVIEW_BYTES),
-        "related_ids": (related if links_as_array else encode_related(related)),
+        "related_ids": (related if version == 1 else encode_related(related)),
         "source": fit_utf8(record.source, 32),
         "session_id": fit_utf8(record.session_id, IDENT_BYTES),
         "content_hash": record.content_hash,
@@ -188,6 +244,8 @@ def record_to_row(record: MemoryRecord, *, links_as_array: bool = False) -> dict
         "created_at": int(record.created_at),
         "updated_at": int(record.updated_at),
         "accessed_at": int(record.accessed_at),
+        "excerpt": fit_utf8(record.excerpt, EXCERPT_BYTES),
+        "provenance": encode_origins(record.origins),
         # A record's vector is a tuple of Python floats (:func:`as_vector`).
         "embedding": list(record.embedding),
     }
@@ -230,6 +288,8 @@ def row_to_record(row: dict[str, Any]) -> MemoryRecord:
         accessed_at=int(row.get("accessed_at", 0)),
         superseded_by=str(row.get("superseded_by", "")),
         content_hash=str(row.get("content_hash", "")),
+        excerpt=str(row.get("excerpt") or ""),
+        origins=decode_origins(row.get("provenance")),
     )
 
 

@@ -13,14 +13,13 @@ import pytest
 
 from sidecar.config import StoreConfig
 from sidecar.errors import SchemaMismatch, StoreError
-from sidecar.memory.records.records import AccessStat, MemoryRecord, Scope, Status
+from sidecar.memory.records.records import AccessStat, MemoryRecord, Origin, Scope, Status
 from sidecar.memory.store.connection import connect
 from sidecar.memory.store.filters import Filter, build_filter
 from sidecar.memory.store.milvus import MemoryStore
 from sidecar.memory.store.schema import (
-    FIELDS,
-    LEGACY_RELATED_FIELD,
     LEGACY_SCHEMA_TAG,
+    collection_fields,
     decode_related,
     encode_related,
 )
@@ -334,12 +333,12 @@ async def test_links_are_one_varchar_and_a_version_1_collection_still_opens(
         await fresh.close()
 
     config = StoreConfig(uri=str(tmp_path / "v1.db"), collection="mem")
-    legacy_fields = tuple(LEGACY_RELATED_FIELD if f.name == "related_ids" else f for f in FIELDS)
-    with monkeypatch.context() as patch:  # a store written by the version before
-        patch.setattr(schema_module, "FIELDS", legacy_fields)
+    with monkeypatch.context() as patch:  # a store written by version 1
+        patch.setattr(schema_module, "FIELDS", tuple(collection_fields(1)))
         patch.setattr(store_module, "SCHEMA_TAG", LEGACY_SCHEMA_TAG)
+        patch.setattr(store_module, "SCHEMA_VERSION", 1)
         old = await MemoryStore.open(config, 8, Metrics())
-        old.links_as_array = True
+        assert old.links_as_array
         await old.upsert([linked])
         await old.close()
 
@@ -357,7 +356,7 @@ async def test_links_are_one_varchar_and_a_version_1_collection_still_opens(
     finally:
         await again.close()
 
-    # What `sidecar store migrate` reads from it goes into a version-2 collection.
+    # What `sidecar store migrate` reads from it goes into a current collection.
     schema, rows = await MemoryStore.read_collection(config, "mem", Metrics())
     assert schema == LEGACY_SCHEMA_TAG
     target = await MemoryStore.open(config.model_copy(update={"collection": "mem2"}), 8, Metrics())
@@ -376,3 +375,47 @@ def test_decode_related_reads_either_version_and_never_fails(broken: object) -> 
     assert decode_related(["a", "b"]) == ("a", "b")
     assert encode_related([]) == ""
     assert decode_related(broken) == ()
+
+
+async def test_a_version_2_collection_opens_without_provenance_and_migrates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Version 3 adds ``excerpt`` and ``provenance``; a version-2 collection is opened
+    and written as it is (neither kept), and ``store migrate`` copies it into one that
+    keeps them."""
+    from sidecar.memory.store import collections as store_module
+    from sidecar.memory.store import schema as schema_module
+
+    said = record(1).with_changes(
+        excerpt="I moved to Porto last May.",
+        origins=(Origin("req-1", session="s1", message=2, refs=("t1", "t2"), at=5),),
+    )
+    config = StoreConfig(uri=str(tmp_path / "v2.db"), collection="mem")
+    with monkeypatch.context() as patch:
+        patch.setattr(schema_module, "FIELDS", tuple(collection_fields(2)))
+        patch.setattr(store_module, "SCHEMA_TAG", schema_module.schema_tag(2))
+        patch.setattr(store_module, "SCHEMA_VERSION", 2)
+        old = await MemoryStore.open(config, 8, Metrics())
+        await old.upsert([said])
+        await old.close()
+    again = await MemoryStore.open(config, 8, Metrics())
+    try:
+        assert again.schema_version == 2
+        await again.upsert([said.with_changes(id="m9")])
+        rows = await again.query(build_filter(owner="u1"))
+        assert {(r.id, r.excerpt, r.origins) for r in rows} == {("m1", "", ()), ("m9", "", ())}
+    finally:
+        await again.close()
+
+    tag, copied = await MemoryStore.read_collection(config, "mem", Metrics())
+    assert tag == schema_module.schema_tag(2)
+    fresh = await MemoryStore.open(config.model_copy(update={"collection": "mem3"}), 8, Metrics())
+    try:
+        assert fresh.schema_version == schema_module.SCHEMA_VERSION
+        await fresh.upsert([*copied, said])
+        rows = {r.id: r for r in await fresh.query(build_filter(owner="u1"))}
+        assert rows.keys() == {"m1", "m9"}
+        assert rows["m1"].excerpt == "I moved to Porto last May."
+        assert rows["m1"].origins == said.origins
+    finally:
+        await fresh.close()

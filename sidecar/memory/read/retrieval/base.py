@@ -12,7 +12,7 @@ import numpy.typing as npt
 from sidecar.config import RetrievalConfig
 from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.language.text import char_ngrams, tokens
-from sidecar.memory.records.records import Hit, Scope
+from sidecar.memory.records.records import Hit, Scope, now_ms
 from sidecar.memory.store.protocol import Store
 
 
@@ -51,6 +51,13 @@ class Query:
 
     text: str = field(repr=False)
     vector: npt.NDArray[np.float32] = field(repr=False)
+    #: When it is asked (epoch ms; 0: now): what "last week" and recency are counted
+    #: from. A replayed conversation asks at its own time.
+    at_ms: int = 0
+
+    @property
+    def now_ms(self) -> int:
+        return self.at_ms or now_ms()
 
     @property
     def tokens(self) -> list[str]:

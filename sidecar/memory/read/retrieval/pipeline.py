@@ -39,7 +39,7 @@ from sidecar.memory.read.retrieval.signals import (
     ngram_scores,
 )
 from sidecar.memory.read.retrieval.topics import TopicGroups, expand_topics
-from sidecar.memory.records.records import Hit, now_ms
+from sidecar.memory.records.records import Hit
 from sidecar.memory.records.vectors import top_indices
 
 BaseSignal = Literal["cosine", "bm25", "ngram", "fused"]
@@ -138,7 +138,7 @@ class PipelineRetriever:
         gate = _admit(gate, via)
         order = top_indices(scores, max(config.candidate_pool, top_k), gate)
         if self._rerank and config.rerank.enabled:
-            order, scores = _rerank(order, scores, corpus, config)
+            order, scores = _rerank(order, scores, corpus, config, query.now_ms)
             stages.append((Stage.RERANK, scores))
         if via:
             order = limit_link_share(order, base, via, top_k, config.links.max_share)
@@ -167,7 +167,7 @@ def _in_conversation(
         base = in_context(base, signals, query, corpus, talk, hybrid)
         stages.append((Stage.CONTEXT, base))
     if config.cues.enabled:
-        base = lift_cues(base, query, corpus, config.cues, now_ms())
+        base = lift_cues(base, query, corpus, config.cues, query.now_ms)
         stages.append((Stage.CUES, base))
     if talk.enabled and talk.session_lift > 0:
         base = lift_sessions(base, corpus, talk)
@@ -184,12 +184,11 @@ def _admit(gate: npt.NDArray[np.bool_], via: dict[int, str]) -> npt.NDArray[np.b
 
 
 def _rerank(
-    order: list[int], scores: Scores, corpus: Corpus, config: RetrievalConfig
+    order: list[int], scores: Scores, corpus: Corpus, config: RetrievalConfig, now: int
 ) -> tuple[list[int], Scores]:
     pool = order[: config.rerank.pool]
     if not pool:
         return order, scores
-    now = now_ms()
     similarities = scores[pool].tolist()
     top = max(similarities) or 1.0
     records, rerank = corpus.records, config.rerank

@@ -153,6 +153,8 @@ def decode_turn(payload: str) -> Turn:
         or not isinstance(turn.request_id, str)
         or not isinstance(turn.created_at, int)
         or not all(isinstance(g, str) for g in turn.group_ids)
+        or not isinstance(turn.message_index, int)
+        or not all(isinstance(r, str) for r in turn.refs)
     ):
         raise ValueError("turn payload has a field of the wrong type")
     return turn

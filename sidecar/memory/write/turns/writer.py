@@ -17,6 +17,7 @@ from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.language.embedding_text import embedding_text
 from sidecar.memory.language.entities import mentions
+from sidecar.memory.language.excerpts import excerpt_of
 from sidecar.memory.language.sanitize import clean_turn
 from sidecar.memory.records.records import (
     MemoryRecord,
@@ -24,7 +25,9 @@ from sidecar.memory.records.records import (
     Status,
     as_vector,
     content_hash,
+    join_excerpts,
     memory_id,
+    merge_origins,
     now_ms,
 )
 from sidecar.memory.records.turns import Fact, Turn
@@ -162,11 +165,12 @@ class MemoryWriter:
         topics: dict[str, str] = {}
         merged: list[MemoryRecord] = []
         for fact, text, vector in zip(facts, texts, vectors, strict=True):
-            stated = _Stated(turn, fact, text, vector)
+            stated = _Stated(turn, fact, text, vector, excerpt_of(turn.user_text, text))
             candidates = pending.candidates_for(text, fact.about, vector, config.dedup_candidates)
             judgement = await self._judge.judge(text, candidates, config)
             if judgement.decision == Decision.NOOP:
                 merged.extend(stated.merged_row(judgement, pending.get))
+                pending.put(stated.restated(judgement, pending.get))
             written = await self._apply(stated, judgement, pending.get)
             if written and fact.topic and judgement.decision != Decision.UPDATE:
                 topics[written[0].id] = fact.topic  # a new row (an update keeps its home)
@@ -219,6 +223,8 @@ class MemoryWriter:
                     overview="",
                     content_hash=content_hash(merged),
                     updated_at=turn.created_at,
+                    origins=merge_origins(target.origins, (turn.origin(),)),
+                    excerpt=join_excerpts(target.excerpt, stated.excerpt),
                     confidence=max(target.confidence, fact.confidence),
                     importance=max(target.importance, fact.importance),
                 )
@@ -236,12 +242,13 @@ class MemoryWriter:
 @dataclass(frozen=True, slots=True)
 class _Stated:
     """One fact of a turn, as it will be stored: the turn it came from, the fact, its
-    clean text and its vector."""
+    clean text, its vector and what of the turn carries it."""
 
     turn: Turn
     fact: Fact
     text: str
     vector: npt.NDArray[np.float32]
+    excerpt: str
 
     def row(
         self, *, updated_at: int, status: Status = Status.ACTIVE, superseded_by: str = ""
@@ -264,7 +271,29 @@ class _Stated:
             created_at=turn.created_at,
             updated_at=updated_at,
             content_hash=content_hash(self.text),
+            excerpt=self.excerpt,
+            origins=(turn.origin(),),
         )
+
+    def restated(
+        self, judgement: Judgement, lookup: Callable[[str], MemoryRecord | None]
+    ) -> list[MemoryRecord]:
+        """The memory this fact restates (``judgement.target``, a no-op), now said in
+        this turn too: its origins and excerpt grow (nothing when it is not the
+        owner's own active memory, or already knows this turn)."""
+        target = lookup(judgement.target) if judgement.target else None
+        if (
+            target is None
+            or target.user_id != self.turn.user_id
+            or target.status != Status.ACTIVE
+            or target.embedding is None
+        ):
+            return []
+        said = MemoryRecord(
+            id="", user_id="", content="", excerpt=self.excerpt, origins=(self.turn.origin(),)
+        )
+        grown = target.absorbing(said)
+        return [] if grown is target else [grown]
 
     def merged_row(
         self, judgement: Judgement, lookup: Callable[[str], MemoryRecord | None]

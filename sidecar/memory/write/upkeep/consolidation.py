@@ -179,8 +179,13 @@ class Consolidator:
                 for kept, others in plans
                 for other in others
             ]
+            # The kept memory was said in the folded ones' turns too.
+            kept_rows = [kept.absorbing(*others) for kept, others in plans]
+            changed = [
+                row for row, (kept, _) in zip(kept_rows, plans, strict=True) if row is not kept
+            ]
             if folded:
-                await self._writes.put(folded)
+                await self._writes.put([*changed, *folded])
         self._metrics.consolidated.inc(len(folded))
         return ConsolidationReport(owner, len(rows), len(plans), len(folded))
 

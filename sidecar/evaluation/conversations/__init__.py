@@ -1,0 +1,1 @@
+"""``sidecar eval-conversations``: what the write path keeps, asked end to end."""
