@@ -138,6 +138,12 @@ class Metrics:
             registry=reg,
         )
         self.facts = Counter(p + "facts", "Extracted facts by decision", ["decision"], registry=reg)
+        #: Turns that left no memory: no fact, no statement, no answered request.
+        self.turns_without_memory = Counter(
+            p + "turns_without_memory",
+            "Written turns that left no memory (greetings, thanks, chit-chat)",
+            registry=reg,
+        )
         #: where: query (the latest user message's text as searched).
         self.repaired_text = Counter(
             p + "repaired_text",

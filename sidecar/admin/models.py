@@ -16,9 +16,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sidecar.config import StrategyName
 from sidecar.errors import InvalidIdentifier, InvalidInput
 from sidecar.memory.records.categories import topic_name
-from sidecar.memory.records.records import MemoryRecord, MemoryType, NodeType, Status, Visibility
+from sidecar.memory.records.records import (
+    MAX_EXCERPT_CHARS,
+    MAX_ORIGINS,
+    MemoryRecord,
+    MemoryType,
+    NodeType,
+    Origin,
+    Status,
+    Visibility,
+)
 from sidecar.memory.store.filters import validate_identifier
-from sidecar.memory.store.schema import ID_BYTES, MAX_RELATED
+from sidecar.memory.store.schema import ID_BYTES, IDENT_BYTES, MAX_RELATED
 
 MAX_PAGE = 1000
 MAX_QUERY_CHARS = 2000
@@ -211,6 +220,27 @@ class ImportQuery(_Request):
     reembed: bool = False
 
 
+class OriginLine(BaseModel):
+    """A turn a memory was made from (its provenance)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    turn: str = Field(max_length=IDENT_BYTES, description="The turn's request id.")
+    session: str = Field(default="", max_length=IDENT_BYTES)
+    message: int = Field(
+        default=-1, ge=-1, description="The user's message's index in the request (-1: unknown)."
+    )
+    refs: tuple[str, ...] = Field(
+        default=(),
+        max_length=8,
+        description="The client's or dataset's ids of the turn's messages.",
+    )
+    at: int = Field(default=0, ge=0, description="When it was said (epoch milliseconds).")
+
+    def origin(self) -> Origin:
+        return Origin(self.turn, self.session, self.message, self.refs, self.at)
+
+
 class MemoryLine(_Request):
     """One line of an export / import file (the JSON form of a stored row).
 
@@ -241,6 +271,10 @@ class MemoryLine(_Request):
     accessed_at: int = Field(default=0, ge=0)
     superseded_by: str = ""
     content_hash: str = Field(default="", max_length=ID_BYTES)
+    #: What was said: the words of the turns the memory was made from.
+    excerpt: str = Field(default="", max_length=MAX_EXCERPT_CHARS)
+    #: The turns it was made from.
+    provenance: tuple[OriginLine, ...] = Field(default=(), max_length=MAX_ORIGINS)
     embedding: tuple[float, ...] | None = None
     #: The model the embedding came from; another than the configured one means
     #: the row is embedded again.
@@ -312,6 +346,8 @@ def memory_json(
         "accessed_at": record.accessed_at,
         "superseded_by": record.superseded_by,
         "content_hash": record.content_hash,
+        "excerpt": record.excerpt,
+        "provenance": [origin.as_json() for origin in record.origins],
     }
     if embedding and record.embedding is not None:
         out["embedding"] = [float(x) for x in record.embedding]
@@ -348,3 +384,9 @@ class Memory(BaseModel):
     accessed_at: int
     superseded_by: str = Field(description="The memory that replaced this one ('' if none).")
     content_hash: str
+    excerpt: str = Field(
+        default="", description="What was said: the words of the turns it was made from."
+    )
+    provenance: list[OriginLine] = Field(
+        default_factory=list, description="The turns it was made from, oldest first."
+    )

@@ -279,4 +279,6 @@ def _record(owner: str, line: MemoryLine, clean: Callable[[str], str], now: int)
         accessed_at=line.accessed_at,
         superseded_by=line.superseded_by,
         content_hash=line.content_hash or content_hash(text),
+        excerpt=line.excerpt,
+        origins=tuple(o.origin() for o in line.provenance),
     )

@@ -89,6 +89,16 @@ class ExtractionConfig(_Model):
     dedup_candidates: int = Field(default=5, ge=1, le=50)
     #: Longest user/assistant text sent to extraction, in characters each.
     max_turn_chars: int = Field(default=6000, ge=100)
+    #: A turn the extractor keeps no fact from still leaves the user's first-person
+    #: statements, quoted ('User said: "…"'): what the user said about themselves is
+    #: never dropped silently (docs/design/provenance.md).
+    keep_statements: bool = True
+    #: A request the assistant answered at length, with no statement of the user's,
+    #: leaves 'User asked: "…"' with the answer's head as its excerpt, so "what did
+    #: you recommend last time?" can be answered.
+    keep_answers: bool = True
+    #: The shortest answer (characters) an "asked" memory is kept for.
+    answer_min_chars: int = Field(default=300, ge=0)
 
 
 class EnrichmentConfig(_Model):

@@ -42,6 +42,10 @@ from sidecar.runtime.components import Components
 
 log = logging.getLogger(__name__)
 
+#: Turns handed to the write queue before waiting for it to drain (well within the
+#: journal's bound, so no turn is shed).
+SUBMIT_CHUNK = 1000
+
 
 @dataclass(frozen=True, slots=True)
 class ConversationEvalOptions:
@@ -153,10 +157,15 @@ async def _replay_and_ask(
     await queue.start()
     try:
         written = time.perf_counter()
-        for replayed in talks.turns:
-            await queue.submit(clean_turn(replayed.turn, max_chars))
-        if not await queue.wait_idle(options.drain_timeout_s):
-            raise InvalidInput(f"the write queue did not drain in {options.drain_timeout_s:.0f} s")
+        for start in range(0, len(talks.turns), SUBMIT_CHUNK):
+            # In chunks the journal holds: a turn it sheds would be a memory lost.
+            for replayed in talks.turns[start : start + SUBMIT_CHUNK]:
+                if not await queue.submit(clean_turn(replayed.turn, max_chars)):
+                    raise InvalidInput("the write queue refused a turn (see the log)")
+            if not await queue.wait_idle(options.drain_timeout_s):
+                raise InvalidInput(
+                    f"the write queue did not drain in {options.drain_timeout_s:.0f} s"
+                )
         write_seconds = time.perf_counter() - written
         counts = await queue.journal.counts()
         users = sorted({t.turn.user_id for t in talks.turns})

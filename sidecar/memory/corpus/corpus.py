@@ -25,6 +25,14 @@ Matrix = npt.NDArray[np.float32]
 T = TypeVar("T")
 
 
+def document(record: MemoryRecord) -> list[str]:
+    """A memory's BM25 document: its fact and what was said (its excerpt) — one
+    value, two keys, so a question worded like the conversation finds the fact."""
+    if not record.excerpt:
+        return tokens(record.content)
+    return tokens(f"{record.content}\n{record.excerpt}")
+
+
 @dataclass(frozen=True, slots=True)
 class Corpus:
     """Immutable retrieval view of one scope. Index ``i`` is the same row everywhere."""
@@ -134,7 +142,7 @@ class Corpus:
             vectors = (
                 np.concatenate([previous.vectors, _matrix(tail, dim)]) if tail else previous.vectors
             )
-            bm25 = previous.bm25.extended([tokens(r.content) for r in tail])
+            bm25 = previous.bm25.extended([document(r) for r in tail])
             ngrams = dict(previous._ngrams)
         elif previous is not None:
             # Rows removed or reordered (a superseded fact, a delta refresh): still
@@ -144,7 +152,7 @@ class Corpus:
             ngrams = {}
         else:
             vectors = _matrix(memories, dim)
-            bm25 = BM25Index([tokens(r.content) for r in memories])
+            bm25 = BM25Index([document(r) for r in memories])
             ngrams = {}
         index_of = {r.id: i for i, r in enumerate(memories)}
         links: list[set[int]] = [set() for _ in memories]
@@ -258,7 +266,7 @@ def _reuse(
             documents.append(old.bm25.document(j))
         else:
             fresh.append(i)
-            documents.append(tokens(record.content))
+            documents.append(document(record))
     if taken:
         rows, sources = zip(*taken, strict=True)
         vectors[list(rows)] = old.vectors[list(sources)]
@@ -282,6 +290,7 @@ def _same_document(new: MemoryRecord, prev: MemoryRecord) -> bool:
     return new is prev or (
         new.id == prev.id
         and new.content == prev.content
+        and new.excerpt == prev.excerpt
         and (new.embedding is prev.embedding or new.embedding == prev.embedding)
     )
 

@@ -15,9 +15,11 @@ from sidecar.config import ExtractionConfig
 from sidecar.memory.corpus.cache import CorpusCache
 from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.embedding.protocol import Embedder
+from sidecar.memory.language.absolute import absolute_dates, dated_quote
 from sidecar.memory.language.embedding_text import embedding_text
 from sidecar.memory.language.entities import mentions
 from sidecar.memory.language.excerpts import excerpt_of
+from sidecar.memory.language.said import ASKED, asked_excerpt, asked_fact, said_fact
 from sidecar.memory.language.sanitize import clean_turn
 from sidecar.memory.records.records import (
     MemoryRecord,
@@ -98,8 +100,20 @@ class MemoryWriter:
     async def write_turn(self, turn: Turn) -> WriteResult:
         config = self._extraction_config(turn.profile)
         turn = clean_turn(turn, config.max_turn_chars)
-        facts = self._clean_facts(await self._extractor.extract(turn, config))
+        extracted = await self._extractor.extract(turn, config)
+        # "last month" said in May 2023 is stored as "in April 2023": never stale.
+        facts = self._clean_facts(
+            [replace(f, text=absolute_dates(f.text, turn.created_at)) for f in extracted]
+        )
+        if not facts:  # a quote keeps its words, the dates they mean beside them
+            facts = self._clean_facts(
+                [
+                    replace(f, text=dated_quote(f.text, turn.created_at))
+                    for f in _fallback(turn, config)
+                ]
+            )
         if not facts:
+            self._metrics.turns_without_memory.inc()
             return WriteResult()
         async with self._writes.lock(turn.user_id):
             return await self._store_facts(turn, facts, config)
@@ -165,7 +179,12 @@ class MemoryWriter:
         topics: dict[str, str] = {}
         merged: list[MemoryRecord] = []
         for fact, text, vector in zip(facts, texts, vectors, strict=True):
-            stated = _Stated(turn, fact, text, vector, excerpt_of(turn.user_text, text))
+            excerpt = (
+                asked_excerpt(turn.user_text, turn.assistant_text)
+                if fact.source == ASKED
+                else excerpt_of(turn.user_text, text)
+            )
+            stated = _Stated(turn, fact, text, vector, excerpt)
             candidates = pending.candidates_for(text, fact.about, vector, config.dedup_candidates)
             judgement = await self._judge.judge(text, candidates, config)
             if judgement.decision == Decision.NOOP:
@@ -311,6 +330,21 @@ class _Stated:
         return [
             self.row(updated_at=updated_at, status=Status.MERGED, superseded_by=judgement.target)
         ]
+
+
+def _fallback(turn: Turn, config: ExtractionConfig) -> list[Fact]:
+    """What a turn the extractor kept nothing from leaves: the user's statements,
+    quoted, else a request answered at length (:mod:`sidecar.memory.language.said`)."""
+    said = said_fact(turn.user_text) if config.keep_statements else None
+    if said is not None:
+        return [said]
+    if config.keep_answers:
+        asked = asked_fact(
+            turn.user_text, turn.assistant_text, min_reply_chars=config.answer_min_chars
+        )
+        if asked is not None:
+            return [asked]
+    return []
 
 
 def _relates(text: str) -> bool:
