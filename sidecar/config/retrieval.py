@@ -235,6 +235,10 @@ class InjectionConfig(_Model):
     mode: Literal["append", "prepend"] = "append"
     #: Token budget of the injected block (estimated at 4 characters per token).
     max_tokens: int = Field(default=1000, ge=25, le=100_000)
+    #: Under a memory of the user's own, at most this many characters of what was
+    #: said (its excerpt, the part nearest the question) where it carries a number,
+    #: a list or a name the fact alone loses; 0: never.
+    excerpt_chars: int = Field(default=300, ge=0, le=4000)
     #: Label each memory with its category name ("- (Pets) User has a dog ...";
     #: in parentheses: a bracketed name could spell a template token).
     category_labels: bool = True

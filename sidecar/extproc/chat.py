@@ -78,6 +78,8 @@ class ChatMemoryProcessor(Processor):
         self._identity: Identity | None = None
         self._request_id = ""
         self._user_text: str | None = None
+        #: Where the user's message is in the request's messages (provenance).
+        self._user_index = -1
         self._injected: int | None = None  # None: nothing attempted
         self._explained = False  # why the block was injected is kept (explain_last)
         self._rewrite: RewriteResult | None = None
@@ -156,6 +158,7 @@ class ChatMemoryProcessor(Processor):
                 self._skip("invalid_identity")
                 return passthrough("request_body")
         self._user_text = request.latest_user_text()
+        self._user_index = request.latest_user_index()
         if self._user_text is None:
             self._skip("no_user_message")
             return passthrough("request_body")
@@ -297,6 +300,7 @@ class ChatMemoryProcessor(Processor):
             request_id=self._request_id,
             profile=self._profile_name,
             session_id=self._identity.session_id,
+            message_index=self._user_index,
         )
         await self._deps.queue.submit(clean_turn(turn, self._profile.extraction.max_turn_chars))
 

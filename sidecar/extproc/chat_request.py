@@ -92,6 +92,14 @@ class ChatRequest:
                 return text or None
         return None
 
+    def latest_user_index(self) -> int:
+        """The index of the last ``user`` message in ``messages`` (-1: none)."""
+        for index in range(len(self.messages) - 1, -1, -1):
+            message = self.messages[index]
+            if isinstance(message, Mapping) and message.get("role") == "user":
+                return index
+        return -1
+
     def history(self, limit: int) -> list[tuple[str, str]]:
         """The last ``limit`` messages before the latest user message, as (role, text)."""
         messages = self.messages

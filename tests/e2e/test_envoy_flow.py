@@ -421,3 +421,22 @@ def test_poisoning_attempts_never_reach_the_model_as_instructions(stack: Stack) 
     kept = [word for word in keywords if word.lower() in injected.lower()]
     missing = [word for word in keywords if word not in kept]
     assert len(missing) <= 1, (missing, injected)
+
+
+def test_a_question_worded_like_the_conversation_finds_its_fact_and_its_words(
+    stack: Stack,
+) -> None:
+    """Issue N through the real Envoy: a question worded like the original turn finds
+    the fact made from it, with its number."""
+    seen = injected_after(
+        stack,
+        new_user("trip"),
+        [
+            "Finally back home! I did a solo backpacking trip around Hokkaido for 16 days, "
+            "mostly hostels.",
+            "Thanks for the tips on onsen etiquette, super helpful.",
+        ],
+        "Remind me, how many days was that solo backpacking trip around Hokkaido?",
+    )
+    assert "Hokkaido" in seen
+    assert "16 days" in seen

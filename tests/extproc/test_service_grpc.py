@@ -534,3 +534,42 @@ async def test_a_lone_surrogate_in_the_question_is_bad_input_not_a_server_failur
         assert "Berlin" in found["content"]
     assert metrics.value("memory_sidecar_fail_open_total", {"reason": "retrieval_error"}) == errors
     assert metrics.value("memory_sidecar_repaired_text_total", {"where": "query"}) == repaired + 2
+
+
+async def test_a_question_worded_like_the_conversation_finds_the_fact_made_from_it(
+    sidecar: Sidecar, channel: grpc.aio.Channel
+) -> None:
+    """Issue N: the fact records the turn it came from and what was said; a question
+    worded like the original turn finds it, and the block adds the detail the fact
+    alone loses."""
+    user = new_user()
+    said = (
+        "Finally back home! I did a solo backpacking trip around Hokkaido for 16 days, "
+        "mostly hostels."
+    )
+    await exchange(
+        channel,
+        [
+            msg.request_headers(user=user, extra={"x-request-id": "req-hokkaido"}),
+            msg.request_body(msg.chat_body(said)),
+            msg.response_headers(),
+            msg.response_body(msg.completion_json("Welcome back! That sounds amazing.")),
+        ],
+    )
+    assert await sidecar.components.write.queue.wait_idle(10)
+    (memory,) = await sidecar.components.store.query(build_filter(owner=user))
+    assert memory.excerpt == said
+    (origin,) = memory.origins
+    assert (origin.turn, origin.message) == ("req-hokkaido", 0)
+
+    replies = await exchange(
+        channel,
+        [
+            msg.request_headers(user=user),
+            msg.request_body(msg.chat_body("How many days was my backpacking trip in Hokkaido?")),
+        ],
+    )
+    block = msg.memory_message(mutated_body(replies[1]))
+    assert block is not None
+    assert memory.content in block["content"]
+    assert "16 days" in block["content"]

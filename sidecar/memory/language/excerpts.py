@@ -55,3 +55,49 @@ def excerpt_of(said: str, fact: str, *, cap: int = MAX_EXCERPT_CHARS) -> str:
                 start, end = min(start, step), max(end, step)
                 grew = True
     return " ".join(sentences[start : end + 1])
+
+
+_LIST = re.compile(r"(?:^|\n|\s)(?:\d{1,2}[.)]|[-*•])\s+\S")
+_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][\w'’-]+")
+
+
+def window(excerpt: str, query: str, cap: int) -> str:
+    """The ``cap`` characters of ``excerpt`` that matter most for ``query``: the
+    sentence sharing most of its words, with its neighbours while they fit (the
+    start of the excerpt when nothing is shared)."""
+    if len(excerpt) <= cap:
+        return excerpt
+    sentences = _sentences(excerpt)
+    if not sentences:
+        return excerpt[:cap]
+    wanted = set(tokens(query))
+    scores = [len(wanted.intersection(tokens(s))) for s in sentences]
+    best = max(range(len(sentences)), key=lambda i: (scores[i], -i))
+    start = end = best
+    length = len(sentences[best])
+    if length >= cap:
+        return sentences[best][: cap - 1] + "…"
+    for step in range(1, len(sentences)):
+        grew = False
+        for index in (best + step, best - step):  # what follows first: a list goes on
+            if 0 <= index < len(sentences) and length + 1 + len(sentences[index]) <= cap:
+                length += 1 + len(sentences[index])
+                start, end = min(start, index), max(end, index)
+                grew = True
+        if not grew:
+            break
+    return " ".join(sentences[start : end + 1])
+
+
+def adds_detail(fact: str, fragment: str) -> bool:
+    """Whether ``fragment`` (what was said) carries what ``fact`` alone loses: a
+    number, a list, or a name the fact does not have."""
+    if _LIST.search(fragment):
+        return True
+    numbers = set(re.findall(r"\d[\d.,:/-]*", fragment)) - set(re.findall(r"\d[\d.,:/-]*", fact))
+    if numbers:
+        return True
+    names = {n.casefold() for n in _NAME.findall(fragment)} - {
+        n.casefold() for n in _NAME.findall(fact)
+    }
+    return bool(names - {"i", "i'm", "i've", "i'd", "i'll"})

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -37,6 +37,7 @@ from sidecar.config import Profile, RetrievalConfig
 from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.language.ambiguity import History
 from sidecar.memory.language.directives import overrides_assistant
+from sidecar.memory.language.excerpts import adds_detail, window
 from sidecar.memory.language.focus import focus_query, query_text
 from sidecar.memory.language.text import valid_unicode
 from sidecar.memory.read.block import (
@@ -53,7 +54,7 @@ from sidecar.memory.read.retrieval.base import Query, Retriever
 from sidecar.memory.read.retrieval.store_side import STORE_SIDE_STRATEGIES
 from sidecar.memory.read.rewrite.rewriter import QueryRewriter, RewriteResult, fuse_rewrite_hits
 from sidecar.memory.read.service import MemoryService
-from sidecar.memory.records.records import Hit, Scope, now_ms
+from sidecar.memory.records.records import Hit, Scope, Visibility, now_ms
 from sidecar.metrics import Metrics
 
 #: How much further than ``top_k`` the request path searches, so that memories that
@@ -99,6 +100,24 @@ class RequestOutcome:
     deep: DeepReport | None = None
     #: Why the block was injected is kept (``injection.explain_last``).
     explained: bool = False
+
+
+def _excerpts(request: MemoryRequest) -> Callable[[Hit, int], str]:
+    """What was said, to show under a memory: the part of its excerpt nearest the
+    question, where it carries what the fact alone loses — only for the asker's own
+    private memories (what another user said is never shown), never an order."""
+    owner, cap = request.scope.user_id, request.profile.injection.excerpt_chars
+
+    def said(hit: Hit, room: int) -> str:
+        record = hit.record
+        if not record.excerpt or record.user_id != owner or record.visibility != Visibility.USER:
+            return ""
+        fragment = window(record.excerpt, request.text, min(cap, room))
+        if not adds_detail(record.content, fragment) or overrides_assistant(fragment):
+            return ""
+        return fragment
+
+    return said
 
 
 class QueryCaches:
@@ -292,7 +311,10 @@ class RequestPipeline:
         injection = request.profile.injection
         names = self._category_names(request.scope, hits) if injection.category_labels else None
         block = assemble_block(
-            hits, max_chars=injection.max_tokens * CHARS_PER_TOKEN, categories=names
+            hits,
+            max_chars=injection.max_tokens * CHARS_PER_TOKEN,
+            categories=names,
+            said=_excerpts(request) if injection.excerpt_chars else None,
         )
         if block.count and self._access is not None:
             self._access.record(block.hits)
