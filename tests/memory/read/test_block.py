@@ -236,5 +236,6 @@ def test_the_window_is_the_part_nearest_the_question() -> None:
     answer = " ".join(f"Venue {i} is nice." for i in range(1, 30)) + " Revolution Hall closes it."
     text = "Any indie venues in Portland?\nassistant: " + answer
     got = window(text, "the last venue, Revolution Hall?", 80)
-    assert "Revolution Hall" in got and len(got) <= 80
+    assert "Revolution Hall" in got
+    assert len(got) <= 80
     assert window("short", "anything", 80) == "short"
