@@ -63,7 +63,8 @@ _REQUEST_START = re.compile(
     r"^(can|could|would|will|please|tell|help|what|why|how|when|where|who|which|do|does|"
     r"did|is|are|should|let's|lets|show|give|write|explain|find|use|make|send|book|remind|"
     r"schedule|add|set|check|list|suggest|recommend|translate|draft|plan|create|fix|call|"
-    r"summari[sz]e|compare|any|got\s+any|pick|choose|name|describe|imagine)\b",
+    r"summari[sz]e|compare|any|got\s+any|pick|choose|name|describe|imagine|brainstorm|"
+    r"pretend|generate|outline|provide|rewrite|rephrase|elaborate|continue)\b",
     re.I,
 )
 _CONSTRAINT = re.compile(

@@ -19,7 +19,7 @@ from sidecar.memory.language.absolute import absolute_dates, dated_quote
 from sidecar.memory.language.embedding_text import embedding_text
 from sidecar.memory.language.entities import mentions
 from sidecar.memory.language.excerpts import excerpt_of
-from sidecar.memory.language.said import ASKED, asked_excerpt, asked_fact, said_fact
+from sidecar.memory.language.said import ASKED, SAID, asked_excerpt, asked_fact, said_fact
 from sidecar.memory.language.sanitize import clean_turn
 from sidecar.memory.records.records import (
     MemoryRecord,
@@ -105,13 +105,8 @@ class MemoryWriter:
         facts = self._clean_facts(
             [replace(f, text=absolute_dates(f.text, turn.created_at)) for f in extracted]
         )
-        if not facts:  # a quote keeps its words, the dates they mean beside them
-            facts = self._clean_facts(
-                [
-                    replace(f, text=dated_quote(f.text, turn.created_at))
-                    for f in _fallback(turn, config)
-                ]
-            )
+        if not facts:
+            facts = self._fallback_facts(turn, config)
         if not facts:
             self._metrics.turns_without_memory.inc()
             return WriteResult()
@@ -136,6 +131,13 @@ class MemoryWriter:
                 continue
             kept.append(fact)
         return kept
+
+    def _fallback_facts(self, turn: Turn, config: ExtractionConfig) -> list[Fact]:
+        """What a turn leaves when no fact of it is kept (:func:`_fallback`): a quote
+        keeps its words, the dates they mean beside them."""
+        return self._clean_facts(
+            [replace(f, text=dated_quote(f.text, turn.created_at)) for f in _fallback(turn, config)]
+        )
 
     def _clean_facts(self, facts: list[Fact]) -> list[Fact]:
         """Facts with clean text, invalid ones dropped (and counted)."""
@@ -169,8 +171,12 @@ class MemoryWriter:
             corpus = await self._cache.current(scope)
         else:
             corpus = await self._cache.corpus(scope)
-        facts = self._known_subjects(facts, corpus, turn.user_id)
+        extracted, facts = facts, self._known_subjects(facts, corpus, turn.user_id)
+        if not facts and not any(f.source in (SAID, ASKED) for f in extracted):
+            # Nothing of the turn is kept after all: what was said still is.
+            facts = self._fallback_facts(turn, config)
         if not facts:
+            self._metrics.turns_without_memory.inc()
             return WriteResult()
         texts = [f.text for f in facts]
         pending = TurnRows(corpus, turn.user_id)
