@@ -29,6 +29,10 @@ MAX_SAID_CHARS = 300
 MAX_ASKED_CHARS = 200
 #: Characters of the user's request kept in an "asked" memory's excerpt.
 MAX_REQUEST_EXCERPT = 600
+#: A statement worth quoting has at least this many characters and content words
+#: ("They're my team." says nothing on its own).
+MIN_STATEMENT_CHARS = 20
+MIN_STATEMENT_WORDS = 3
 SAID_IMPORTANCE = 0.3
 ASKED_IMPORTANCE = 0.2
 #: Confidence of a quote: the words are the user's, what they mean is not judged.
@@ -57,12 +61,12 @@ def _statements(user_text: str) -> list[str]:
     for raw in _SENTENCE.split(user_text):
         sentence = " ".join(raw.split())
         if (
-            len(sentence) >= 12
+            len(sentence) >= MIN_STATEMENT_CHARS
             and not sentence.endswith("?")
             and _FIRST_PERSON.search(sentence)
             and not _YOU.search(sentence)
             and not _REQUEST.match(sentence)
-            and len(tokens(sentence)) >= 2
+            and len(tokens(sentence)) >= MIN_STATEMENT_WORDS
             and not instructs_assistant(sentence)
         ):
             kept.append(sentence.translate(_QUOTES))

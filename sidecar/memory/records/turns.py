@@ -63,3 +63,7 @@ class Fact:
     #: user's life rather than the user ("Ana lives in Porto."): the write path
     #: keeps it only when the user's own facts name them ("User's sister is Ana.").
     about: str = ""
+    #: The fact as extracted, when the stored text differs from it (relative dates
+    #: made absolute): judged against stored facts as said, as before the dates
+    #: were resolved, so a date's year is not read as the fact's ("" = ``text``).
+    as_said: str = field(default="", repr=False)

@@ -103,7 +103,7 @@ class MemoryWriter:
         extracted = await self._extractor.extract(turn, config)
         # "last month" said in May 2023 is stored as "in April 2023": never stale.
         facts = self._clean_facts(
-            [replace(f, text=absolute_dates(f.text, turn.created_at)) for f in extracted]
+            [_dated(f, absolute_dates(f.text, turn.created_at)) for f in extracted]
         )
         if not facts:
             facts = self._fallback_facts(turn, config)
@@ -191,8 +191,11 @@ class MemoryWriter:
                 else excerpt_of(turn.user_text, text)
             )
             stated = _Stated(turn, fact, text, vector, excerpt)
-            candidates = pending.candidates_for(text, fact.about, vector, config.dedup_candidates)
-            judgement = await self._judge.judge(text, candidates, config)
+            judged = fact.as_said or text
+            candidates = pending.candidates_for(judged, fact.about, vector, config.dedup_candidates)
+            judgement = await self._judge.judge(judged, candidates, config)
+            if judgement.text == judged:
+                judgement = replace(judgement, text=text)
             if judgement.decision == Decision.NOOP:
                 merged.extend(stated.merged_row(judgement, pending.get))
                 pending.put(stated.restated(judgement, pending.get))
@@ -336,6 +339,11 @@ class _Stated:
         return [
             self.row(updated_at=updated_at, status=Status.MERGED, superseded_by=judgement.target)
         ]
+
+
+def _dated(fact: Fact, text: str) -> Fact:
+    """``fact`` stored as ``text`` (its dates absolute), judged as said."""
+    return fact if text == fact.text else replace(fact, text=text, as_said=fact.text)
 
 
 def _fallback(turn: Turn, config: ExtractionConfig) -> list[Fact]:
