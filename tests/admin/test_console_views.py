@@ -59,3 +59,22 @@ def test_every_status_the_console_offers_is_accepted_by_the_api_and_the_cli() ->
             ["memories", "list", "--config", "x", "--user", "a", "--status", status]
         )
         assert parsed.status == status
+
+
+def test_the_memory_page_says_when_and_where_it_was_said_escaped() -> None:
+    from sidecar.memory.records.records import Origin
+
+    record = MemoryRecord(
+        id="m1", user_id="alice", content="User spent two weeks in Japan.", created_at=DAY_MS,
+        excerpt="Back from <b>Japan</b>: two weeks!",
+        origins=(Origin("req-7", session="s-3", message=4, refs=("t9",), at=DAY_MS),),
+    )  # fmt: skip
+    html = page(record)
+    said = re.search(r"<dt>Said</dt><dd>(.*?)</dd>", html, re.S)
+    assert said is not None
+    assert "in session s-3, message 4" in said.group(1)
+    assert "<code>req-7</code>" in said.group(1)
+    assert "refs t9" in said.group(1)
+    assert "<time datetime=" in said.group(1)
+    assert "Back from &lt;b&gt;Japan&lt;/b&gt;: two weeks!" in html  # the user's words, escaped
+    assert "<b>Japan</b>" not in html

@@ -329,6 +329,8 @@ def memory(
         ("Created", when(record.created_at)),
         ("Updated", when(record.updated_at)),
         ("Came from", _origin(record)),
+        ("Said", _said(record)),
+        ("In their words", tag("blockquote", record.excerpt) if record.excerpt else "—"),
         ("Id", tag("code", record.id)),
     ]
     details = tag("dl", *(join([tag("dt", k), tag("dd", v)]) for k, v in facts), class_="facts")
@@ -381,6 +383,32 @@ def _origin(record: MemoryRecord) -> str:
     if record.session_id:
         parts.append(f"session {record.session_id}")
     return ", ".join(parts)
+
+
+def _said(record: MemoryRecord) -> Markup:
+    """The turns a memory was made from: "on <time> in session s1, message 3 (turn
+    req-1; refs a, b)", one per line, oldest first."""
+    if not record.origins:
+        return join(["—"])
+    items = []
+    for origin in record.origins:
+        where = [f" in session {origin.session}"] if origin.session else []
+        if origin.message >= 0:
+            where.append(f", message {origin.message}")
+        refs = f"; refs {', '.join(origin.refs)}" if origin.refs else ""
+        items.append(
+            tag(
+                "li",
+                "on ",
+                when(origin.at) if origin.at > 0 else "an unknown date",
+                *where,
+                " (turn ",
+                tag("code", origin.turn),
+                refs,
+                ")",
+            )
+        )
+    return tag("ul", *items, class_="origins")
 
 
 def _step_note(step: MemoryRecord) -> Markup:
