@@ -55,7 +55,7 @@ def tiny() -> Dataset:
                     "question_date": "2023-06-01T00:00:00Z",
                     "category": "single-session-user",
                 }
-            ],  # fmt: skip
+            ],
         }
     )
 
