@@ -40,6 +40,19 @@ def as_json(result: ConversationEvalResult) -> dict[str, Any]:
         "llm_tokens_per_turn": result.llm_tokens_per_turn,
         "seconds": result.seconds,
         "by_category": by_category(questions, baseline=result.baseline),
+        "per_question": [
+            {
+                "id": o.query.id,
+                "category": o.query.category,
+                "rank": o.rank,
+                "baseline_rank": o.baseline_rank,
+                "injected": o.injected,
+                "lost": o.lost,
+                "answer_in_block": o.answer_in_block if o.answer_eligible else None,
+                "block_tokens": o.block_tokens,
+            }
+            for o in questions
+        ],
         **result.extra,
     }
     return document

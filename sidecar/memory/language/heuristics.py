@@ -73,6 +73,18 @@ _CONSTRAINT = re.compile(
     re.IGNORECASE,
 )
 _WANT_YOU = re.compile(r"\bi(?:\s+want|\s+need|'d\s+like|\s+would\s+like)\s+you\s+to\s+", re.I)
+#: A reply to what the assistant said, not a fact about the user: "User will
+#: definitely check out those brands.", "User will keep your tips in mind.", "Let
+#: User know if you need more help.", "User sees what you mean about the fare."
+_REACTION = re.compile(
+    r"^(?:User\s+(?:will|would|might|may|is\s+going\s+to|thinks\s+User\s+will)\s+"
+    r"(?:(?:definitely|probably|also|certainly|surely|totally|now|really|just)\s+)*"
+    r"(?:check(?:ing)?\s+out|look\s+(?:into|at)|try|keep|take|consider|give|bear|"
+    r"remember|follow|explore|read|watch)\b.*\b(?:those|these|them|your|you)\b"
+    r"|(?:Let|Tell)\s+User\s+know\b"
+    r"|User\s+(?:sees|understands|gets)\s+what\s+you\s+mean\b)",
+    re.IGNORECASE,
+)
 _PROCEDURAL = re.compile(
     r"\bi (usually|always|typically|normally|generally|tend to|prefer to)\b", re.I
 )
@@ -430,8 +442,8 @@ def extract_heuristic(user_text: str, *, max_facts: int) -> list[Fact]:
             if _BARE_CHANGE.search(text) and context and not _REQUEST_START.match(context):
                 # "Three weeks without a cigarette. I've quit for good."
                 text = _capitalised(f"{_first_person_body(context).rstrip('.!')}; {_joined(text)}")
-            if not _meaningful(text):
-                continue
+            if not _meaningful(text) or _REACTION.search(text):
+                continue  # too little, or a reply to what the assistant said
             if _momentary(text) and shape(text).slot is None:
                 continue  # a state of the moment, not a fact about the user
             leaning = _LEADING_REFERENCE.match(sentence) or _TRAILING_REFERENCE.search(

@@ -419,3 +419,18 @@ async def test_a_version_2_collection_opens_without_provenance_and_migrates(
         assert rows["m1"].origins == said.origins
     finally:
         await fresh.close()
+
+
+@pytest.mark.parametrize("broken", ["", None, "not json", '{"a": 1}', '[{"no": "turn"}]', "["])
+def test_decode_origins_never_fails_and_encode_fits_the_column(broken: object) -> None:
+    from sidecar.memory.store.schema import PROVENANCE_BYTES, decode_origins, encode_origins
+
+    assert decode_origins(broken) == ()
+    one = (Origin("req-1", session="s", message=3, refs=("a", "b"), at=7),)
+    assert decode_origins(encode_origins(one)) == one
+    many = tuple(Origin("t" * 60 + str(i), refs=("r" * 200,), at=i) for i in range(40))
+    encoded = encode_origins(many)
+    assert len(encoded.encode()) <= PROVENANCE_BYTES
+    kept = decode_origins(encoded)
+    assert kept[0] == many[0]  # the first turn, then the latest that fit
+    assert kept[-1] == many[-1]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from sidecar.config import ConsolidationConfig
 from sidecar.memory.embedding.protocol import Embedder
-from sidecar.memory.records.records import MemoryRecord, Scope, Status
+from sidecar.memory.records.records import MemoryRecord, Origin, Scope, Status
 from sidecar.memory.records.turns import Turn
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.write.upkeep.consolidation import plan_merges
@@ -47,8 +47,12 @@ async def test_consolidation_merges_into_history_per_user(
     components = await Components.build(config, embedder=embedder)
     try:
         rows = [
-            row("m1", "User lives in Berlin.", "ana", 1),
-            row("m2", "User is based in Berlin.", "ana", 2),
+            row("m1", "User lives in Berlin.", "ana", 1).with_changes(
+                excerpt="I live in Berlin.", origins=(Origin("t1", at=1),)
+            ),
+            row("m2", "User is based in Berlin.", "ana", 2).with_changes(
+                excerpt="I'm based in Berlin.", origins=(Origin("t2", at=2),)
+            ),
             row("m3", "User lives in Berlin.", "bo", 3),  # another user's: never merged
         ]
         vectors = await embedder.embed([r.content for r in rows])
@@ -64,6 +68,10 @@ async def test_consolidation_merges_into_history_per_user(
         assert by_id["m1"].status == Status.MERGED
         assert by_id["m1"].superseded_by == "m2"  # the later of two equally rich wordings
         assert by_id["m2"].status == Status.ACTIVE
+        # The kept memory was said in both turns: its provenance is the union.
+        assert [o.turn for o in by_id["m2"].origins] == ["t1", "t2"]
+        assert "I live in Berlin." in by_id["m2"].excerpt
+        assert "I'm based in Berlin." in by_id["m2"].excerpt
         bo = await components.store.scan(build_filter(owner="bo"))
         assert [r.id for r in bo] == ["m3"]
         # The merged memory leaves the user's corpus at once.
