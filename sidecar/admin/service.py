@@ -402,7 +402,8 @@ class MemoryAdmin:
 
     async def forget(self, user: str) -> ForgetReport:
         """Delete every row the user owns (memories of any status, categories), drop
-        their unwritten turns from the write journal, invalidate the caches."""
+        their unwritten turns from the write journal, invalidate the caches, and
+        rewrite a milvus-lite file without the deleted rows' bytes."""
         owner = owner_id(user)
         # Outside the owner's lock: a turn being written needs it to finish.
         discarded = await self._discard_turns(owner)
@@ -414,6 +415,8 @@ class MemoryAdmin:
             await self._writes.delete(rows)
             # Any writer with a turn of theirs accepted before now drops it.
             await self._writes.forgets.mark(owner)
+        # No freed page of a milvus-lite file keeps their words (a server compacts).
+        await self._store.scrub()
         # Their unit reloads, and what the request path keeps of their questions
         # (vectors, rewrites) goes, here and, over the cache relay, in every worker.
         self._writes.forget_cached(owner)

@@ -45,7 +45,7 @@ import numpy as np
 
 from sidecar.memory.corpus.cache import CorpusCache
 from sidecar.memory.records.records import MemoryRecord
-from sidecar.memory.store.schema import row_to_record
+from sidecar.memory.store.schema import encode_origins, row_to_record
 from sidecar.metrics import Metrics
 from sidecar.tasks import cancel_and_wait
 from sidecar.unix_socket import start_unix_server
@@ -80,7 +80,12 @@ def _plain(value: Any) -> Any:
 
 
 def _row(record: MemoryRecord) -> dict[str, Any]:
-    row = {f.name: _plain(getattr(record, f.name)) for f in dataclasses.fields(record)}
+    row = {
+        f.name: _plain(getattr(record, f.name))
+        for f in dataclasses.fields(record)
+        if f.name != "origins"
+    }
+    row["provenance"] = encode_origins(record.origins)  # as a stored row keeps it
     if record.embedding is not None:  # float32 bytes: far cheaper than a list of floats
         vector = np.asarray(record.embedding, dtype="<f4").tobytes()
         row["embedding"] = base64.b64encode(vector).decode("ascii")

@@ -395,7 +395,7 @@ async def test_forget_then_import_restores_the_same_memories(
     status, found = await call(
         http, "GET", f"{base(user)}/search", params={"q": "Where do I live?", "top_k": "1"}
     )
-    assert found["items"][0]["memory"]["content"] == "User moved to Lisbon last month."
+    assert found["items"][0]["memory"]["content"] == "User moved to Lisbon in October 2023."
 
 
 async def test_import_without_vectors_embeds_them(http: aiohttp.ClientSession) -> None:

@@ -23,6 +23,7 @@ from sidecar.memory.records.records import (
     MemoryRecord,
     MemoryType,
     NodeType,
+    Origin,
     Scope,
     Status,
     Visibility,
@@ -131,6 +132,8 @@ def test_records_cross_as_they_are() -> None:
             created_at=1,
             updated_at=2,
             superseded_by="z",
+            excerpt="I said so <b>",
+            origins=(Origin("req-1", session="s", message=2, refs=("u1", "a1"), at=3),),
         ),
         MemoryRecord(id="hollow", user_id="bob", content="", embedding=None),
     ]

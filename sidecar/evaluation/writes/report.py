@@ -74,7 +74,8 @@ def format_text(result: WriteEvalResult) -> str:
     widths = [max(len(row[i]) for row in [header, *table]) for i in range(len(header))]
     lines = [
         f"dataset {result.dataset}: {result.turns} turns through the write queue, {result.llm}",
-        f"dead letters {result.dead_letters}; {result.seconds:.1f} s",
+        f"dead letters {result.dead_letters}; {result.seconds:.1f} s; "
+        f"turns that left no memory {result.turns_no_memory} of {result.turns}",
     ]
     if result.llm_tokens_per_turn is not None:
         lines.append(f"LLM tokens per turn: {result.llm_tokens_per_turn:.1f}")
@@ -96,6 +97,7 @@ def to_json(result: WriteEvalResult) -> dict[str, Any]:
         "llm": result.llm,
         "llm_tokens_per_turn": result.llm_tokens_per_turn,
         "dead_letters": result.dead_letters,
+        "turns.no_memory": result.turns_no_memory,
         "seconds": round(result.seconds, 3),
         **final,
         "before_consolidation": result.before.as_json(),

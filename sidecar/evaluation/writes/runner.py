@@ -59,6 +59,8 @@ class WriteEvalResult:
     seconds: float
     #: LLM tokens (prompt + completion) per turn; None without an LLM.
     llm_tokens_per_turn: float | None
+    #: Turns that left no memory (greetings, thanks, chit-chat, a moment's mood).
+    turns_no_memory: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -148,6 +150,7 @@ async def _run(
         dead_letters=counts.dead,
         seconds=time.perf_counter() - started,
         llm_tokens_per_turn=None if tokens is None else tokens / len(turns),
+        turns_no_memory=int(components.metrics.value("memory_sidecar_turns_without_memory_total")),
     )
 
 

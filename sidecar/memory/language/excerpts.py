@@ -101,3 +101,29 @@ def adds_detail(fact: str, fragment: str) -> bool:
         n.casefold() for n in _NAME.findall(fact)
     }
     return bool(names - {"i", "i'm", "i've", "i'd", "i'll"})
+
+
+def said_for(excerpt: str, fact: str, query: str, cap: int) -> str:
+    """What of ``excerpt`` to show under ``fact`` for ``query``: the sentence the fact
+    was made from (the one sharing most of its words), with a sentence beside it
+    that has a name of the question's the fact lacks ("Japan" for "how long was I
+    in Japan?" under "User spent two weeks travelling solo."), within ``cap``."""
+    sentences = _sentences(excerpt)
+    if not sentences:
+        return ""
+    fact_words = set(tokens(fact))
+    # Only a name of the question's (the fact's own words say nothing new).
+    asked = {n.casefold() for n in _NAME.findall(query)} - {
+        n.casefold() for n in _NAME.findall(fact)
+    }
+    words = [set(tokens(s)) for s in sentences]
+    own = max(range(len(sentences)), key=lambda i: (len(fact_words & words[i]), -i))
+    chosen = {own} | {
+        i
+        for i in (own - 1, own + 1)
+        if 0 <= i < len(sentences) and asked & {n.casefold() for n in _NAME.findall(sentences[i])}
+    }
+    text = " ".join(sentences[i] for i in sorted(chosen))
+    if len(text) <= cap:
+        return text
+    return sentences[own] if len(sentences[own]) <= cap else sentences[own][: cap - 1] + "…"

@@ -30,6 +30,7 @@ import re
 from sidecar.memory.language.entities import named_subject
 from sidecar.memory.language.facts import shape
 from sidecar.memory.language.lexicon import IRREGULAR_PAST, SAME_IN_PRESENT
+from sidecar.memory.language.text import tokens
 from sidecar.memory.records.records import MemoryType
 from sidecar.memory.records.turns import Fact
 
@@ -196,6 +197,12 @@ _MOOD = re.compile(
     r"knackered|wiped|hungover|sore|ill|unwell|hyped|excited|nervous|anxious)\b",
     re.IGNORECASE,
 )
+
+
+def mood_of_the_moment(text: str) -> bool:
+    """Whether ``text`` says little more than how the user feels right now ("I'm so
+    tired today, ugh."): a mood word and fewer than eight content words."""
+    return _MOOD.search(text) is not None and len(tokens(text)) < 8
 
 
 def _momentary(text: str) -> bool:

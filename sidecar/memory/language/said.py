@@ -3,8 +3,9 @@ unless there was nothing to keep.
 
 * **Said**: the user's own statements, quoted as said — 'User said: "I got my own
   set of sculpting tools today."'. A statement is a sentence in the first person
-  that is no question, no request, no order for the assistant, and does not speak
-  to the assistant ("you"). Quoting never changes the meaning, which rewording can.
+  that is no question, no request, no order for the assistant, no mood of the
+  moment, and does not speak to the assistant ("you"). Quoting never changes the
+  meaning, which rewording can.
 * **Asked**: a request the assistant answered at length — 'User asked: "Brainstorm
   ideas for work from home jobs for seniors"', with the head of the answer in the
   memory's excerpt, so "what was the 7th job in the list you gave me?" finds it.
@@ -19,6 +20,7 @@ import re
 
 from sidecar.memory.language.directives import instructs_assistant
 from sidecar.memory.language.excerpts import tidy
+from sidecar.memory.language.heuristics import mood_of_the_moment
 from sidecar.memory.language.text import tokens
 from sidecar.memory.records.records import MAX_EXCERPT_CHARS, MemoryType
 from sidecar.memory.records.turns import Fact
@@ -50,9 +52,15 @@ _YOU = re.compile(r"\b(?:you|your|yours|yourself|u|ur)\b", re.I)
 _REQUEST = re.compile(
     r"^\W*(?:can|could|would|will|please|tell|help|what|why|how|when|where|who|which|"
     r"do|does|did|is|are|should|let's|lets|show|give|write|explain|find|suggest|"
-    r"recommend|any|list|create|make)\b",
+    r"recommend|any|list|create|make|brainstorm|generate|outline|provide|describe|"
+    r"summari[sz]e|compare|draft|plan|translate|rewrite|pretend|imagine|name|"
+    r"i\s+need|i'd\s+like|i\s+want)\b",
     re.I,
 )
+#: A rule for the assistant ("Don't use emojis"), not a request it answers.
+_RULE = re.compile(r"^\W*(?:please\s+)?(?:don't|dont|do\s+not|never|always|stop)\b", re.I)
+#: The memory block itself, when an answer quotes it back (never kept as said).
+_BLOCK = re.compile(r"(?:<|‹)memory(?:>|›).*?(?:(?:<|‹)/memory(?:>|›)|\Z)", re.S | re.I)
 _QUOTES = str.maketrans({'"': "'", "“": "'", "”": "'"})
 
 
@@ -68,6 +76,7 @@ def _statements(user_text: str) -> list[str]:
             and not _REQUEST.match(sentence)
             and len(tokens(sentence)) >= MIN_STATEMENT_WORDS
             and not instructs_assistant(sentence)
+            and not mood_of_the_moment(sentence)
         ):
             kept.append(sentence.translate(_QUOTES))
     return kept
@@ -95,13 +104,20 @@ def said_fact(user_text: str) -> Fact | None:
     )
 
 
+def answer_text(reply: str) -> str:
+    """The assistant's answer without any memory block it quoted back."""
+    return _BLOCK.sub(" ", reply).strip()
+
+
 def asked_fact(user_text: str, reply: str, *, min_reply_chars: int) -> Fact | None:
     """A request answered at length, quoted (None: no answer worth keeping, or no
-    request: a greeting, thanks, an order for the assistant)."""
+    request: a statement, a greeting, thanks, a rule or an order for the assistant)."""
     request = " ".join(user_text.split())
     if (
-        len(reply.strip()) < min_reply_chars
+        len(answer_text(reply)) < min_reply_chars
         or len(tokens(request)) < 3
+        or not ("?" in request or _REQUEST.match(request))
+        or _RULE.match(request)
         or instructs_assistant(request)
     ):
         return None
@@ -119,4 +135,4 @@ def asked_excerpt(user_text: str, reply: str) -> str:
     """What an "asked" memory keeps of its turn: the request, then the answer's head."""
     request = _cut(tidy(user_text), MAX_REQUEST_EXCERPT)
     room = MAX_EXCERPT_CHARS - len(request) - len("\nassistant: ")
-    return f"{request}\nassistant: {_cut(tidy(reply), max(0, room))}"
+    return f"{request}\nassistant: {_cut(tidy(answer_text(reply)), max(0, room))}"

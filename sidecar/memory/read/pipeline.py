@@ -37,8 +37,9 @@ from sidecar.config import Profile, RetrievalConfig
 from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.language.ambiguity import History
 from sidecar.memory.language.directives import overrides_assistant
-from sidecar.memory.language.excerpts import adds_detail, window
+from sidecar.memory.language.excerpts import adds_detail, said_for, window
 from sidecar.memory.language.focus import focus_query, query_text
+from sidecar.memory.language.said import ASKED
 from sidecar.memory.language.text import valid_unicode
 from sidecar.memory.read.block import (
     CHARS_PER_TOKEN,
@@ -112,7 +113,12 @@ def _excerpts(request: MemoryRequest) -> Callable[[Hit, int], str]:
         record = hit.record
         if not record.excerpt or record.user_id != owner or record.visibility != Visibility.USER:
             return ""
-        fragment = window(record.excerpt, request.text, min(cap, room))
+        limit = min(cap, room)
+        fragment = (
+            window(record.excerpt, request.text, limit)  # the answer's part asked about
+            if record.source == ASKED
+            else said_for(record.excerpt, record.content, request.text, limit)
+        )
         if not adds_detail(record.content, fragment) or overrides_assistant(fragment):
             return ""
         return fragment

@@ -9,16 +9,8 @@ The collection's description records the schema version; opening a collection wi
 another version or other fields is a :class:`SchemaMismatch` that says what differs.
 
 Access counts (how often the request path injected a memory, and when last) live in
-a second, slim collection, ``<collection>__access``: one row per injected memory —
-id, owner, count, time, and the placeholder vector Milvus requires of every
-collection. Neither engine can change a field of a row in place (milvus-lite
-refuses pymilvus' ``partial_update``), so keeping the counts in the memory rows
-meant re-reading each accessed row with its vector and writing it back whole every
-flush, several times the cost of writing slim rows (docs/design/access-counts.md).
-Every read of memory rows merges their access rows in (the higher count and the later
-time win, so counts a memory row carries from before, or from an import, still
-count), on the store's thread beside the read; a memory row turned into a tombstone
-loses its access row in the same call, and a purge removes any left.
+a second, slim collection, ``<collection>__access``, merged into every read of memory
+rows (the higher count and the later time win; docs/design/access-counts.md).
 """
 
 from __future__ import annotations
@@ -30,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import numpy as np
@@ -70,6 +63,7 @@ from sidecar.memory.store.schema import (
     records,
     row_to_record,
 )
+from sidecar.memory.store.scrub import vacuum
 from sidecar.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -99,8 +93,7 @@ class MemoryStore:
         self._info: dict[str, Any] | None = None
         self._access_info: dict[str, Any] | None = None
         #: The memory collection's schema version (an older one is written as it is).
-        self.schema_version = SCHEMA_VERSION
-        self._read_fields = read_fields(SCHEMA_VERSION)
+        self.schema_version, self._read_fields = SCHEMA_VERSION, read_fields()
         #: What the engine offers (:mod:`.capabilities`), asked when the store opens.
         self.capabilities = lite_capabilities()
         #: The memory collection has Milvus' BM25 function (``search_text`` works).
@@ -216,8 +209,7 @@ class MemoryStore:
             full_text=self.capabilities.full_text,
         )
         self._info, self._access_info = opened.info, opened.access_info
-        self.schema_version = opened.version
-        self._read_fields = read_fields(opened.version)
+        self.schema_version, self._read_fields = opened.version, read_fields(opened.version)
         self.full_text = opened.full_text
         announce(self.capabilities, self.full_text, self._metrics)
 
@@ -305,6 +297,19 @@ class MemoryStore:
             "flush", lambda: self._client.flush(self._collection, timeout=self._config.timeout_s)
         )
 
+    async def scrub(self) -> bool:
+        """No freed page of a milvus-lite file keeps deleted rows' bytes (a forget's
+        last step; :func:`.scrub.vacuum`). A server drops them at compaction: False."""
+        if not self._config.is_local_file:
+            return False
+        timeout = self._config.timeout_s
+
+        def call() -> bool:
+            self._client.flush(self._collection, timeout=timeout)
+            return vacuum(Path(self._config.uri).expanduser(), timeout)
+
+        return await self._run("scrub", call, gate="upsert")
+
     # -- access counts ---------------------------------------------------------------
 
     async def read_access(self, ids: Sequence[str]) -> dict[str, AccessStat]:
@@ -331,11 +336,6 @@ class MemoryStore:
             owners={s.user_id for s in stats},
         )
 
-    @property
-    def links_as_array(self) -> bool:
-        """The collection is version 1: links as an ARRAY."""
-        return self.schema_version == 1
-
     def _written_fields(self) -> list[FieldSpec]:
         """The memory collection's fields a write gives (not the BM25 function's)."""
         return [f for f in collection_fields(self.schema_version) if not f.function_output]
@@ -347,18 +347,12 @@ class MemoryStore:
         columns: dict[str, list[Any]],
         info: dict[str, Any] | None,
     ) -> None:
-        """Insert or replace rows given column by column (every field of ``fields``).
-
-        ``MilvusClient.upsert`` takes rows and packs them into the request cell by
-        cell in Python with the GIL held, so an access flush or a bulk batch holds the
-        interpreter for tens of milliseconds (docs/design/store-schema.md). Its
-        connection's columnar upsert (what the ORM's ``Collection.upsert`` sends; the
-        same request to milvus-lite and a server) packs whole columns, at a fraction
-        of that. Unlike milvus-lite's server, it checks VARCHAR lengths, as a Milvus
-        server does. The connection is reached through pymilvus's ``_get_connection``
-        (pinned in constraints.txt; the store tests write and read through both
-        paths); a client without it takes the row upsert.
-        """
+        """Insert or replace rows given column by column (every field of ``fields``):
+        the connection's columnar upsert packs whole columns where
+        ``MilvusClient.upsert`` packs cell by cell with the GIL held, and checks VARCHAR
+        lengths as a server does (docs/design/store-schema.md). The connection comes
+        from pymilvus's ``_get_connection`` (pinned in constraints.txt); a client
+        without it takes the row upsert."""
         from pymilvus import DataType
         from pymilvus.client.call_context import CallContext
 

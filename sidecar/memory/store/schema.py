@@ -41,7 +41,7 @@ SCHEMA_TAG = schema_tag(SCHEMA_VERSION)
 #: as one VARCHAR holding a JSON array. milvus-lite returns ARRAY fields slowly from a
 #: query, more so the bigger the collection: on a large store they are most of the
 #: time of loading one user's rows (docs/design/store-schema.md). A version-1 collection
-#: is still opened and written as it is (:attr:`MemoryStore.links_as_array`);
+#: is still opened and written as it is (:attr:`MemoryStore.schema_version`);
 #: ``sidecar store migrate`` copies it into a version-2 one.
 LEGACY_SCHEMA_TAG = schema_tag(1)
 #: The versions this one opens (and writes as they are).

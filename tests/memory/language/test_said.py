@@ -77,3 +77,23 @@ def test_a_request_answered_at_length_is_kept_with_the_answer() -> None:
 )
 def test_no_request_or_no_answer_no_asked_memory(request_text: str, reply: str) -> None:
     assert asked_fact(request_text, reply, min_reply_chars=300) is None
+
+
+@pytest.mark.parametrize(
+    "request_text",
+    [
+        "Marco moved to Lyon.",  # a statement, not a request
+        "Don't use emojis when you reply to me please.",  # a rule for the assistant
+        "My sister loves hiking in the Alps every summer",
+    ],
+)
+def test_only_a_request_leaves_an_asked_memory(request_text: str) -> None:
+    assert asked_fact(request_text, LONG_ANSWER, min_reply_chars=300) is None
+
+
+def test_a_memory_block_quoted_back_is_no_answer() -> None:
+    echoed = "<memory>\nReference data...\n- User lives in Berlin.\n" + "x " * 400 + "</memory> ok"
+    assert asked_fact("What do you know about me?", echoed, min_reply_chars=300) is None
+    excerpt = asked_excerpt("Any tips?", "‹memory› - User likes tea ‹/memory› Try green tea.")
+    assert "User likes tea" not in excerpt
+    assert excerpt.endswith("assistant: Try green tea.")

@@ -239,3 +239,21 @@ def test_the_window_is_the_part_nearest_the_question() -> None:
     assert "Revolution Hall" in got
     assert len(got) <= 80
     assert window("short", "anything", 80) == "short"
+
+
+def test_under_a_fact_its_own_sentence_and_a_neighbour_naming_what_is_asked() -> None:
+    from sidecar.memory.language.excerpts import said_for
+
+    said = (
+        "My sister Ana settled in Lisbon last spring. My colleague Mia lives above a "
+        "bakery. I play tennis on Sundays."
+    )
+    ana = "User's sister Ana settled in Lisbon last spring."
+    assert said_for(said, ana, "Where does she live now?", 300) == (
+        "My sister Ana settled in Lisbon last spring."  # never Mia's sentence
+    )
+    trip = "Just back! I was in Japan. I spent two weeks traveling solo, mostly hostels."
+    fact = "User spent two weeks traveling solo."
+    assert said_for(trip, fact, "How long was I in Japan?", 300) == (
+        "I was in Japan. I spent two weeks traveling solo, mostly hostels."
+    )

@@ -320,7 +320,7 @@ async def test_links_are_one_varchar_and_a_version_1_collection_still_opens(
     linked = record(1).with_changes(related_ids=("m2", "m 3", 'q"uote'))
     fresh = await MemoryStore.open(StoreConfig(uri=str(tmp_path / "v2.db")), 8, Metrics())
     try:
-        assert not fresh.links_as_array
+        assert fresh.schema_version == 3
         await fresh.upsert([linked, record(2)])
         raw = await asyncio.to_thread(
             fresh._client.query, "memories", filter='id == "m1"', output_fields=["related_ids"]
@@ -338,13 +338,13 @@ async def test_links_are_one_varchar_and_a_version_1_collection_still_opens(
         patch.setattr(store_module, "SCHEMA_TAG", LEGACY_SCHEMA_TAG)
         patch.setattr(store_module, "SCHEMA_VERSION", 1)
         old = await MemoryStore.open(config, 8, Metrics())
-        assert old.links_as_array
+        assert old.schema_version == 1
         await old.upsert([linked])
         await old.close()
 
     again = await MemoryStore.open(config, 8, Metrics())
     try:
-        assert again.links_as_array
+        assert again.schema_version == 1
         await again.upsert([record(2).with_changes(related_ids=("m1",))])
         rows = {r.id: r for r in await again.query(build_filter(owner="u1"))}
         assert rows["m1"].related_ids == ("m2", "m 3", 'q"uote')
@@ -361,7 +361,7 @@ async def test_links_are_one_varchar_and_a_version_1_collection_still_opens(
     assert schema == LEGACY_SCHEMA_TAG
     target = await MemoryStore.open(config.model_copy(update={"collection": "mem2"}), 8, Metrics())
     try:
-        assert not target.links_as_array
+        assert target.schema_version == 3
         await target.upsert(rows)
         copied = {r.id: r.related_ids for r in await target.query(build_filter(owner="u1"))}
         assert copied == {"m1": ("m2", "m 3", 'q"uote'), "m2": ("m1",)}

@@ -43,6 +43,8 @@ def test_turn_round_trips_every_field() -> None:
         request_id="req-9",
         profile="readonly",
         session_id="s-3",
+        message_index=4,
+        refs=("msg-1", "msg-2"),
     )
     for spec in dataclasses.fields(Turn):  # a new field must be set above, too
         assert getattr(full, spec.name) != spec.default, spec.name
