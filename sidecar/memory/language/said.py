@@ -43,6 +43,10 @@ QUOTE_CONFIDENCE = 0.6
 #: The ``source`` of the two kinds.
 SAID = "said"
 ASKED = "asked"
+#: Quotes are records of what was said, not claims about an attribute: no fact
+#: supersedes or absorbs one, consolidation never folds one, and one is only ever
+#: the same as the same quote.
+QUOTED = frozenset({SAID, ASKED})
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _FIRST_PERSON = re.compile(

@@ -165,3 +165,29 @@ def test_origins_merge_as_a_union_oldest_first_and_capped() -> None:
     many = tuple(Origin(f"t{i:02}", at=i) for i in range(30))
     capped = merge_origins(many, cap=5)
     assert [o.turn for o in capped] == ["t00", "t26", "t27", "t28", "t29"]
+
+
+async def test_a_quote_is_never_replaced_by_another(tmp_path: Path, embedder: Embedder) -> None:
+    """'User asked: "…jobs for seniors"' is a record of what was asked, not a job: a
+    later request about another job neither supersedes nor absorbs it."""
+    components = await build(tmp_path, embedder)
+    try:
+        answer = "1. Tutor 2. Transcriptionist 3. Remote bookkeeper " + "and more. " * 40
+        await say(components, "fa", "Brainstorm work from home jobs for seniors", SAID, turn="t1",
+                  reply=answer)  # fmt: skip
+        await say(components, "fa", "How do I land a job at the UN as a logistician?",
+                  SAID + DAY, turn="t2", reply=answer)  # fmt: skip
+        await say(components, "fa", "Brainstorm work from home jobs for seniors", SAID + 2 * DAY,
+                  turn="t3", reply=answer)  # fmt: skip
+        active = [r for r in await rows(components, "fa") if r.status == Status.ACTIVE]
+        by_text = {r.content: r for r in active}
+        assert set(by_text) == {
+            'User asked: "Brainstorm work from home jobs for seniors"',
+            'User asked: "How do I land a job at the UN as a logistician?"',
+        }
+        again = by_text['User asked: "Brainstorm work from home jobs for seniors"']
+        assert [o.turn for o in again.origins] == ["t1", "t3"]  # asked twice, one memory
+        report = await components.write.consolidator.consolidate("fa")
+        assert report.merged == 0
+    finally:
+        await components.close()

@@ -55,7 +55,8 @@ from sidecar.memory.language.facts import (
     shape,
     slot_of,
 )
-from sidecar.memory.records.records import MemoryRecord, Status, Visibility
+from sidecar.memory.language.said import QUOTED
+from sidecar.memory.records.records import MemoryRecord, Status, Visibility, memory_id
 from sidecar.memory.records.vectors import top_indices
 from sidecar.metrics import Metrics
 
@@ -299,8 +300,12 @@ class TurnRows:
         self._owner = owner
         # The owner's private rows: a turn never changes (merges into, supersedes) a
         # memory shared with others, which only a token allowed to share may edit.
+        # A quote ('User said: "…"') is never judged against: no fact replaces one.
         self._mine = np.asarray(
-            [r.user_id == owner and r.visibility == Visibility.USER for r in corpus.records],
+            [
+                r.user_id == owner and r.visibility == Visibility.USER and r.source not in QUOTED
+                for r in corpus.records
+            ],
             dtype=bool,
         )
         self._rows: dict[str, MemoryRecord] = {}  # id -> latest version, in write order
@@ -334,6 +339,14 @@ class TurnRows:
     def rows(self) -> list[MemoryRecord]:
         return list(self._rows.values())
 
+    def same_quote(self, text: str) -> Judgement:
+        """How a quote is judged: the same quote of the owner's, still active, is said
+        again (NOOP: it gains this turn); anything else is added."""
+        existing = self.get(memory_id(self._owner, text))  # the id is the owner's and text's
+        if existing is not None and existing.status == Status.ACTIVE:
+            return Judgement(Decision.NOOP, existing.id, by="exact")
+        return Judgement(Decision.ADD)
+
     def candidates_for(
         self, text: str, about: str, vector: npt.NDArray[np.float32], limit: int
     ) -> list[Candidate]:
@@ -357,7 +370,10 @@ class TurnRows:
         extra = [
             r
             for r in self._rows.values()
-            if r.status == Status.ACTIVE and r.embedding is not None and r.user_id == self._owner
+            if r.status == Status.ACTIVE
+            and r.embedding is not None
+            and r.user_id == self._owner
+            and r.source not in QUOTED
         ]
         records = [*self._corpus.records, *extra]
         if not records:

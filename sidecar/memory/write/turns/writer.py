@@ -19,7 +19,7 @@ from sidecar.memory.language.absolute import absolute_dates, dated_quote
 from sidecar.memory.language.embedding_text import embedding_text
 from sidecar.memory.language.entities import mentions
 from sidecar.memory.language.excerpts import excerpt_of
-from sidecar.memory.language.said import ASKED, SAID, asked_excerpt, asked_fact, said_fact
+from sidecar.memory.language.said import ASKED, QUOTED, asked_excerpt, asked_fact, said_fact
 from sidecar.memory.language.sanitize import clean_turn
 from sidecar.memory.records.records import (
     MemoryRecord,
@@ -172,7 +172,7 @@ class MemoryWriter:
         else:
             corpus = await self._cache.corpus(scope)
         extracted, facts = facts, self._known_subjects(facts, corpus, turn.user_id)
-        if not facts and not any(f.source in (SAID, ASKED) for f in extracted):
+        if not facts and not any(f.source in QUOTED for f in extracted):
             # Nothing of the turn is kept after all: what was said still is.
             facts = self._fallback_facts(turn, config)
         if not facts:
@@ -191,11 +191,16 @@ class MemoryWriter:
                 else excerpt_of(turn.user_text, text)
             )
             stated = _Stated(turn, fact, text, vector, excerpt)
-            judged = fact.as_said or text
-            candidates = pending.candidates_for(judged, fact.about, vector, config.dedup_candidates)
-            judgement = await self._judge.judge(judged, candidates, config)
-            if judgement.text == judged:
-                judgement = replace(judgement, text=text)
+            if fact.source in QUOTED:
+                judgement = pending.same_quote(text)
+            else:
+                judged = fact.as_said or text
+                candidates = pending.candidates_for(
+                    judged, fact.about, vector, config.dedup_candidates
+                )
+                judgement = await self._judge.judge(judged, candidates, config)
+                if judgement.text == judged:
+                    judgement = replace(judgement, text=text)
             if judgement.decision == Decision.NOOP:
                 merged.extend(stated.merged_row(judgement, pending.get))
                 pending.put(stated.restated(judgement, pending.get))

@@ -29,6 +29,7 @@ import numpy.typing as npt
 from sidecar.config import ConsolidationConfig
 from sidecar.errors import SidecarError
 from sidecar.memory.language.facts import FactShape, contrasts, restates, shape
+from sidecar.memory.language.said import QUOTED
 from sidecar.memory.records.records import MemoryRecord, Status, now_ms
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.protocol import Store
@@ -77,7 +78,7 @@ def plan_merges(
     it is no near miss of any memory already in the group."""
     groups: dict[tuple[object, ...], list[MemoryRecord]] = {}
     for record in records:
-        if record.status != Status.ACTIVE or not record.content:
+        if record.status != Status.ACTIVE or not record.content or record.source in QUOTED:
             continue
         # Only memories shared alike merge: folding a private memory into a shared one
         # (or the reverse) would change what other users see.
