@@ -43,9 +43,10 @@ QUOTE_CONFIDENCE = 0.6
 #: The ``source`` of the two kinds.
 SAID = "said"
 ASKED = "asked"
-#: Quotes are records of what was said, not claims about an attribute: no fact
-#: supersedes or absorbs one, consolidation never folds one, and one is only ever
-#: the same as the same quote.
+#: Quotes are records of what was said, not claims about an attribute: the write
+#: path's judge never supersedes or absorbs one, and one is only ever the same as
+#: the same quote. Consolidation may fold a quoted statement into the fact it
+#: restates (never the reverse, never a request asked).
 QUOTED = frozenset({SAID, ASKED})
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")

@@ -169,7 +169,8 @@ def test_origins_merge_as_a_union_oldest_first_and_capped() -> None:
 
 async def test_a_quote_is_never_replaced_by_another(tmp_path: Path, embedder: Embedder) -> None:
     """'User asked: "…jobs for seniors"' is a record of what was asked, not a job: a
-    later request about another job neither supersedes nor absorbs it."""
+    later request about another job neither supersedes nor absorbs it, and
+    consolidation folds no request."""
     components = await build(tmp_path, embedder)
     try:
         answer = "1. Tutor 2. Transcriptionist 3. Remote bookkeeper " + "and more. " * 40

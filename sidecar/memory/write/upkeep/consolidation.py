@@ -29,7 +29,7 @@ import numpy.typing as npt
 from sidecar.config import ConsolidationConfig
 from sidecar.errors import SidecarError
 from sidecar.memory.language.facts import FactShape, contrasts, restates, shape
-from sidecar.memory.language.said import QUOTED
+from sidecar.memory.language.said import ASKED, SAID
 from sidecar.memory.records.records import MemoryRecord, Status, now_ms
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.protocol import Store
@@ -58,9 +58,17 @@ def fact_key(fact: FactShape) -> tuple[object, ...]:
     return ("words", fact.signature, fact.entities, fact.negated)
 
 
-def _richness(record: MemoryRecord) -> tuple[int, int, int, str]:
+def _richness(record: MemoryRecord) -> tuple[bool, int, int, int, str]:
+    """Best first: a fact before a quote of what was said, then the wording that says
+    most."""
     fact = shape(record.content)
-    return (-len(fact.signature), -len(record.content), record.created_at, record.id)
+    return (
+        record.source == SAID,
+        -len(fact.signature),
+        -len(record.content),
+        record.created_at,
+        record.id,
+    )
 
 
 Plan = tuple[MemoryRecord, list[MemoryRecord]]
@@ -78,7 +86,8 @@ def plan_merges(
     it is no near miss of any memory already in the group."""
     groups: dict[tuple[object, ...], list[MemoryRecord]] = {}
     for record in records:
-        if record.status != Status.ACTIVE or not record.content or record.source in QUOTED:
+        # A request asked is no fact to fold; a quote of a statement may restate one.
+        if record.status != Status.ACTIVE or not record.content or record.source == ASKED:
             continue
         # Only memories shared alike merge: folding a private memory into a shared one
         # (or the reverse) would change what other users see.
