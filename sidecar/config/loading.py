@@ -35,6 +35,7 @@ ENV_OVERRIDES: dict[str, str] = {
 #: reference nor ``sidecar config check`` shows them.
 SUPERVISOR_SETTINGS: tuple[str, ...] = (
     "store.gate_dir",
+    "store.lite_file",
     "embedding.service_socket",
     "cache.relay_socket",
     "cache.relay_peers",

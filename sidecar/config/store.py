@@ -59,12 +59,23 @@ class StoreConfig(_Model):
     #: file, none for a server URI; the supervisor of ``server.workers`` sets the
     #: file's for the processes it hands the embedded server's socket to.
     gate_dir: str = ""
+    #: The milvus-lite file behind a ``unix:`` URI: the supervisor of
+    #: ``server.workers`` sets it for the processes it hands the embedded server's
+    #: socket to, so a forget can rewrite it (:mod:`sidecar.memory.store.scrub`).
+    lite_file: str = ""
 
     @property
     def is_local_file(self) -> bool:
         """True for a milvus-lite file, False for an http(s)/tcp server URI or the
         ``unix:`` socket of a running embedded server (what ``server.workers`` uses)."""
         return "://" not in self.uri and not self.uri.startswith("unix:")
+
+    @property
+    def lite_path(self) -> Path | None:
+        """The milvus-lite file this store keeps its rows in; None for a server."""
+        if self.lite_file:
+            return Path(self.lite_file).expanduser()
+        return Path(self.uri).expanduser() if self.is_local_file else None
 
     @property
     def gate_path(self) -> Path | None:

@@ -138,7 +138,14 @@ def worker_config(
     store = config.store
     if store_uri is not None:  # the embedded server's socket; the file's gate stays
         gate = store.gate_path
-        store = store.model_copy(update={"uri": store_uri, "gate_dir": str(gate or "")})
+        lite = store.lite_path
+        store = store.model_copy(
+            update={
+                "uri": store_uri,
+                "gate_dir": str(gate or ""),
+                "lite_file": str(lite.resolve()) if lite is not None else "",
+            }
+        )
     write_queue = config.write_queue.model_copy(
         update={"journal_path": worker_path(config.write_queue.journal_path, index)}
     )

@@ -58,7 +58,7 @@ def test_check_prints_the_effective_config_with_secrets_hidden(
     assert printed["llm"]["api_key"] == "**********"
     assert printed["defaults"]["retrieval"]["top_k"] == 5  # every default is printed
     # ... but not the supervisor's settings, which a file cannot set.
-    assert "gate_dir" not in printed["store"]
+    assert not {"gate_dir", "lite_file"} & set(printed["store"])
     assert "service_socket" not in printed["embedding"]
     assert not {"relay_socket", "relay_peers"} & set(printed["cache"])
 

@@ -21,6 +21,7 @@ from tests.config.support import config_error, write
 
 SUPERVISOR_VALUES = {
     "store.gate_dir": "/run/gates",
+    "store.lite_file": "/data/memory.db",
     "embedding.service_socket": "/run/encoder.sock",
     "cache.relay_socket": "/run/relay-0.sock",
     "cache.relay_peers": ["/run/relay-1.sock"],
@@ -65,6 +66,7 @@ def test_the_supervisor_still_sets_them_on_its_workers(tmp_path: Path) -> None:
     )
     worker = worker_config(base, 1, "unix:/run/store.sock", str(tmp_path))
     assert worker.store.gate_dir == str(base.store.gate_path)
+    assert worker.store.lite_path == (tmp_path / "m.db").resolve()  # a forget rewrites it
     assert worker.cache.relay_socket == str(tmp_path / "relay-1.sock")
     assert worker.cache.relay_peers == [str(tmp_path / "relay-0.sock")]
     encoder = worker.embedding.model_copy(update={"service_socket": "/run/encoder.sock"})

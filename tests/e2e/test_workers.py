@@ -141,9 +141,9 @@ def test_forget_through_one_worker_reaches_every_worker(stack: Stack) -> None:
     """Both workers hold the user's memories in their caches; a forget through one
     worker's admin API stops both from serving them at once (its tombstones cross
     the cache relay), not at a full reload (cache.full_reload_s, ten minutes)."""
-    user = f"fay-{uuid.uuid4().hex[:6]}"
+    user, secret = f"fay-{uuid.uuid4().hex[:6]}", f"zq{uuid.uuid4().hex[:10]}"
     written = stack.sidecar_metric("memory_sidecar_turns_total", {"outcome": "written"})
-    ask(stack, user, "I live in Lisbon and I play the cello.")
+    ask(stack, user, f"I live in Lisbon and I play the cello. My locker code is {secret}.")
     wait_for(
         lambda: stack.sidecar_metric("memory_sidecar_turns_total", {"outcome": "written"}) > written
     )
@@ -163,6 +163,10 @@ def test_forget_through_one_worker_reaches_every_worker(stack: Stack) -> None:
     time.sleep(0.5)  # the relay's frames (no refresh runs meanwhile)
     echoes = served_by_each_worker(stack, user, "Where do I live?", 3)
     assert not [echo for echo in echoes if "Lisbon" in echo or "cello" in echo]
+    # The embedded server's file was rewritten: no freed page keeps their words.
+    stores = list(stack.workdir.rglob("*.db"))
+    assert stores
+    assert not [path.name for path in stores if secret.encode() in path.read_bytes()]
 
 
 def answers(url: str) -> bool:

@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import numpy as np
@@ -300,13 +299,13 @@ class MemoryStore:
     async def scrub(self) -> bool:
         """No freed page of a milvus-lite file keeps deleted rows' bytes (a forget's
         last step; :func:`.scrub.vacuum`). A server drops them at compaction: False."""
-        if not self._config.is_local_file:
+        path, timeout = self._config.lite_path, self._config.timeout_s
+        if path is None:
             return False
-        timeout = self._config.timeout_s
 
         def call() -> bool:
             self._client.flush(self._collection, timeout=timeout)
-            return vacuum(Path(self._config.uri).expanduser(), timeout)
+            return vacuum(path, timeout)
 
         return await self._run("scrub", call, gate="upsert")
 
