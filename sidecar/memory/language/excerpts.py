@@ -39,17 +39,27 @@ def excerpt_of(said: str, fact: str, *, cap: int = MAX_EXCERPT_CHARS) -> str:
     sentences = _sentences(said)
     if not sentences:
         return said[:cap]
-    wanted = set(tokens(fact))
+    best = _nearest(sentences, set(tokens(fact)))
+    if len(sentences[best]) >= cap:
+        return sentences[best][:cap]
+    return _around(sentences, best, cap, after_first=False)
+
+
+def _nearest(sentences: list[str], wanted: set[str]) -> int:
+    """The index of the sentence sharing most of ``wanted`` (the first on a tie)."""
     scores = [len(wanted.intersection(tokens(s))) for s in sentences]
-    best = max(range(len(sentences)), key=lambda i: (scores[i], -i))
+    return max(range(len(sentences)), key=lambda i: (scores[i], -i))
+
+
+def _around(sentences: list[str], best: int, cap: int, *, after_first: bool) -> str:
+    """Sentence ``best`` with its neighbours, grown one sentence at a time on either
+    side (the one after first, or the one before) while the whole fits ``cap``."""
     start = end = best
     length = len(sentences[best])
-    if length >= cap:
-        return sentences[best][:cap]
     grew = True
     while grew:
         grew = False
-        for step in (start - 1, end + 1):
+        for step in (end + 1, start - 1) if after_first else (start - 1, end + 1):
             if 0 <= step < len(sentences) and length + 1 + len(sentences[step]) <= cap:
                 length += 1 + len(sentences[step])
                 start, end = min(start, step), max(end, step)
@@ -70,23 +80,10 @@ def window(excerpt: str, query: str, cap: int) -> str:
     sentences = _sentences(excerpt)
     if not sentences:
         return excerpt[:cap]
-    wanted = set(tokens(query))
-    scores = [len(wanted.intersection(tokens(s))) for s in sentences]
-    best = max(range(len(sentences)), key=lambda i: (scores[i], -i))
-    start = end = best
-    length = len(sentences[best])
-    if length >= cap:
+    best = _nearest(sentences, set(tokens(query)))
+    if len(sentences[best]) >= cap:
         return sentences[best][: cap - 1] + "…"
-    for step in range(1, len(sentences)):
-        grew = False
-        for index in (best + step, best - step):  # what follows first: a list goes on
-            if 0 <= index < len(sentences) and length + 1 + len(sentences[index]) <= cap:
-                length += 1 + len(sentences[index])
-                start, end = min(start, index), max(end, index)
-                grew = True
-        if not grew:
-            break
-    return " ".join(sentences[start : end + 1])
+    return _around(sentences, best, cap, after_first=True)  # what follows: a list goes on
 
 
 def adds_detail(fact: str, fragment: str) -> bool:
@@ -97,10 +94,12 @@ def adds_detail(fact: str, fragment: str) -> bool:
     numbers = set(re.findall(r"\d[\d.,:/-]*", fragment)) - set(re.findall(r"\d[\d.,:/-]*", fact))
     if numbers:
         return True
-    names = {n.casefold() for n in _NAME.findall(fragment)} - {
-        n.casefold() for n in _NAME.findall(fact)
-    }
-    return bool(names - {"i", "i'm", "i've", "i'd", "i'll"})
+    return bool(_names(fragment) - _names(fact) - {"i", "i'm", "i've", "i'd", "i'll"})
+
+
+def _names(text: str) -> set[str]:
+    """The capitalised words of ``text`` not opening a sentence, casefolded."""
+    return {n.casefold() for n in _NAME.findall(text)}
 
 
 def said_for(excerpt: str, fact: str, query: str, cap: int) -> str:
@@ -111,17 +110,11 @@ def said_for(excerpt: str, fact: str, query: str, cap: int) -> str:
     sentences = _sentences(excerpt)
     if not sentences:
         return ""
-    fact_words = set(tokens(fact))
     # Only a name of the question's (the fact's own words say nothing new).
-    asked = {n.casefold() for n in _NAME.findall(query)} - {
-        n.casefold() for n in _NAME.findall(fact)
-    }
-    words = [set(tokens(s)) for s in sentences]
-    own = max(range(len(sentences)), key=lambda i: (len(fact_words & words[i]), -i))
+    asked = _names(query) - _names(fact)
+    own = _nearest(sentences, set(tokens(fact)))
     chosen = {own} | {
-        i
-        for i in (own - 1, own + 1)
-        if 0 <= i < len(sentences) and asked & {n.casefold() for n in _NAME.findall(sentences[i])}
+        i for i in (own - 1, own + 1) if 0 <= i < len(sentences) and asked & _names(sentences[i])
     }
     text = " ".join(sentences[i] for i in sorted(chosen))
     if len(text) <= cap:

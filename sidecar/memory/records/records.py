@@ -226,16 +226,22 @@ class MemoryRecord:
         ]
         return MemoryRecord(*values)  # type: ignore[arg-type]
 
+    def said_in(self, origins: tuple[Origin, ...], *excerpts: str) -> MemoryRecord:
+        """This memory said again in the turns ``origins``, in the words ``excerpts``:
+        the union of origins, those words after its own (itself when nothing
+        changes)."""
+        merged = merge_origins(self.origins, origins)
+        excerpt = join_excerpts(self.excerpt, *excerpts)
+        if merged == self.origins and excerpt == self.excerpt:
+            return self
+        return self.with_changes(origins=merged, excerpt=excerpt)
+
     def absorbing(self, *others: MemoryRecord) -> MemoryRecord:
         """This memory with the provenance of ``others`` (the same fact said in other
         turns): the union of origins, their excerpts after its own."""
-        if not others:
-            return self
-        origins = merge_origins(self.origins, *(o.origins for o in others))
-        excerpt = join_excerpts(self.excerpt, *(o.excerpt for o in others))
-        if origins == self.origins and excerpt == self.excerpt:
-            return self
-        return self.with_changes(origins=origins, excerpt=excerpt)
+        return self.said_in(
+            tuple(o for r in others for o in r.origins), *(r.excerpt for r in others)
+        )
 
 
 #: MemoryRecord's fields in declaration order (its positional parameters).

@@ -27,9 +27,7 @@ from sidecar.memory.records.records import (
     Status,
     as_vector,
     content_hash,
-    join_excerpts,
     memory_id,
-    merge_origins,
     now_ms,
 )
 from sidecar.memory.records.turns import Fact, Turn
@@ -249,15 +247,13 @@ class MemoryWriter:
                 else (await self._embedder.embed([embedding_text(merged)]))[0]
             )
             return [
-                target.with_changes(
+                target.said_in((turn.origin(),), stated.excerpt).with_changes(
                     content=merged,
                     embedding=as_vector(embedding),
                     abstract="",
                     overview="",
                     content_hash=content_hash(merged),
                     updated_at=turn.created_at,
-                    origins=merge_origins(target.origins, (turn.origin(),)),
-                    excerpt=join_excerpts(target.excerpt, stated.excerpt),
                     confidence=max(target.confidence, fact.confidence),
                     importance=max(target.importance, fact.importance),
                 )
@@ -322,10 +318,7 @@ class _Stated:
             or target.embedding is None
         ):
             return []
-        said = MemoryRecord(
-            id="", user_id="", content="", excerpt=self.excerpt, origins=(self.turn.origin(),)
-        )
-        grown = target.absorbing(said)
+        grown = target.said_in((self.turn.origin(),), self.excerpt)
         return [] if grown is target else [grown]
 
     def merged_row(
