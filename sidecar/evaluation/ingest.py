@@ -27,6 +27,7 @@ from sidecar.config import SidecarConfig, StoreConfig
 from sidecar.errors import StoreError
 from sidecar.evaluation.dataset import Dataset, visible
 from sidecar.evaluation.progress import progress_bar
+from sidecar.memory.embedding.factory import build_embedder
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.records.records import MemoryRecord, Scope, content_hash
 from sidecar.memory.store.milvus import MemoryStore
@@ -81,6 +82,50 @@ def plan_store(base: StoreConfig, store_uri: str | None) -> StorePlan:
     else:
         shown = uri
     return StorePlan(config, None, f"{shown}, collection {collection} (dropped afterwards)")
+
+
+def with_llm_url(config: SidecarConfig, llm_url: str | None) -> SidecarConfig:
+    """``config`` with its LLM at ``llm_url`` (``--llm-url``); itself without one."""
+    if not llm_url:
+        return config
+    return config.model_copy(update={"llm": config.llm.model_copy(update={"base_url": llm_url})})
+
+
+@asynccontextmanager
+async def eval_embedder(config: SidecarConfig, given: Embedder | None) -> AsyncIterator[Embedder]:
+    """``given``, or the configured embedder built for this run and closed after it."""
+    if given is not None:
+        yield given
+        return
+    loop = asyncio.get_running_loop()
+    built = await loop.run_in_executor(None, build_embedder, config.embedding)
+    try:
+        yield built
+    finally:
+        await built.close()
+
+
+@asynccontextmanager
+async def write_path_environment(
+    config: SidecarConfig, embedder: Embedder, prefix: str
+) -> AsyncIterator[tuple[SidecarConfig, EvalEnvironment]]:
+    """Components on a fresh store whose write queue journals to a scratch file (a
+    temporary directory named ``prefix``…, removed afterwards); with the config they
+    run on."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as scratch:
+        journal = str(Path(scratch) / "journal.sqlite3")
+        written = config.model_copy(
+            update={"write_queue": config.write_queue.model_copy(update={"journal_path": journal})}
+        )
+        async with eval_environment(written, embedder) as env:
+            yield written, env
+
+
+def describe_llm(config: SidecarConfig, components: Components) -> str:
+    """What extracts and judges in a write-path evaluation, for its report."""
+    if components.llm.configured:
+        return f"the LLM at {config.llm.base_url} (model {config.llm.model})"
+    return "no LLM: the heuristic extractor and the rule judge"
 
 
 @dataclass(slots=True)

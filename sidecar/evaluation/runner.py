@@ -24,7 +24,7 @@ from sidecar.config import RetrievalConfig, SidecarConfig, format_validation_err
 from sidecar.errors import InvalidInput
 from sidecar.evaluation.dataset import Dataset, EvalMemory, EvalQuery, visible
 from sidecar.evaluation.followup import FollowupStats, VariantRow, run_variants
-from sidecar.evaluation.ingest import IngestStats, eval_environment, ingest
+from sidecar.evaluation.ingest import IngestStats, eval_environment, ingest, with_llm_url
 from sidecar.evaluation.metrics import MRR_DEPTH, Scores, mean_scores, percentile, score_query
 from sidecar.evaluation.progress import progress_bar
 from sidecar.memory.embedding.factory import build_embedder
@@ -264,10 +264,7 @@ async def run_eval(
     if options.limit_queries is not None and options.limit_queries < 1:
         raise InvalidInput("--limit-queries must be at least 1")
     data = dataset.limited(options.limit_queries)
-    if options.llm_url:
-        config = config.model_copy(
-            update={"llm": config.llm.model_copy(update={"base_url": options.llm_url})}
-        )
+    config = with_llm_url(config, options.llm_url)
     retrieval = evaluation_retrieval(config, no_threshold=options.no_threshold)
     variant_settings = [
         (label, with_settings(retrieval, changes)) for label, changes in options.variants

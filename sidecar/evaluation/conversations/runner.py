@@ -16,22 +16,25 @@ In the same run the same questions are asked over the raw turns loaded as memori
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from sidecar.config import SidecarConfig
 from sidecar.errors import InvalidInput
 from sidecar.evaluation.conversations.replay import Conversations, conversations
 from sidecar.evaluation.conversations.scoring import QuestionOutcome, answer_in, eligible_answer
 from sidecar.evaluation.dataset import Dataset, EvalQuery
-from sidecar.evaluation.ingest import eval_environment, ingest
-from sidecar.memory.embedding.factory import build_embedder
+from sidecar.evaluation.ingest import (
+    describe_llm,
+    eval_embedder,
+    eval_environment,
+    ingest,
+    with_llm_url,
+    write_path_environment,
+)
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.language.sanitize import clean_turn
 from sidecar.memory.read.block import CHARS_PER_TOKEN
@@ -100,40 +103,26 @@ async def run_conversation_eval(
     talks = conversations(dataset, users)
     if not talks.turns:
         raise InvalidInput("the dataset's conversations have no user turns")
-    if options.llm_url:
-        config = config.model_copy(
-            update={"llm": config.llm.model_copy(update={"base_url": options.llm_url})}
-        )
-    owns_embedder = embedder is None
-    if embedder is None:
-        loop = asyncio.get_running_loop()
-        embedder = await loop.run_in_executor(None, build_embedder, config.embedding)
-    try:
-        with tempfile.TemporaryDirectory(prefix="eval-conversations-") as scratch:
-            journal = str(Path(scratch) / "journal.sqlite3")
-            written = config.model_copy(
-                update={
-                    "write_queue": config.write_queue.model_copy(update={"journal_path": journal})
-                }
+    config = with_llm_url(config, options.llm_url)
+    async with eval_embedder(config, embedder) as embedder:
+        async with write_path_environment(config, embedder, "eval-conversations-") as (
+            written,
+            env,
+        ):
+            result = await _replay_and_ask(written, options, env.components, talks, queries)
+        if options.baseline:
+            subset = Dataset(
+                name=dataset.name,
+                description=dataset.description,
+                memories=tuple(m for m in dataset.memories if m.user_id in users),
+                queries=tuple(queries),
             )
-            async with eval_environment(written, embedder) as env:
-                result = await _replay_and_ask(written, options, env.components, talks, queries)
-            if options.baseline:
-                subset = Dataset(
-                    name=dataset.name,
-                    description=dataset.description,
-                    memories=tuple(m for m in dataset.memories if m.user_id in users),
-                    queries=tuple(queries),
-                )
-                async with eval_environment(config, embedder) as env:
-                    await ingest(subset, env)
-                    for outcome in result.questions:
-                        asked = await _ask(config, env.components, outcome.query)
-                        outcome.baseline_rank = _rank(asked, _one_of(outcome.query.relevant_ids))
-            result.baseline = options.baseline
-    finally:
-        if owns_embedder:
-            await embedder.close()
+            async with eval_environment(config, embedder) as env:
+                await ingest(subset, env)
+                for outcome in result.questions:
+                    asked = await _ask(config, env.components, outcome.query)
+                    outcome.baseline_rank = _rank(asked, _one_of(outcome.query.relevant_ids))
+        result.baseline = options.baseline
     result.dataset = dataset.name
     result.seconds = time.perf_counter() - started
     return result
@@ -147,11 +136,6 @@ async def _replay_and_ask(
     queries: Sequence[EvalQuery],
 ) -> ConversationEvalResult:
     llm = components.llm
-    describe = (
-        f"the LLM at {config.llm.base_url} (model {config.llm.model})"
-        if llm.configured
-        else "no LLM: the heuristic extractor and the rule judge"
-    )
     queue = components.write.queue
     max_chars = config.defaults.extraction.max_turn_chars
     await queue.start()
@@ -209,7 +193,7 @@ async def _replay_and_ask(
     turns = talks.user_turns
     return ConversationEvalResult(
         dataset="",
-        llm=describe,
+        llm=describe_llm(config, components),
         questions=outcomes,
         user_turns=turns,
         turns_no_memory=sum(1 for t in talks.turns if t.turn.turn_id not in said),

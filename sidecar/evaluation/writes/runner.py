@@ -11,19 +11,20 @@ user and scores again. Contradiction and multi-user questions are answered by
 
 from __future__ import annotations
 
-import asyncio
-import tempfile
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from sidecar.config import SidecarConfig
 from sidecar.errors import InvalidInput
-from sidecar.evaluation.ingest import eval_environment
+from sidecar.evaluation.ingest import (
+    describe_llm,
+    eval_embedder,
+    with_llm_url,
+    write_path_environment,
+)
 from sidecar.evaluation.writes.dataset import WriteDataset
 from sidecar.evaluation.writes.measure import Snapshot, WriteScores, score
-from sidecar.memory.embedding.factory import build_embedder
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.language.sanitize import clean_turn
 from sidecar.memory.read.pipeline import MemoryRequest
@@ -79,27 +80,12 @@ async def run_write_eval(
     if not dataset.turns():
         raise InvalidInput("the write-eval dataset has no turns")
     started = time.perf_counter()
-    if options.llm_url:
-        config = config.model_copy(
-            update={"llm": config.llm.model_copy(update={"base_url": options.llm_url})}
-        )
-    owns_embedder = embedder is None
-    if embedder is None:
-        loop = asyncio.get_running_loop()
-        embedder = await loop.run_in_executor(None, build_embedder, config.embedding)
-    try:
-        with tempfile.TemporaryDirectory(prefix="eval-writes-") as scratch:
-            journal = str(Path(scratch) / "journal.sqlite3")
-            config = config.model_copy(
-                update={
-                    "write_queue": config.write_queue.model_copy(update={"journal_path": journal})
-                }
-            )
-            async with eval_environment(config, embedder) as env:
-                return await _run(dataset, config, options, env.components, started)
-    finally:
-        if owns_embedder:
-            await embedder.close()
+    config = with_llm_url(config, options.llm_url)
+    async with (
+        eval_embedder(config, embedder) as embedder,
+        write_path_environment(config, embedder, "eval-writes-") as (config, env),
+    ):
+        return await _run(dataset, config, options, env.components, started)
 
 
 async def _run(
@@ -110,11 +96,6 @@ async def _run(
     started: float,
 ) -> WriteEvalResult:
     llm = components.llm
-    describe = (
-        f"the LLM at {config.llm.base_url} (model {config.llm.model})"
-        if llm.configured
-        else "no LLM: the heuristic extractor and the rule judge"
-    )
     queue = components.write.queue
     await queue.start()
     try:
@@ -144,7 +125,7 @@ async def _run(
     return WriteEvalResult(
         dataset=dataset.name,
         turns=len(turns),
-        llm=describe,
+        llm=describe_llm(config, components),
         before=before,
         after=after,
         dead_letters=counts.dead,
