@@ -172,6 +172,17 @@ def is_user_fact(text: str) -> bool:
     return text.startswith(("User ", "User's ", "User’s "))
 
 
+#: The user as the write path names them, anywhere in a fact.
+_USER = re.compile(r"(?<![\w-])User(?![\w-])")
+
+
+def names_user(text: str) -> bool:
+    """Whether ``text`` speaks of the user at all ("User …", "In Rome, User wants
+    to …", "Ana, User's sister, …"), as a fact about someone or something else
+    ("Piotr retired from teaching maths.") does not."""
+    return _USER.search(text) is not None
+
+
 #: A transcript line's speaker: "Melanie: …" (one to three capitalised words, a colon).
 _SPEAKER = re.compile(r"([A-Z][\w'’.\-]*(?:[ \t][A-Z][\w'’.\-]*){0,2}):[ \t]")
 

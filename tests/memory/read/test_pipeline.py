@@ -278,3 +278,22 @@ def test_support_needs_evidence_of_the_memorys_own() -> None:
     evidence = np.asarray([False, True, True, True, True, True])
     final, _ = expand_links(corpus, direct, LinkConfig(support=1.0), 10, evidence)
     assert final[0] < final[3]  # the bridge is off the question: no support
+
+
+def test_two_facts_that_both_speak_of_the_user_are_no_bridge() -> None:
+    # The heuristic extractor keeps a sentence's opening words ("In Rome, User …",
+    # "Speaking of weddings, User's friend …"): such a fact is still about the user,
+    # and a link between two facts about the user lifts only as links always did.
+    corpus = Corpus.build(
+        [
+            rec("trip", "User plans a trip to Rome.", unit(1, 0, 0, 0), at=0, related=("rome",)),
+            rec("rome", "In Rome, User wants to see the Pantheon.", unit(0, 1, 0, 0), at=1),
+            rec("other", "User visited the Louvre in Paris.", unit(0, 1, 0.1, 0), at=2),
+        ],
+        DIM,
+    )
+    direct = np.asarray([0.9, 0.5, 0.6], dtype=np.float32)
+    evidence = np.ones(corpus.size, dtype=bool)
+    final, _ = expand_links(corpus, direct, LinkConfig(support=1.0), 10, evidence)
+    assert final[1] == pytest.approx(max(0.5, 0.5 * 0.9 + 0.5 * 0.5))  # blended, no support
+    assert final[1] < 0.9 + 0.5

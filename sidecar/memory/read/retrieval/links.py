@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from sidecar.config import LinkConfig
 from sidecar.memory.corpus.corpus import Corpus
-from sidecar.memory.language.entities import is_user_fact
+from sidecar.memory.language.entities import names_user
 from sidecar.memory.read.retrieval.signals import Scores
 from sidecar.memory.records.vectors import top_indices
 
@@ -185,11 +185,9 @@ def _support(
     reached: list[int] = []
     shares: list[float] = []
     for referrer, score in zip(referrers, scores, strict=True):
-        mine = is_user_fact(records[referrer].content)
+        mine = names_user(records[referrer].content)
         for other in corpus.links[referrer]:
-            if (evidence is None or evidence[other]) and is_user_fact(
-                records[other].content
-            ) != mine:
+            if (evidence is None or evidence[other]) and names_user(records[other].content) != mine:
                 reached.append(other)
                 shares.append(support * score)
     if not reached:
