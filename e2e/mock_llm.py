@@ -19,6 +19,7 @@ It plays two roles in the end-to-end setup:
 Routes::
 
     POST   /v1/chat/completions   JSON or SSE ("stream": true)
+    POST   /v1/responses          the Responses API, JSON or typed SSE events
     GET    /v1/models
     GET    /health
     GET    /_mock/requests        recorded chat-completions requests

@@ -36,6 +36,7 @@ from e2e.mock_protocol import (
     parse_task_tag,
     request_messages,
 )
+from e2e.mock_responses import echo_input, response_object, send_stream, stream_events
 from e2e.mock_search import handle_rank, handle_rewrite
 
 log = logging.getLogger("e2e.mock_llm")
@@ -83,7 +84,7 @@ class MockLLMService:
 
     @staticmethod
     def _zero_stats() -> dict[str, Any]:
-        return {"chat": 0, "echo": 0, "stream": 0, "tasks": {}, "errors": 0}
+        return {"chat": 0, "responses": 0, "echo": 0, "stream": 0, "tasks": {}, "errors": 0}
 
     def configure(self, changes: Mapping[str, Any]) -> MockConfig:
         """Apply a partial config update (validated); returns the new config."""
@@ -107,6 +108,7 @@ class MockLLMService:
 
     def add_routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/chat/completions", self.chat_completions)
+        app.router.add_post("/v1/responses", self.responses)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/health", self.health)
         app.router.add_get("/_mock/requests", self.get_requests)
@@ -167,7 +169,8 @@ class MockLLMService:
 
     # -- chat completions ---------------------------------------------------------
 
-    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+    async def _record(self, request: web.Request) -> Any:
+        """The request's body (parsed JSON, else its text), recorded."""
         raw_bytes = await request.read()
         raw = raw_bytes.decode("utf-8", errors="replace")
         body: Any
@@ -184,6 +187,34 @@ class MockLLMService:
                 "raw_body_b64": base64.b64encode(raw_bytes).decode("ascii"),
             }
         )
+        return body
+
+    async def responses(self, request: web.Request) -> web.StreamResponse:
+        """The Responses API: the echo of what the model sees (:mod:`e2e.mock_responses`)."""
+        body = await self._record(request)
+        self.stats["responses"] += 1
+        config = self.config
+        if not isinstance(body, dict) or not isinstance(body.get("input"), (str, list)):
+            return self._fail(400, "body must be a JSON object with an 'input'")
+        await _sleep_at_least(config.latency_ms / 1000.0)
+        if config.error_rate > 0.0 and self.rng.random() < config.error_rate:
+            return self._fail(config.error_status, "injected error")
+        self.stats["echo"] += 1
+        model = body.get("model")
+        model = model if isinstance(model, str) and model else config.model
+        response_id = f"resp_mock_{next(self._ids):06d}"
+        text = echo_input(body)
+        if body.get("stream") is True:
+            self.stats["stream"] += 1
+            pieces = split_chunks(text, config)
+            events = stream_events(body, response_id=response_id, model=model, pieces=pieces)
+            return await send_stream(request, events, config)
+        return web.json_response(
+            response_object(body, response_id=response_id, model=model, text=text)
+        )
+
+    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        body = await self._record(request)
         self.stats["chat"] += 1
         config = self.config  # one consistent view for the whole request
 

@@ -187,6 +187,7 @@ def demo_config(workdir: Path, ports: Ports, **overrides: Any) -> dict[str, Any]
         "profiles": {
             "readonly": {
                 "paths": ["/readonly/v1/chat/completions"],
+                "responses_paths": ["/readonly/v1/responses"],
                 "extraction": {"enabled": False},
             },
         },

@@ -258,10 +258,11 @@ def _per_route(config: SidecarConfig, route: RouteConfig) -> ext_proc_v3.ExtProc
     profile = config.profile(route.profile)
     if profile is None:  # SidecarConfig's validator already rejects this
         raise ConfigError(f"envoy route {route.prefix!r} names unknown profile {route.profile!r}")
-    if not any(path.startswith(route.prefix) for path in profile.paths):
+    paths = [*profile.paths, *profile.responses_paths]
+    if not any(path.startswith(route.prefix) for path in paths):
         raise ConfigError(
             f"envoy route {route.prefix!r}: none of profile {route.profile!r}'s paths "
-            f"{list(profile.paths)} starts with the prefix, so memory never applies (the "
+            f"{paths} starts with the prefix, so memory never applies (the "
             "sidecar sees the path before prefix rewriting); fix paths or use profile: null"
         )
     metadata = core_v3.HeaderValue(key=config.server.profile_metadata_key, value=route.profile)

@@ -135,6 +135,10 @@ class Profile(_Model):
 
     #: Request paths (exact, query string ignored) the memory logic applies to.
     paths: tuple[str, ...] = ("/v1/chat/completions",)
+    #: Request paths of the OpenAI Responses API (``input`` items, typed stream
+    #: events) the memory logic applies to, the same way. Any other path passes
+    #: through, counted (``memory_sidecar_passthrough_total{reason="other_path"}``).
+    responses_paths: tuple[str, ...] = ("/v1/responses",)
     identity: IdentityConfig = IdentityConfig()
     retrieval: RetrievalConfig = RetrievalConfig()
     injection: InjectionConfig = InjectionConfig()
@@ -146,7 +150,7 @@ class Profile(_Model):
     #: Most bytes of response body collected for extraction.
     max_response_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
 
-    @field_validator("paths")
+    @field_validator("paths", "responses_paths")
     @classmethod
     def _check_paths(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for path in value:

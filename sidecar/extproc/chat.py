@@ -1,4 +1,5 @@
-"""The chat-completions memory processor: all of one request's state, phase by phase.
+"""The memory processor of chat completions and Responses API calls: all of one
+request's state, phase by phase.
 
 request headers  -> decide whether this request is ours (path, method, identity)
 request body     -> retrieve memories for the latest user message, inject, re-encode
@@ -13,13 +14,19 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from sidecar._proto.envoy.service.ext_proc.v3 import external_processor_pb2 as pb
 from sidecar.config import Profile
 from sidecar.errors import EmbeddingError, InvalidIdentifier, StoreError
-from sidecar.extproc.chat_request import ChatRequest
-from sidecar.extproc.chat_response import StreamedCompletion, parse_completion_json
+from sidecar.extproc.chat_request import ChatRequest, ResponsesRequest
+from sidecar.extproc.chat_response import (
+    CompletionResult,
+    StreamedCompletion,
+    parse_completion_json,
+)
 from sidecar.extproc.identity import (
     Identity,
     blank_user_header,
@@ -35,6 +42,7 @@ from sidecar.extproc.replies import (
     passthrough,
     replace_body,
 )
+from sidecar.extproc.responses_reply import StreamedResponse, parse_response_json
 from sidecar.memory.language.sanitize import clean_turn
 from sidecar.memory.read.deep.search import DeepReport
 from sidecar.memory.read.pipeline import MemoryRequest, RequestPipeline
@@ -53,6 +61,31 @@ def _json_content_type(value: str) -> bool:
     """No content type (lenient clients) or JSON: ``application/json``, ``*+json``."""
     media = value.split(";", 1)[0].strip().lower()
     return media in ("", "application/json") or media.endswith("+json")
+
+
+class AnswerStream(Protocol):
+    """A streamed answer being reassembled from its body's bytes."""
+
+    def feed_bytes(self, chunk: bytes) -> None: ...
+    def finish(self) -> None: ...
+    @property
+    def complete(self) -> bool: ...
+    def result(self) -> CompletionResult: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Api:
+    """An endpoint family the memory logic understands: how its request body is
+    read and injected into, and how its answer is read (JSON, or SSE events)."""
+
+    name: str
+    request: type[ChatRequest]
+    answer: Callable[[bytes], CompletionResult | None]
+    stream: Callable[[], AnswerStream]
+
+
+CHAT = Api("chat", ChatRequest, parse_completion_json, StreamedCompletion)
+RESPONSES = Api("responses", ResponsesRequest, parse_response_json, StreamedResponse)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +107,7 @@ class ChatMemoryProcessor(Processor):
         self._profile_name = profile_name
         self._profile = profile
         self._active = False  # this request is a chat request we handle
+        self._api = CHAT
         self._headers: dict[str, str] = {}
         self._identity: Identity | None = None
         self._request_id = ""
@@ -86,7 +120,7 @@ class ChatMemoryProcessor(Processor):
         self._deep: DeepReport | None = None
         self._collect = False  # collect the response for extraction
         self._status = 0
-        self._sse: StreamedCompletion | None = None
+        self._sse: AnswerStream | None = None
         self._buffer = bytearray()
         self._overflow = False
 
@@ -110,7 +144,9 @@ class ChatMemoryProcessor(Processor):
         if not self._request_id and self._profile.injection.explain_last:
             self._request_id = uuid.uuid4().hex  # an explanation needs a name
         path = headers.get(":path", "").split("?", 1)[0]
-        if path not in self._profile.paths:
+        if path in self._profile.responses_paths:
+            self._api = RESPONSES
+        if path not in self._profile.paths and path not in self._profile.responses_paths:
             self._skip("other_path")
         elif headers.get(":method", "").upper() != "POST" or message.end_of_stream:
             self._skip("no_body")
@@ -141,9 +177,9 @@ class ChatMemoryProcessor(Processor):
             # Only BUFFERED bodies can be rewritten; a partial chunk passes through.
             self._skip("unbuffered_body")
             return passthrough("request_body")
-        request = ChatRequest.parse(message.body)
+        request = self._api.request.parse(message.body)
         if request is None:
-            self._skip("not_chat_json")
+            self._skip(f"not_{self._api.name}_json")
             return passthrough("request_body")
         if self._identity is None:
             body_user = request.body_user_id()
@@ -248,7 +284,7 @@ class ChatMemoryProcessor(Processor):
             )
         if headers.get("content-type", "").lower().startswith("text/event-stream"):
             # Stream chunk by chunk (time to first token); reassemble on the side.
-            self._sse = StreamedCompletion()
+            self._sse = self._api.stream()
             return headers_reply(
                 "response_headers",
                 set_headers=set_headers,
@@ -284,7 +320,7 @@ class ChatMemoryProcessor(Processor):
             self._sse.finish()
             result = self._sse.result() if self._sse.complete else None
         else:
-            result = parse_completion_json(bytes(self._buffer))
+            result = self._api.answer(bytes(self._buffer))
         self._buffer.clear()
         if result is None or not result.text.strip():
             self._metrics.turns.labels(outcome="skipped_no_answer").inc()

@@ -1,4 +1,5 @@
-"""The OpenAI chat-completions request body: parse, read, inject, encode.
+"""The OpenAI chat-completions request body: parse, read, inject, encode; and the
+Responses API's (``/v1/responses``), whose ``input`` items play the messages' part.
 
 The body is kept as the parsed ``dict`` so that every field the sidecar does not
 know survives (``tools``, ``response_format``, vendor extensions...), and, for a
@@ -13,7 +14,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from sidecar.extproc.splice import Spans, scan
 
@@ -29,7 +30,7 @@ def content_text(content: object) -> str:
             part["text"]
             for part in content
             if isinstance(part, Mapping)
-            and part.get("type") in ("text", "input_text")
+            and part.get("type") in ("text", "input_text", "output_text")
             and isinstance(part.get("text"), str)
         ]
         return "\n".join(parts)
@@ -51,6 +52,9 @@ def _finite_float(text: str) -> float:
 class ChatRequest:
     """A parsed ``/v1/chat/completions`` body."""
 
+    #: The body's list of messages.
+    KEY: ClassVar[str] = "messages"
+
     body: dict[str, Any]
     #: Where the messages sit in the body's text (``None``: re-serialise to encode).
     spans: Spans | None = None
@@ -60,7 +64,7 @@ class ChatRequest:
         """``None`` unless ``raw`` is a JSON object with a ``messages`` list."""
         spans: Spans | None = None
         try:
-            found = scan(raw, _reject_constant, _finite_float)
+            found = scan(raw, _reject_constant, _finite_float, cls.KEY)
         except UnicodeDecodeError:  # UTF-16/32 (JSON allows them): parsed, not spliced
             found = None
             try:
@@ -71,13 +75,17 @@ class ChatRequest:
             if found is None:
                 return None
             body, spans = found
-        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+        if not isinstance(body, dict):
             return None
-        return cls(body, spans)
+        return cls._read(body, spans)
+
+    @classmethod
+    def _read(cls, body: dict[str, Any], spans: Spans | None) -> ChatRequest | None:
+        return cls(body, spans) if isinstance(body.get(cls.KEY), list) else None
 
     @property
     def messages(self) -> list[Any]:
-        messages = self.body["messages"]
+        messages = self.body[self.KEY]
         return messages if isinstance(messages, list) else []
 
     @property
@@ -205,3 +213,25 @@ class ChatRequest:
             return text.encode("utf-8")
         except UnicodeEncodeError:  # lone surrogates from \ud800-style escapes
             return json.dumps(self.body, separators=(",", ":"), allow_nan=False).encode("ascii")
+
+
+class ResponsesRequest(ChatRequest):
+    """A parsed Responses API body (``/v1/responses``). Its ``input`` is the
+    conversation: a string (one user message) or a list of items, of which those
+    with a ``role`` are messages (``function_call``, ``reasoning`` and other items
+    have none and are never touched). ``instructions`` is never rewritten — the
+    block goes into ``input`` by the same placement rules as chat — and
+    ``previous_response_id`` keeps naming the stored conversation before it."""
+
+    __slots__ = ()
+    KEY: ClassVar[str] = "input"
+
+    @classmethod
+    def _read(cls, body: dict[str, Any], spans: Spans | None) -> ChatRequest | None:
+        given = body.get(cls.KEY)
+        if isinstance(given, str):
+            # One user message: as a list of one, so a block can go before it (the
+            # body is then serialised anew, only when something is injected).
+            body[cls.KEY] = [{"role": "user", "content": given}]
+            return cls(body, None)
+        return cls(body, spans) if isinstance(given, list) else None

@@ -9,9 +9,9 @@ an encoder pass over a body that may hold megabytes.
 
 :func:`scan` reads the top-level object key by key with the standard library's own
 decoder (the same hooks as the parse it replaces, every value parsed in C), and
-the ``messages`` array element by element, recording each element's span. The
-parsed body is what :func:`json.loads` gives (the last of duplicate keys wins);
-the spans are those of the ``messages`` array that survives.
+the ``messages`` array (a Responses body's ``input``) element by element, recording
+each element's span. The parsed body is what :func:`json.loads` gives (the last of
+duplicate keys wins); the spans are those of the array that survives.
 """
 
 from __future__ import annotations
@@ -74,16 +74,19 @@ def dump(value: Any) -> str:
 
 
 def scan(
-    raw: bytes, parse_constant: Callable[[str], Any], parse_float: Callable[[str], Any]
+    raw: bytes,
+    parse_constant: Callable[[str], Any],
+    parse_float: Callable[[str], Any],
+    key: str = "messages",
 ) -> tuple[dict[str, Any], Spans | None] | None:
-    """``raw`` parsed as a JSON object, with the spans of its ``messages`` elements
+    """``raw`` parsed as a JSON object, with the spans of its ``key`` array's elements
     (``None`` when there is no such array). ``None`` when ``raw`` is not a JSON
     object; raises ``ValueError`` when it is not UTF-8 (the caller's plain parse
     reads the other encodings JSON allows)."""
     text = raw.decode("utf-8")
     decoder = json.JSONDecoder(parse_constant=parse_constant, parse_float=parse_float)
     try:
-        found = _object(text, decoder)
+        found = _object(text, decoder, key)
     except (ValueError, IndexError, RecursionError):
         return None
     if found is not None and found[1] is not None and raw.isascii():
@@ -96,7 +99,9 @@ def _skip(text: str, at: int) -> int:
     return match.end() if match else at
 
 
-def _object(text: str, decoder: json.JSONDecoder) -> tuple[dict[str, Any], Spans | None] | None:
+def _object(
+    text: str, decoder: json.JSONDecoder, wanted: str
+) -> tuple[dict[str, Any], Spans | None] | None:
     at = _skip(text, 0)
     if text[at] != "{":
         return None
@@ -114,11 +119,11 @@ def _object(text: str, decoder: json.JSONDecoder) -> tuple[dict[str, Any], Spans
             if text[at] != ":":
                 return None
             at = _skip(text, at + 1)
-            if key == "messages" and text[at] == "[":
+            if key == wanted and text[at] == "[":
                 body[key], spans, at = _array(text, at, decoder)
             else:
                 body[key], at = decoder.raw_decode(text, at)
-                if key == "messages":
+                if key == wanted:
                     spans = None
             at = _skip(text, at)
             if text[at] == ",":

@@ -81,6 +81,7 @@ async def test_fail_tasks_only_fails_task_prompts(mock: MockLLM, client: AsyncOp
     assert await ask(client, [{"role": "user", "content": "ok"}]) == "ECHO\n[user] ok"
     assert mock.stats() == {
         "chat": 2,
+        "responses": 0,
         "echo": 1,
         "stream": 0,
         "tasks": {"extract": 1},
