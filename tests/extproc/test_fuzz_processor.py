@@ -74,8 +74,23 @@ chat_body = st.fixed_dictionaries(
         "metadata": st.dictionaries(st.text(max_size=8), json_values, max_size=2),
     },
 ).map(lambda b: json.dumps(b).encode())
+responses_body = st.fixed_dictionaries(
+    {
+        "input": st.one_of(
+            st.text(max_size=20), st.lists(st.one_of(message, json_values), max_size=5)
+        )
+    },
+    optional={"instructions": st.text(max_size=10), "stream": st.booleans()},
+).map(lambda b: json.dumps(b).encode())
+RESPONSE_EVENTS = (
+    b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","delta":"Ok"}'
+    b'\n\nevent: response.completed\ndata: {"type":"response.completed","response":'
+    b'{"status":"completed","output":[{"type":"message","role":"assistant","content":'
+    b'[{"type":"output_text","text":"Ok"}]}]}}\n\n'
+)
 bodies = st.one_of(
     chat_body,
+    responses_body,
     chat_body.map(lambda b: b[: len(b) // 2]),  # truncated
     st.binary(max_size=200),
     json_values.map(lambda v: json.dumps(v).encode()),
@@ -99,7 +114,14 @@ def request_headers(data: st.DataObject) -> pb.ProcessingRequest:
     user = data.draw(st.one_of(st.none(), header_value))
     path = data.draw(
         st.sampled_from(
-            ["/v1/chat/completions", "/v1/chat/completions?x=1", "/v1/embeddings", "/", ""]
+            [
+                "/v1/chat/completions",
+                "/v1/chat/completions?x=1",
+                "/v1/responses",
+                "/v1/embeddings",
+                "/",
+                "",
+            ]
         )
     )
     method = data.draw(st.sampled_from(["POST", "GET", "post", "PUT"]))
@@ -141,6 +163,8 @@ def phase(data: st.DataObject) -> pb.ProcessingRequest:
                 st.binary(max_size=200),
                 st.just(msg.completion_json("Okay.")),
                 st.sampled_from(msg.sse_chunks("Sure thing, noted.")),
+                st.just(RESPONSE_EVENTS),
+                st.just(RESPONSE_EVENTS[: len(RESPONSE_EVENTS) // 3]),
             )
         )
         return msg.response_body(body, end_of_stream=data.draw(st.booleans()))
