@@ -91,6 +91,12 @@ def _memory_options(args: argparse.Namespace) -> dict[str, Any]:
     return data
 
 
+async def _users(admin: Any, args: argparse.Namespace) -> Any:
+    from sidecar.admin.users import users_json
+
+    return users_json(await admin.users(args.request))
+
+
 async def _list(admin: Any, args: argparse.Namespace) -> Any:
     from sidecar.admin.models import memory_json
 
@@ -173,6 +179,7 @@ async def _import(admin: Any, args: argparse.Namespace) -> Any:
 
 ACTIONS: Mapping[str, Action] = MappingProxyType(
     {
+        "users": _users,
         "list": _list,
         "search": _search,
         "get": _get,
@@ -189,8 +196,18 @@ ACTIONS: Mapping[str, Action] = MappingProxyType(
 
 def _request(args: argparse.Namespace) -> Any:
     """The action's validated input, before anything is opened."""
-    from sidecar.admin.models import ListQuery, MemoryInput, MemoryPatch, SearchQuery, parse
+    from sidecar.admin.models import (
+        ListQuery,
+        MemoryInput,
+        MemoryPatch,
+        SearchQuery,
+        UsersQuery,
+        parse,
+    )
 
+    if args.action == "users":
+        data = {"q": args.query, "after": args.after, "limit": args.limit}
+        return parse(UsersQuery, {k: v for k, v in data.items() if v is not None}, "option")
     if args.action == "list":
         options = ("limit", "offset", "status", "memory_type", "session_id", "category_id")
         data = {key: getattr(args, key) for key in (*options, "order")}
@@ -214,7 +231,8 @@ def _cmd_memories(args: argparse.Namespace) -> int:
     _quiet(config)
     if args.action == "forget" and not args.yes:
         raise SidecarError("forget deletes every memory of the user: confirm with --yes")
-    owner_id(args.user)
+    if args.user is not None:  # every action but users names one
+        owner_id(args.user)
     args.request = _request(args)
     args.journal_exists = Path(config.write_queue.journal_path).expanduser().exists()
     if args.action == "import":
@@ -323,17 +341,20 @@ def add_commands(commands: Any) -> None:
     """Register ``memories``, ``store`` and ``admin`` on the ``sidecar`` parser."""
     memories = commands.add_parser(
         "memories",
-        help="manage one user's memories in the configured store",
+        help="find users and manage one user's memories in the configured store",
         description="The admin API's operations (JSON on stdout): through the running "
         "sidecar's admin socket when one answers there (or the --remote URL), else "
         "directly against the configured store. Says which on stderr.",
     )
     actions = memories.add_subparsers(dest="action", required=True)
 
-    def action(name: str, help_text: str) -> argparse.ArgumentParser:
+    def action(name: str, help_text: str, *, user: bool = True) -> argparse.ArgumentParser:
         parser: argparse.ArgumentParser = actions.add_parser(name, help=help_text)
         parser.add_argument("--config", required=True, help="YAML config file")
-        parser.add_argument("--user", required=True, help="the user (owner) id")
+        if user:
+            parser.add_argument("--user", required=True, help="the user (owner) id")
+        else:
+            parser.set_defaults(user=None)
         parser.add_argument(
             "--remote",
             metavar="URL",
@@ -344,6 +365,16 @@ def add_commands(commands: Any) -> None:
         parser.set_defaults(func=_cmd_memories)
         return parser
 
+    users = action(
+        "users",
+        "find users: the ids that own memories, by id, with their counts",
+        user=False,
+    )
+    users.add_argument(
+        "--query", "-q", help="only ids that contain this (any case), e.g. part of an id"
+    )
+    users.add_argument("--after", metavar="ID", help="the page after this id (next_after)")
+    users.add_argument("--limit", type=int, help="users per page (default 50, at most 1000)")
     listing = action("list", "list memories (paged, newest first)")
     listing.add_argument("--limit", type=int, help="memories per page (default 50, at most 1000)")
     listing.add_argument("--offset", type=int, help="how many to skip (paging)")

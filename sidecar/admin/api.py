@@ -12,7 +12,8 @@ outside the token's scope, a share beyond the token's rights (``sharing_forbidde
 see :mod:`sidecar.admin.grants`), or the API disabled, 404 no such memory *for this
 user* — a memory id of another user is a 404 too, so existence does not leak —,
 503 the store or the model failed. ``/metrics``, ``/healthz``, ``/ready`` and the
-OpenAPI document stay unauthenticated.
+OpenAPI document stay unauthenticated. ``GET /v1/admin/users`` names no user: it
+lists the users that own memories among those the token may manage.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from sidecar.admin.models import (
     MemoryInput,
     MemoryPatch,
     SearchQuery,
+    UsersQuery,
     ValidationFailed,
     memory_json,
     parse,
@@ -45,6 +47,7 @@ from sidecar.admin.models import (
 from sidecar.admin.openapi import OPENAPI_PATH, build_openapi
 from sidecar.admin.service import ForgetReport, History, MemoryAdmin, NotFound
 from sidecar.admin.transfer import ImportReport
+from sidecar.admin.users import users_json
 from sidecar.config import AdminConfig
 from sidecar.errors import EmbeddingError, InvalidInput, SidecarError, StoreError
 from sidecar.logs import clean_request_id, request_context
@@ -265,6 +268,7 @@ class MemoryApi:
         users = f"{PREFIX}/users/{{user}}"
         memory = f"{users}/memories/{{memory_id}}"
         routes: list[tuple[str, str, str, Handler, bool]] = [
+            ("GET", f"{PREFIX}/users", "users", self._users, False),
             ("GET", f"{users}/memories", "list", self._list, False),
             ("POST", f"{users}/memories", "add", self._add, False),
             ("GET", memory, "get", self._get, False),
@@ -303,7 +307,8 @@ class MemoryApi:
         problems: list[tuple[str, str]] = []
         user = request.match_info.get("user", "")
         try:
-            validate_identifier(user, "user id")
+            if "user" in request.match_info:  # GET /users names none: it lists the grant's
+                validate_identifier(user, "user id")
         except InvalidInput as exc:
             problems.append(("path.user", str(exc)))
         memory = request.match_info.get("memory_id", "")
@@ -314,7 +319,7 @@ class MemoryApi:
                 problems.append(("path.memory_id", str(exc)))
         if problems:
             return _invalid(ValidationFailed(problems))
-        if not grant.allows(user):
+        if user and not grant.allows(user):
             return error_response(403, "forbidden", "this token may not manage this user")
         if needs_all_users and not grant.all_users:
             return error_response(
@@ -352,6 +357,10 @@ class MemoryApi:
     def admin(self) -> MemoryAdmin:
         assert self._admin is not None  # _handle checked it
         return self._admin
+
+    async def _users(self, call: Call) -> web.StreamResponse:
+        query = parse(UsersQuery, call.query(), "query")
+        return web.json_response(users_json(await self.admin.users(query, grant=call.grant)))
 
     async def _list(self, call: Call) -> web.StreamResponse:
         query = parse(ListQuery, call.query(), "query")

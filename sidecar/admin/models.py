@@ -210,6 +210,30 @@ class SearchQuery(_Request):
     strategy: StrategyName | None = None
 
 
+class UsersQuery(_Request):
+    """``GET /v1/admin/users``: the user ids that own memories, by id, a page at a time."""
+
+    q: str = Field(
+        default="",
+        max_length=256,
+        description="Only ids that contain this (any case); empty: every user.",
+    )
+    after: str | None = Field(
+        default=None, description="The page after this id (the last page's next_after)."
+    )
+    limit: int = Field(default=50, ge=1, le=MAX_PAGE)
+
+    @field_validator("q")
+    @classmethod
+    def _q(cls, value: str) -> str:
+        return value.strip() and _identifier(value.strip(), "search")
+
+    @field_validator("after")
+    @classmethod
+    def _after(cls, value: str | None) -> str | None:
+        return _optional_identifier(value, "user id") or None
+
+
 class ExportQuery(_Request):
     #: Include each row's embedding (import then needs no model call).
     embeddings: bool = False
@@ -390,3 +414,28 @@ class Memory(BaseModel):
     provenance: list[OriginLine] = Field(
         default_factory=list, description="The turns it was made from, oldest first."
     )
+
+
+class UserEntry(BaseModel):
+    """A user that owns memories, as ``GET /v1/admin/users`` lists them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user: str
+    active: int = Field(description="Active memories.")
+    memories: int = Field(description="Memories of any status (deleted ones aside).")
+    updated_at: int = Field(description="The last change to one of them (epoch ms).")
+
+
+class UserList(BaseModel):
+    """A page of users, by id."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    q: str
+    after: str | None
+    limit: int
+    next_after: str | None = Field(
+        description="The next page's after (null: this page is the last)."
+    )
+    items: list[UserEntry]

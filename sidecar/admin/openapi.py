@@ -25,6 +25,8 @@ from sidecar.admin.models import (
     MemoryLine,
     MemoryPatch,
     SearchQuery,
+    UserList,
+    UsersQuery,
 )
 from sidecar.memory.read.retrieval.base import Stage
 
@@ -40,6 +42,8 @@ _MODELS: tuple[type[BaseModel], ...] = (
     SearchQuery,
     ExportQuery,
     ImportQuery,
+    UsersQuery,
+    UserList,
 )
 
 
@@ -344,6 +348,14 @@ def build_openapi() -> dict[str, Any]:
     }
     base = "/v1/admin/users/{user}"
     paths = {
+        "/v1/admin/users": {
+            "get": op(
+                "The user ids that own memories (those the token may manage), by id, with "
+                "their memory counts and last change; `q` keeps ids containing it",
+                {"200": _json(_ref("UserList"), "One page; next_after pages on.")},
+                params=_query_parameters(schemas["UsersQuery"]),
+            )
+        },
         f"{base}/memories": {
             "get": op(
                 "List the user's memories (paged, filtered)",
@@ -446,15 +458,16 @@ def build_openapi() -> dict[str, Any]:
             )
         },
     }
-    for name in ("ListQuery", "SearchQuery", "ExportQuery", "ImportQuery"):
+    for name in ("ListQuery", "SearchQuery", "ExportQuery", "ImportQuery", "UsersQuery"):
         schemas.pop(name)  # inlined as parameters
     return {
         "openapi": "3.1.0",
         "info": {
             "title": "memory-sidecar admin API",
             "version": "1",
-            "description": "Manage one user's long-term memories. Every route is scoped to "
-            "the user in its path; a memory of another user is not found (404). "
+            "description": "Manage one user's long-term memories. Every route but the "
+            "list of users is scoped to the user in its path; a memory of another user is "
+            "not found (404). "
             "Authentication: `Authorization: Bearer <admin token>`.",
         },
         "servers": [{"url": "http://127.0.0.1:9464"}],

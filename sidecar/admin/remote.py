@@ -103,9 +103,9 @@ class RunningSidecar:
                 "a running sidecar holds the store; set admin.token (or "
                 "SIDECAR_ADMIN_TOKEN) to manage memories through its admin API"
             )
-        target = (
-            f"{self._base_path()}/v1/admin/users/{urllib.parse.quote(args.user, safe='')}{path}"
-        )
+        user = getattr(args, "user", None)  # None: the list of users
+        owner = "" if user is None else "/" + urllib.parse.quote(user, safe="")
+        target = f"{self._base_path()}/v1/admin/users{owner}{path}"
         if query:
             target += "?" + urllib.parse.urlencode(query)
         headers = {"Authorization": f"Bearer {self.token}"}
@@ -204,11 +204,14 @@ def _tcp_listener(config: SidecarConfig) -> str | None:
 def _operation(
     args: argparse.Namespace,
 ) -> tuple[str, str, dict[str, Any], dict[str, Any] | bytes | None]:
-    """(method, path under the user, query, body) of ``args.action``."""
+    """(method, path under the user — under ``/users`` for ``users`` —, query, body)
+    of ``args.action``."""
     action = args.action
     request = getattr(args, "request", None)
     fields = request.model_dump(exclude_none=True, mode="json") if request is not None else {}
     memory = f"/memories/{urllib.parse.quote(getattr(args, 'id', '') or '', safe='')}"
+    if action == "users":
+        return "GET", "", fields, None
     if action == "list":
         return "GET", "/memories", fields, None
     if action == "search":

@@ -29,9 +29,11 @@ from sidecar.admin.models import (
     MemoryInput,
     MemoryPatch,
     SearchQuery,
+    UsersQuery,
     ValidationFailed,
 )
 from sidecar.admin.transfer import ImportReport, MemoryTransfer
+from sidecar.admin.users import UserPage, list_users
 from sidecar.config import SidecarConfig
 from sidecar.errors import SidecarError
 from sidecar.memory.corpus.cache import CorpusCache
@@ -115,8 +117,8 @@ def owner_id(user: str) -> str:
 
 
 class MemoryAdmin:
-    """List, search, read, add, change, delete, trace, forget, export and import one
-    user's memories."""
+    """Find users; list, search, read, add, change, delete, trace, forget, export and
+    import one user's memories."""
 
     def __init__(
         self,
@@ -191,6 +193,11 @@ class MemoryAdmin:
         return await self._transfer.import_lines(owner_id(user), lines, reembed=reembed)
 
     # -- reads -------------------------------------------------------------------------
+
+    async def users(self, query: UsersQuery | None = None, *, grant: Grant = ALL_USERS) -> UserPage:
+        """A page of the user ids that own memories, by id, with their counts: those
+        ``grant`` may manage, containing ``query.q`` (see :mod:`sidecar.admin.users`)."""
+        return await list_users(self._store, query or UsersQuery(), grant.allows)
 
     async def list_memories(self, user: str, query: ListQuery | None = None) -> MemoryPage:
         """One page of the user's memories (category nodes are not listed)."""

@@ -21,7 +21,7 @@ def test_the_top_level_help_has_no_rest_markup() -> None:
     assert "``" not in build_parser().format_help()
 
 
-@pytest.mark.parametrize("action", ["list", "search", "get", "add", "update", "export"])
+@pytest.mark.parametrize("action", ["users", "list", "search", "get", "add", "update", "export"])
 def test_every_option_of_the_memory_commands_says_what_it_does(action: str) -> None:
     parser = subparser(build_parser(), "memories", action)
     bare = [

@@ -164,7 +164,7 @@ def test_openapi_references_resolve() -> None:
     operations = [
         (path, method) for path, methods in document["paths"].items() for method in methods
     ]
-    assert len(operations) == 13
+    assert len(operations) == 14
     for path, method in operations:
         responses = document["paths"][path][method]["responses"]
         assert {"400", "401", "403", "503"} <= set(responses), (path, method)

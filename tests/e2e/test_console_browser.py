@@ -2,8 +2,9 @@
 and ``chromium-driver``, installed by scripts/setup.sh) driven by Selenium, against
 the real stack (Envoy, the sidecar as a process, the mock LLM). Memories come from
 conversations through Envoy; the console is used as an operator would: sign in,
-open a user, search, read a memory's history, delete, forget (confirmed), a scoped
-token kept to its users, and an injection explained after a request through Envoy.
+find a user by part of the id, open a user, search, read a memory's history, delete,
+forget (confirmed), a scoped token kept to its users, and an injection explained
+after a request through Envoy.
 
 ``SIDECAR_CONSOLE_SCREENSHOTS=DIR`` keeps a screenshot of each main page in DIR
 (how the ones in docs/console/ were made)."""
@@ -208,6 +209,25 @@ def test_list_search_history_delete_and_forget(browser: WebDriver, stack: Stack)
     assert "Forgotten" in main_text(browser)
     browser.get(f"{stack.sidecar_admin_url}/console/users/{user}?status=all")
     assert "Nothing is stored for this user id" in main_text(browser)
+
+
+def test_a_user_is_found_by_part_of_the_id(browser: WebDriver, stack: Stack) -> None:
+    tag = uuid.uuid4().hex[:8]
+    user = f"team-{tag}-b2"
+    tell(stack, user, "I'm allergic to penicillin.")
+    sign_in(browser, stack, ADMIN)
+    search = browser.find_element(By.ID, "u-q")  # the start page lists the users
+    search.send_keys(tag.upper())  # part of the id, any case
+    navigate(browser, search, submit=True)
+    assert f"/console/?q={tag.upper()}" in browser.current_url
+    rows = browser.find_elements(By.CSS_SELECTOR, "tbody tr")
+    assert [row.text.split()[:3] for row in rows] == [[user, "1", "1"]]  # active, all
+    shot(browser, "users")
+    navigate(browser, browser.find_element(By.LINK_TEXT, user))
+    assert browser.current_url.endswith(f"/console/users/{user}")
+    assert "penicillin" in main_text(browser)
+    navigate(browser, browser.find_element(By.CSS_SELECTOR, "header nav a"))  # back: Users
+    assert browser.current_url.endswith("/console/")
 
 
 def test_a_scoped_token_cannot_see_another_user(browser: WebDriver, stack: Stack) -> None:

@@ -99,12 +99,14 @@ def page(
             action=path("logout"),
         )
         right = join([who, sign_out])
+        links = tag("nav", tag("a", "Users", href=path()), aria_label="Console")
     else:
-        right = esc("")
+        right = links = esc("")
     header = tag(
         "header",
         tag("a", "Skip to content", href="#main", class_="skip"),
         tag("strong", tag("a", "Memory console", href=path())),
+        links,
         tag("span", "", class_="grow"),
         right,
         class_="top",

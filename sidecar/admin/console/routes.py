@@ -18,11 +18,18 @@ from importlib import resources
 from aiohttp import web
 
 from sidecar.admin.api import DISABLED_MESSAGE, TokenAuth, WebHandler, observed, stream_lines
-from sidecar.admin.console import injection_views, views
+from sidecar.admin.console import injection_views, user_views, views
 from sidecar.admin.console.html import Markup, page, path
 from sidecar.admin.console.session import COOKIE, COOKIE_PATH, ConsoleSessions, Session
 from sidecar.admin.explain import ExplainOff
-from sidecar.admin.models import ListQuery, SearchQuery, ValidationFailed, parse, row_id
+from sidecar.admin.models import (
+    ListQuery,
+    SearchQuery,
+    UsersQuery,
+    ValidationFailed,
+    parse,
+    row_id,
+)
 from sidecar.admin.service import MemoryAdmin, NotFound
 from sidecar.config import AdminConfig
 from sidecar.errors import EmbeddingError, InvalidInput, SidecarError, StoreError
@@ -235,7 +242,18 @@ class Console:
     # -- pages --------------------------------------------------------------------------
 
     async def _home(self, visit: Visit) -> web.StreamResponse:
-        return visit.page("Users", views.home(visit.session.grant.users))
+        """The users that own memories (those the session may see), by id; ``q``
+        keeps the ids that contain it, ``after`` pages on."""
+        grant = visit.session.grant
+        q = visit.request.query.get("q", "").strip()
+        asked = {"q": q, "after": visit.request.query.get("after"), "limit": str(PAGE_SIZE)}
+        try:
+            query = parse(UsersQuery, {k: v for k, v in asked.items() if v}, "query")
+        except ValidationFailed as exc:
+            message = "; ".join(f"{where}: {what}" for where, what in exc.errors)
+            return visit.page("Users", user_views.home(None, grant.users, q, message), 400)
+        listing = await self.admin.users(query, grant=grant)
+        return visit.page("Users", user_views.home(listing, grant.users, query.q))
 
     async def _logout(self, visit: Visit) -> web.StreamResponse:
         response = _redirect(path("login"))
@@ -247,7 +265,8 @@ class Console:
         try:
             validate_identifier(user, "user id")
         except InvalidInput as exc:
-            return visit.page("Users", views.home(visit.session.grant.users, str(exc)), 400)
+            body = user_views.home(None, visit.session.grant.users, error=str(exc))
+            return visit.page("Users", body, 400)
         return _redirect(path("users", user))
 
     async def _memories(self, visit: Visit) -> web.StreamResponse:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from sidecar.admin.console.html import (
     Markup,
@@ -21,8 +20,6 @@ from sidecar.admin.models import STATUS_FILTERS
 from sidecar.admin.service import ForgetReport, History, MemoryPage
 from sidecar.memory.records.records import Hit, MemoryRecord, MemoryType, Status, Visibility
 
-#: A grant's users: every user, or exact ids and patterns.
-Users = Literal["*"] | tuple[str, ...]
 #: Longest memory or query text shown in a table cell (the memory's page has it all).
 CELL_CHARS = 240
 
@@ -91,39 +88,6 @@ def login(error: str | None = None) -> Markup:
         class_="sub",
     )
     return tag("div", tag("h1", "Sign in"), problem, note, form, class_="login")
-
-
-def home(users: Users, error: str | None = None) -> Markup:
-    problem = _alert(error)
-    form = tag(
-        "form",
-        tag(
-            "label",
-            "User id",
-            tag("input", type="text", name="user", id="user", required=True, autofocus=True),
-            for_="user",
-        ),
-        tag("button", "Open", type="submit"),
-        method="get",
-        action=path("open"),
-        class_="filters",
-    )
-    listed = esc("")
-    if users != "*":
-        exact = [u for u in users if not any(ch in u for ch in "*?[")]
-        patterns = [u for u in users if u not in exact]
-        items = [tag("li", tag("a", u, href=path("users", u))) for u in exact]
-        items += [tag("li", "users matching ", tag("code", p)) for p in patterns]
-        listed = join([tag("h2", "Your users"), tag("ul", *items)])
-    return join(
-        [
-            tag("h1", "Users"),
-            tag("p", "Open a user's memories by their id.", class_="sub"),
-            problem,
-            form,
-            listed,
-        ]
-    )
 
 
 def user_nav(user: str, here: str) -> Markup:

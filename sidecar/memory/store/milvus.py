@@ -242,22 +242,7 @@ class MemoryStore:
         if "id" not in present:
             raise StoreError(f"collection {self._collection!r} has no 'id' field")
         self._client.load_collection(self._collection, timeout=self._config.load_timeout_s)
-        iterator = self._client.query_iterator(
-            self._collection,
-            batch_size=batch_size,
-            filter="",
-            output_fields=wanted,
-            timeout=timeout,
-        )
-        rows: list[MemoryRecord] = []
-        try:
-            while True:
-                page = iterator.next()
-                if not page:
-                    break
-                rows.extend(row_to_record(dict(row)) for row in page)
-        finally:
-            iterator.close()
+        rows = [row_to_record(row) for page in self._pages("", wanted, batch_size) for row in page]
         if self._client.has_collection(self._access, timeout=timeout):  # its counts count
             self._client.load_collection(self._access, timeout=self._config.load_timeout_s)
             rows = self._with_access(rows)
@@ -540,6 +525,14 @@ class MemoryStore:
         )
         if len(rows) < QUERY_WINDOW:
             return [dict(row) for row in rows]
+        pages = self._pages(where, fields, batch_size, strong=strong)
+        return [row for page in pages for row in page]
+
+    def _pages(
+        self, where: str, fields: list[str], batch_size: int, *, strong: bool = False
+    ) -> Iterator[list[dict[str, Any]]]:
+        """The rows matching ``where`` (a :class:`Filter`; "": every row), a page at a
+        time (Milvus' query iterator: no window, one page held)."""
         iterator = self._client.query_iterator(
             self._collection,
             batch_size=batch_size,
@@ -548,15 +541,23 @@ class MemoryStore:
             timeout=self._config.timeout_s,
             **_consistency(strong),
         )
-        paged: list[dict[str, Any]] = []
         try:
-            while True:
-                page = iterator.next()
-                if not page:
-                    return paged
-                paged.extend(dict(row) for row in page)
+            while page := iterator.next():
+                yield [dict(row) for row in page]
         finally:
             iterator.close()
+
+    async def sweep(
+        self, where: Filter, fields: Sequence[str], consume: Callable[[list[dict[str, Any]]], None]
+    ) -> None:
+        """``fields`` of every row matching ``where``, to ``consume`` a page (4,096 rows) at
+        a time in the store's thread: a pass that never holds every row (the users list)."""
+
+        def call() -> None:
+            for page in self._pages(where, list(fields), QUERY_WINDOW // 4):
+                consume(page)
+
+        await self._run("sweep", call, gate="read", owners=_owner(where))
 
     async def owners(self, where: Filter, *, limit: int = 1000) -> dict[str, str]:
         """The rows matching ``where``: id -> owner (no other field is read)."""
