@@ -192,6 +192,20 @@ _ONGOING = re.compile(
     r"recovering|pregnant|unemployed|between\s+jobs)\b",
     re.IGNORECASE,
 )
+#: An event of the user's life told as it happened: something got, bought, met,
+#: attended, begun or ended ("User just got a smoker", "User caught up with Emma over
+#: lunch", "User adopted a kitten"); not getting home or up, nor a mood.
+_EVENT = re.compile(
+    r"\bUser\s+(?:has\s+|had\s+)?(?:just\s+|finally\s+|recently\s+|also\s+)?(?:"
+    r"got(?!\s+(?:home|up|ready|dressed|back\b|in\b|off\b|out\b|so\b|"
+    r"really\b|very\b|too\b|a\s+bit\b|tired|bored|sick|stuck|lost\b))|"
+    r"bought|purchased|ordered|adopted|met\b|caught\s+up\s+with|catches\s+up\s+with|"
+    r"attended|visited|started|finished|completed|graduated|moved|signed|received|"
+    r"booked|won\b|joined|quit\b|sold|picked\s+up|upgraded|replaced|installed|"
+    r"volunteered|participated|donated|planted|reached|launched|published|married|"
+    r"got\s+(?:married|engaged|promoted|hired)|returned\s+from)",
+    re.IGNORECASE,
+)
 _MOOD = re.compile(
     r"\b(?:tired|exhausted|sleepy|hungry|bored|cranky|grumpy|stressed|sick|sad|annoyed|"
     r"knackered|wiped|hungover|sore|ill|unwell|hyped|excited|nervous|anxious)\b",
@@ -208,7 +222,10 @@ def mood_of_the_moment(text: str) -> bool:
 def _momentary(text: str) -> bool:
     """A state or scene of the moment ("so tired today", "User was arguing with a
     friend about ...", "User just got back ..."), not a phase of the user's life
-    ("learning to knit at the moment")."""
+    ("learning to knit at the moment") nor an event of it told as it happened ("User
+    just got a smoker today": the date is kept with it, :mod:`.absolute`)."""
+    if _EVENT.search(text):
+        return False
     if _MOOD.search(text) or _SCENE.search(text):
         return True
     moment = _ONE_OFF.search(text)

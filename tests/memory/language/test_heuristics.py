@@ -337,6 +337,32 @@ def test_fragments_moods_and_chit_chat_are_not_stored(said: str) -> None:
     assert texts(said) == []
 
 
+@pytest.mark.parametrize(
+    ("said", "fact"),
+    [
+        ("By the way, I just got a smoker today and I'm excited to try different woods.",
+         "User just got a smoker today and User is excited to try different woods."),
+        ("I caught up with Emma, a freelance writer, over lunch today.",
+         "User caught up with Emma, a freelance writer, over lunch today."),
+        ("btw I adopted a kitten yesterday!", "User adopted a kitten yesterday."),
+        ("I finally booked the flights to Lisbon tonight.",
+         "User finally booked the flights to Lisbon tonight."),
+    ],
+)  # fmt: skip
+def test_an_event_told_as_it_happened_is_kept_with_its_day(said: str, fact: str) -> None:
+    # The writer turns "today" into the turn's date (sidecar.memory.language.absolute):
+    # what the user got, met or did that day is a fact about their life, not a mood.
+    assert texts(said) == [fact]
+
+
+@pytest.mark.parametrize(
+    "said",
+    ["I just got home, so tired today.", "I just got really bored today.", "Got up late today."],
+)
+def test_getting_home_or_a_mood_is_still_the_moment(said: str) -> None:
+    assert texts(said) == []
+
+
 def test_a_sentence_that_leans_on_the_previous_one_is_joined_to_it() -> None:
     assert texts("I block 2-4pm every day. That's my focus time.") == [
         "User blocks 2-4pm every day; that's User's focus time."
