@@ -131,10 +131,7 @@ async def _get(admin: Any, args: argparse.Namespace) -> Any:
 
 
 async def _add(admin: Any, args: argparse.Namespace) -> Any:
-    from sidecar.admin.models import memory_json
-
-    record, created = await admin.add(args.user, args.request)
-    return {"created": created, "memory": memory_json(record)}
+    return (await admin.add(args.user, args.request)).as_json()
 
 
 async def _update(admin: Any, args: argparse.Namespace) -> Any:

@@ -378,10 +378,8 @@ class MemoryApi:
 
     async def _add(self, call: Call) -> web.StreamResponse:
         data = parse(MemoryInput, await call.body(), "body")
-        record, created = await self.admin.add(call.user, data, grant=call.grant)
-        return web.json_response(
-            {"created": created, "memory": memory_json(record)}, status=201 if created else 200
-        )
+        added = await self.admin.add(call.user, data, grant=call.grant)
+        return web.json_response(added.as_json(), status=201 if added.created else 200)
 
     async def _get(self, call: Call) -> web.StreamResponse:
         return web.json_response(memory_json(await self.admin.get(call.user, call.memory)))

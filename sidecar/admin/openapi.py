@@ -157,13 +157,28 @@ def _envelopes() -> dict[str, Any]:
         },
         "Created": {
             "type": "object",
-            "required": ["created", "memory"],
+            "required": ["created", "decision", "memory", "replaced"],
             "properties": {
                 "created": {
                     "type": "boolean",
-                    "description": "false: the user already had this exact memory",
+                    "description": "A new memory was stored (added, or superseding another).",
+                },
+                "decision": {
+                    "type": "string",
+                    "enum": ["add", "update", "supersede", "noop"],
+                    "description": (
+                        "The write path's decision, as for a fact said in chat: noop, the "
+                        "user already has this fact (memory is that one); update, a "
+                        "richer wording of a memory they have (memory is it, changed); "
+                        "supersede, another value of the same attribute (the old memory "
+                        "is kept, marked superseded); add, a new fact."
+                    ),
                 },
                 "memory": memory,
+                "replaced": {
+                    "type": ["string", "null"],
+                    "description": "The id of the memory it superseded.",
+                },
             },
         },
         "Deleted": {

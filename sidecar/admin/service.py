@@ -21,6 +21,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sidecar.admin.explain import Explanations
 from sidecar.admin.grants import ALL_USERS, Grant, SharingRefused
@@ -31,6 +32,7 @@ from sidecar.admin.models import (
     SearchQuery,
     UsersQuery,
     ValidationFailed,
+    memory_json,
 )
 from sidecar.admin.transfer import ImportReport, MemoryTransfer
 from sidecar.admin.users import UserPage, list_users
@@ -58,8 +60,10 @@ from sidecar.memory.store.milvus import MemoryStore
 from sidecar.memory.write.rows.enrich import Enricher
 from sidecar.memory.write.rows.gateway import WriteGateway
 from sidecar.memory.write.rows.locks import OwnerLock
+from sidecar.memory.write.turns.dedup import Decision
 from sidecar.memory.write.turns.journal import TurnJournal
 from sidecar.memory.write.turns.journal_file import DiscardedTurns
+from sidecar.memory.write.turns.writer import MemoryWriter
 from sidecar.memory.write.upkeep.consolidation import ConsolidationReport, Consolidator
 from sidecar.metrics import Metrics
 
@@ -86,6 +90,30 @@ class MemoryPage:
     def next_offset(self) -> int | None:
         following = self.offset + len(self.items)
         return following if following < self.total else None
+
+
+@dataclass(frozen=True, slots=True)
+class Added:
+    """What an added memory became: ``memory`` holds the fact now (the new memory, or
+    the one it restates or updated); ``replaced``, the memory it superseded."""
+
+    memory: MemoryRecord
+    decision: Decision
+    replaced: MemoryRecord | None = None
+
+    @property
+    def created(self) -> bool:
+        """A new memory was stored (added, or superseding another)."""
+        return self.decision in (Decision.ADD, Decision.SUPERSEDE)
+
+    def as_json(self) -> dict[str, Any]:
+        """The API's and the CLI's answer to an add."""
+        return {
+            "created": self.created,
+            "decision": str(self.decision),
+            "memory": memory_json(self.memory),
+            "replaced": self.replaced.id if self.replaced is not None else None,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +156,7 @@ class MemoryAdmin:
         embedder: Embedder,
         memory: MemoryService,
         writes: WriteGateway,
+        writer: MemoryWriter,
         enricher: Enricher,
         metrics: Metrics,
         journal: TurnJournal | None = None,
@@ -149,6 +178,8 @@ class MemoryAdmin:
         #: Every write goes through the write path's gateway: its hygiene, the
         #: owner's lock (so admin writes never interleave with a turn's), the caches.
         self._writes = writes
+        #: New and changed memories take a turn's decision (add, update, supersede, no-op).
+        self._writer = writer
         #: The category tree's per-owner lock (``evolve``), taken by ``forget``.
         self._tree_lock = tree_lock
         self._consolidator = consolidator or Consolidator(
@@ -309,12 +340,11 @@ class MemoryAdmin:
 
     # -- writes ------------------------------------------------------------------------
 
-    async def add(
-        self, user: str, data: MemoryInput, *, grant: Grant = ALL_USERS
-    ) -> tuple[MemoryRecord, bool]:
-        """Store a new memory through the write path's enrichment. Returns it and
-        whether it was created (False: the user already has this exact memory).
-        :class:`SharingRefused` when ``grant`` may not share it so."""
+    async def add(self, user: str, data: MemoryInput, *, grant: Grant = ALL_USERS) -> Added:
+        """Store a new memory through the decision a turn's fact takes (the write
+        path's judge: a restatement is a no-op, a richer wording updates the memory
+        it restates, another value of the same attribute supersedes the old one) and
+        its enrichment. :class:`SharingRefused` when ``grant`` may not share it so."""
         owner = owner_id(user)
         grant.check(data.visibility, data.group_id)
         text = self._clean(data.content, "body.content")
@@ -322,7 +352,7 @@ class MemoryAdmin:
         async with self._writes.lock(owner):
             existing = await self._find(owner, rid)
             if existing is not None and existing.status == Status.ACTIVE:
-                return existing, False
+                return Added(existing, Decision.NOOP)
             vector = (await self._embedder.embed([embedding_text(text)]))[0]
             now = now_ms()
             record = MemoryRecord(
@@ -341,10 +371,9 @@ class MemoryAdmin:
                 updated_at=now,
                 content_hash=content_hash(text),
             )
-            topics = {rid: data.topic} if data.topic else None
-            stored = await self._writes.store(owner, [record], self._enricher, topics)
+            written = await self._writer.write_row(record, topic=data.topic)
         self._metrics.admin_rows.labels(operation="add").inc()
-        return _pick(stored, rid), True
+        return Added(written.row, written.decision, written.replaced)
 
     async def update(
         self, user: str, memory: str, patch: MemoryPatch, *, grant: Grant = ALL_USERS
@@ -380,7 +409,12 @@ class MemoryAdmin:
                 updated = updated.with_changes(embedding=as_vector(vector))
             # A changed visibility or group moves the row between cache units.
             self._cache.invalidate(current)
-            stored = await self._writes.store(owner, [updated], self._enricher)
+            if text is not None and text != current.content and updated.status == Status.ACTIVE:
+                # New words are judged as a new fact would be: a memory they give
+                # another value of is superseded by this one.
+                stored = [(await self._writer.write_row(updated, edited=True)).row]
+            else:
+                stored = await self._writes.store(owner, [updated], self._enricher)
         self._metrics.admin_rows.labels(operation="update").inc()
         return _pick(stored, current.id)
 

@@ -286,6 +286,7 @@ class Components:
             embedder=self.embedder,
             memory=self.read.memory,
             writes=self.write.writes,
+            writer=self.write.writer,
             enricher=self.write.enricher,
             metrics=self.metrics,
             journal=journal,

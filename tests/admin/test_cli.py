@@ -54,6 +54,25 @@ async def memories(
 
 
 @pytest.mark.usefixtures("restore_logging")
+async def test_an_added_change_supersedes_the_old_value(
+    config_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As a new user would: a fact, then its new value, both through the CLI.
+    first = await memories(
+        capsys, config_file, "add", "--content", "User moved to Lisbon last month."
+    )
+    assert first["decision"] == "add"
+    second = await memories(capsys, config_file, "add", "--content", "User lives in Porto.")
+    assert (second["decision"], second["replaced"]) == ("supersede", first["memory"]["id"])
+    active = await memories(capsys, config_file, "list")
+    assert [m["content"] for m in active["items"]] == ["User lives in Porto."]
+    found = await memories(capsys, config_file, "search", "--query", "Where do I live?")
+    assert [h["memory"]["content"] for h in found["items"]] == ["User lives in Porto."]
+    again = await memories(capsys, config_file, "add", "--content", "User lives in Porto.")
+    assert (again["decision"], again["created"]) == ("noop", False)
+
+
+@pytest.mark.usefixtures("restore_logging")
 async def test_memories_commands(
     config_file: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -276,6 +276,28 @@ async def test_a_memory_shows_its_history(
     assert status == 404
 
 
+async def test_an_admin_add_that_changes_a_fact_shows_as_its_history(
+    sidecar: Sidecar, browser: aiohttp.ClientSession, http: aiohttp.ClientSession
+) -> None:
+    # Whatever wrote it (chat, the API, the CLI), the console shows one current value
+    # and what it replaced.
+    user = new_user()
+    await say(sidecar, user, "I moved to Lisbon last month.", 1_700_000_000_000)
+    _, added = await call(
+        http, "POST", f"{base(user)}/memories", json_body={"content": "User lives in Porto."}
+    )
+    assert added["decision"] == "supersede"
+    await sign_in(browser)
+    status, page = await get(browser, f"/console/users/{user}")
+    assert status == 200
+    assert "Porto" in page
+    assert "Lisbon" not in page  # active memories only, by default
+    status, page = await get(browser, f"/console/users/{user}/memories/{added['memory']['id']}")
+    history = page[page.index("<h2>History") :]
+    assert "Lisbon" in history
+    assert f"/console/users/{user}/memories/{added['replaced']}" in history
+
+
 # -- changing -------------------------------------------------------------------------
 
 

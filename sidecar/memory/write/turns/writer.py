@@ -17,7 +17,7 @@ from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.language.absolute import absolute_dates, dated_quote
 from sidecar.memory.language.embedding_text import embedding_text
-from sidecar.memory.language.entities import mentions
+from sidecar.memory.language.entities import mentions, named_subject, names_user
 from sidecar.memory.language.excerpts import excerpt_of
 from sidecar.memory.language.said import ASKED, QUOTED, asked_excerpt, asked_fact, said_fact
 from sidecar.memory.language.sanitize import clean_turn
@@ -25,6 +25,7 @@ from sidecar.memory.records.records import (
     MemoryRecord,
     Scope,
     Status,
+    Visibility,
     as_vector,
     content_hash,
     memory_id,
@@ -38,6 +39,17 @@ from sidecar.memory.write.turns.extraction import FactExtractor
 from sidecar.metrics import Metrics
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RowWritten:
+    """What a memory written from outside a turn became (:meth:`MemoryWriter.write_row`):
+    ``row`` is the memory that now holds the fact — the new one, the one it updated
+    or the one it restates — and ``replaced`` the memory it superseded."""
+
+    decision: Decision
+    row: MemoryRecord
+    replaced: MemoryRecord | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +122,71 @@ class MemoryWriter:
             return WriteResult()
         async with self._writes.lock(turn.user_id):
             return await self._store_facts(turn, facts, config)
+
+    async def write_row(
+        self, record: MemoryRecord, *, topic: str | None = None, edited: bool = False
+    ) -> RowWritten:
+        """``record`` — a memory from the admin API, the CLI or an import, embedded —
+        through the decision a turn's fact takes: judged against the owner's private
+        memories, a restatement is a no-op (nothing is stored; ``row`` is the memory
+        it restates), a richer wording updates that memory, another value of the same
+        attribute supersedes the old memory (kept, marked, out of retrieval), and
+        anything else is added. ``edited``: ``record`` is an existing memory with new
+        text, stored as it is, and the memory it supersedes (if any) is marked. A
+        memory shared beyond its owner is stored as it is: a turn never changes
+        shared memories either. The caller holds the owner's lock."""
+        owner, text, vector = record.user_id, record.content, record.embedding
+        topics = {record.id: topic} if topic else None
+        if record.visibility != Visibility.USER or vector is None or record.source in QUOTED:
+            stored = await self._writes.store(owner, [record], self._enricher, topics)
+            return RowWritten(Decision.ADD, _pick(stored, record.id))
+        config = self._extraction_config("")
+        scope = Scope(owner)
+        if self._other_writers:
+            corpus = await self._cache.current(scope)
+        else:
+            corpus = await self._cache.corpus(scope)
+        pending = TurnRows(corpus, owner)
+        about = "" if names_user(text) else (named_subject(text) or "")
+        candidates = [
+            c
+            for c in pending.candidates_for(
+                text, about, np.asarray(vector, dtype=np.float32), config.dedup_candidates + 1
+            )
+            if c.id != record.id
+        ][: config.dedup_candidates]
+        judgement = await self._judge.judge(text, candidates, config)
+        target = pending.get(judgement.target) if judgement.target else None
+        now = max(now_ms(), record.updated_at)
+        if judgement.decision == Decision.SUPERSEDE and target is not None:
+            old = target.with_changes(
+                status=Status.SUPERSEDED, superseded_by=record.id, updated_at=now
+            )
+            new = record.with_changes(related_ids=(*record.related_ids, target.id))
+            stored = await self._writes.store(owner, [new, old], self._enricher, topics)
+            return RowWritten(Decision.SUPERSEDE, _pick(stored, record.id), old)
+        if edited or target is None or judgement.decision == Decision.ADD:
+            stored = await self._writes.store(owner, [record], self._enricher, topics)
+            decision = Decision.UPDATE if edited else Decision.ADD
+            return RowWritten(decision, _pick(stored, record.id))
+        if judgement.decision == Decision.NOOP:
+            return RowWritten(Decision.NOOP, target)
+        merged = self._writes.clean(judgement.text or text) or text
+        embedding = (
+            vector if merged == text else (await self._embedder.embed([embedding_text(merged)]))[0]
+        )
+        updated = target.with_changes(
+            content=merged,
+            embedding=as_vector(embedding),
+            abstract="",
+            overview="",
+            content_hash=content_hash(merged),
+            updated_at=now,
+            confidence=max(target.confidence, record.confidence),
+            importance=max(target.importance, record.importance),
+        )
+        stored = await self._writes.store(owner, [updated], self._enricher)
+        return RowWritten(Decision.UPDATE, _pick(stored, target.id))
 
     def _known_subjects(self, facts: list[Fact], corpus: Corpus, owner: str) -> list[Fact]:
         """The facts, less those about someone or something (``Fact.about``) that no
@@ -337,6 +414,11 @@ class _Stated:
         return [
             self.row(updated_at=updated_at, status=Status.MERGED, superseded_by=judgement.target)
         ]
+
+
+def _pick(rows: list[MemoryRecord], wanted: str) -> MemoryRecord:
+    """The stored version of ``wanted`` among ``rows``."""
+    return next(row for row in rows if row.id == wanted)
 
 
 def _dated(fact: Fact, text: str) -> Fact:
