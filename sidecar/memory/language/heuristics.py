@@ -116,7 +116,7 @@ _NEGATIONS = {
     "am not": "is not", "'m not": "is not",
 }  # fmt: skip
 #: Adverbs between "I" and its verb: "I usually go" -> "User usually goes".
-_ADVERBS = frozenset(
+ADVERBS = frozenset(
     {
         "usually", "always", "often", "sometimes", "never", "really", "also", "just",
         "still", "typically", "normally", "generally", "mostly", "rarely", "actually",
@@ -243,7 +243,8 @@ def is_past(word: str) -> bool:
     return word.endswith("ed") and not word.endswith("eed") and len(word) > 3
 
 
-def _third_person(verb: str) -> str:
+def third_person(verb: str) -> str:
+    """``verb`` as after "she" (``use`` -> ``uses``; past forms and modals as they are)."""
     lower = verb.lower()
     if lower in _IRREGULAR:
         return _IRREGULAR[lower]
@@ -260,10 +261,10 @@ def _conjugate_after_i(match: re.Match[str]) -> str:
     words = match.group(1).split()
     out: list[str] = []
     for i, word in enumerate(words):
-        if word.lower() in _ADVERBS and i < len(words) - 1:
+        if word.lower() in ADVERBS and i < len(words) - 1:
             out.append(word)
             continue
-        out.append(_third_person(word))
+        out.append(third_person(word))
         out.extend(words[i + 1 :])
         break
     return "User " + " ".join(out)
@@ -299,7 +300,7 @@ def _rewrite_pronouns(text: str) -> str:
     text = re.sub(r"\bI've\b", "User has", text, flags=re.I)
     text = re.sub(r"\bI'd\b", "User would", text, flags=re.I)
     text = re.sub(r"\bI'll\b", "User will", text, flags=re.I)
-    adverbs = "|".join(sorted(_ADVERBS))
+    adverbs = "|".join(sorted(ADVERBS))
     text = re.sub(rf"\bI ((?:(?:{adverbs}) )*[\w']+)", _conjugate_after_i, text, flags=re.I)
     text = re.sub(r"\bI\b", "User", text)
     text = re.sub(r"\b(my|mine)\b", "User's", text, flags=re.I)

@@ -16,6 +16,7 @@ from sidecar.memory.corpus.cache import CorpusCache
 from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.language.absolute import absolute_dates, dated_quote
+from sidecar.memory.language.addressee import name_the_assistant
 from sidecar.memory.language.embedding_text import embedding_text
 from sidecar.memory.language.entities import mentions, named_subject, names_user
 from sidecar.memory.language.excerpts import excerpt_of
@@ -110,7 +111,7 @@ class MemoryWriter:
     async def write_turn(self, turn: Turn) -> WriteResult:
         config = self._extraction_config(turn.profile)
         turn = clean_turn(turn, config.max_turn_chars)
-        extracted = await self._extractor.extract(turn, config)
+        extracted = self._addressed(await self._extractor.extract(turn, config))
         # "last month" said in May 2023 is stored as "in April 2023": never stale.
         facts = self._clean_facts(
             [_dated(f, absolute_dates(f.text, turn.created_at)) for f in extracted]
@@ -213,6 +214,24 @@ class MemoryWriter:
         return self._clean_facts(
             [replace(f, text=dated_quote(f.text, turn.created_at)) for f in _fallback(turn, config)]
         )
+
+    def _addressed(self, facts: list[Fact]) -> list[Fact]:
+        """The facts with the assistant named where they say "you" (a generic "you"
+        is "one"), less the replies and requests to it that are no fact about the
+        user (counted as ``dropped_reply``; :mod:`sidecar.memory.language.addressee`)."""
+        kept: list[Fact] = []
+        for fact in facts:
+            if fact.source in QUOTED:
+                kept.append(fact)  # the user's own words, quoted
+                continue
+            text = name_the_assistant(fact.text)
+            if text is None:
+                self._metrics.facts.labels(decision="dropped_reply").inc()
+            elif text == fact.text:
+                kept.append(fact)
+            else:
+                kept.append(replace(fact, text=text))
+        return kept
 
     def _clean_facts(self, facts: list[Fact]) -> list[Fact]:
         """Facts with clean text, invalid ones dropped (and counted)."""
