@@ -164,6 +164,13 @@ class Metrics:
             ["stage"],
             registry=reg,
         )
+        #: Memories that ranked only through a link (no evidence of their own, no
+        #: name shared with one that has) and were not injected (sidecar/memory/read/support.py).
+        self.unsupported_withheld = Counter(
+            p + "unsupported_withheld",
+            "Linked memories ranked into the top-k but not injected: no evidence of their own",
+            registry=reg,
+        )
         self.llm_calls = Counter(
             p + "llm_calls", "LLM calls by task and outcome", ["task", "outcome"], registry=reg
         )

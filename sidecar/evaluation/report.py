@@ -166,6 +166,20 @@ def format_text(result: EvalResult) -> str:
         lines.extend(["", *_followup_text(result)])
 
     lines.append("")
+    lines.append(
+        f"injected lines without evidence of their own (each query's top {result.retrieval.top_k}"
+        " distinct, by cosine and lexical share against the gate, or a name shared with a"
+        " line that has it): "
+        + ", ".join(
+            f"{s.name} {s.unsupported_lines}/{s.injected_lines}"
+            + (
+                f" ({s.unsupported_unfiltered} without the link filter)"
+                if s.unsupported_unfiltered != s.unsupported_lines
+                else ""
+            )
+            for s in result.strategies
+        )
+    )
     if result.violations:
         bad = ", ".join(f"{s.name} {s.violations}" for s in result.strategies if s.violations)
         lines.append(f"VISIBILITY VIOLATIONS: {result.violations} ({bad})")
@@ -274,6 +288,16 @@ def to_json(result: EvalResult) -> dict[str, Any]:
                 "mrr": 100 * (strategy.overall.mrr - best_mrr.value),
             },
             "visibility_violations": strategy.violations,
+            "injected": {
+                "lines": strategy.injected_lines,
+                "unsupported": strategy.unsupported_lines,
+                "unsupported_share": (
+                    strategy.unsupported_lines / strategy.injected_lines
+                    if strategy.injected_lines
+                    else 0.0
+                ),
+                "unsupported_without_link_filter": strategy.unsupported_unfiltered,
+            },
         }
     return {
         "dataset": {

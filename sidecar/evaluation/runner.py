@@ -29,9 +29,11 @@ from sidecar.evaluation.metrics import MRR_DEPTH, Scores, mean_scores, percentil
 from sidecar.evaluation.progress import progress_bar
 from sidecar.memory.embedding.factory import build_embedder
 from sidecar.memory.embedding.protocol import Embedder
+from sidecar.memory.read.block import distinct_hits
 from sidecar.memory.read.retrieval.base import Query
 from sidecar.memory.read.retrieval.registry import build_retrievers
 from sidecar.memory.read.service import MemoryService
+from sidecar.memory.read.support import unsupported, with_support
 from sidecar.memory.records.records import Hit, Scope
 from sidecar.runtime.components import Components
 
@@ -83,6 +85,13 @@ class QueryResult:
     latency_ms: float
     #: Returned ids the query's scope may not read.
     violations: tuple[str, ...] = ()
+    #: The lines the block would inject (the profile's ``top_k`` distinct memories)...
+    lines: int = 0
+    #: ...those without evidence of their own or a name shared with one that has
+    #: (:func:`~sidecar.memory.read.support.unsupported`, from the signals)...
+    unsupported: int = 0
+    #: ...and as many would have been without the request path's link filter.
+    unsupported_unfiltered: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +116,18 @@ class StrategyResult:
     @property
     def violations(self) -> int:
         return sum(len(q.violations) for q in self.queries)
+
+    @property
+    def injected_lines(self) -> int:
+        return sum(q.lines for q in self.queries)
+
+    @property
+    def unsupported_lines(self) -> int:
+        return sum(q.unsupported for q in self.queries)
+
+    @property
+    def unsupported_unfiltered(self) -> int:
+        return sum(q.unsupported_unfiltered for q in self.queries)
 
     def query(self, query_id: str) -> QueryResult:
         for result in self.queries:
@@ -335,7 +356,9 @@ async def run_eval(
                 rows, followup = await _run_variants(
                     env.components, config, retrieval, data, options, top_k
                 )
-                results.extend(_variant_result(n, r, memories, metric_ks) for n, r in rows)
+                results.extend(
+                    _variant_result(n, r, memories, metric_ks, retrieval) for n, r in rows
+                )
             store = env.store.description
     finally:
         if owns_embedder:
@@ -397,8 +420,9 @@ def _variant_result(
     rows: Sequence[tuple[EvalQuery, list[Hit], float]],
     memories: dict[str, EvalMemory],
     ks: Sequence[int],
+    retrieval: RetrievalConfig,
 ) -> StrategyResult:
-    results = [_query_result(q, hits, ms, memories, ks) for q, hits, ms in rows]
+    results = [_query_result(q, hits, ms, memories, ks, retrieval) for q, hits, ms in rows]
     return strategy_result(name, results, ks)
 
 
@@ -408,10 +432,15 @@ def _query_result(
     latency_ms: float,
     memories: dict[str, EvalMemory],
     ks: Sequence[int],
+    retrieval: RetrievalConfig,
 ) -> QueryResult:
-    """One query's ranking, scores against its labels, and any memory it returned
-    that its scope may not see."""
+    """One query's ranking, scores against its labels, any memory it returned that
+    its scope may not see, and the support of the lines its block would inject."""
     ranked = tuple(hit.record.id for hit in hits)
+    ranked_hits = list(hits)
+    lines = distinct_hits(with_support(ranked_hits, [], retrieval.top_k), retrieval.top_k)
+    unfiltered = distinct_hits(ranked_hits, retrieval.top_k)
+    gates = (retrieval.threshold, retrieval.lexical_threshold)
     return QueryResult(
         query_id=query.id,
         category=query.category,
@@ -419,6 +448,9 @@ def _query_result(
         scores=score_query(ranked, query.relevant_ids, ks),
         latency_ms=latency_ms,
         violations=tuple(h.record.id for h in hits if not _allowed(h, query.scope, memories)),
+        lines=len(lines),
+        unsupported=unsupported(lines, *gates),
+        unsupported_unfiltered=unsupported(unfiltered, *gates),
     )
 
 
@@ -462,7 +494,7 @@ async def _run_strategy(
         started = time.perf_counter()
         hits = await memory.search(vector, query.scope, retrieval, top_k=top_k)
         latency_ms = (time.perf_counter() - started) * 1000
-        results.append(_query_result(query, hits, latency_ms, memories, ks))
+        results.append(_query_result(query, hits, latency_ms, memories, ks, retrieval))
         advance(1)
     return strategy_result(name, results, ks)
 

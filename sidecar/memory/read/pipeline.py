@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -55,6 +55,7 @@ from sidecar.memory.read.retrieval.base import Query, Retriever
 from sidecar.memory.read.retrieval.store_side import STORE_SIDE_STRATEGIES
 from sidecar.memory.read.rewrite.rewriter import QueryRewriter, RewriteResult, fuse_rewrite_hits
 from sidecar.memory.read.service import MemoryService
+from sidecar.memory.read.support import with_support
 from sidecar.memory.records.records import Hit, Scope, Visibility, now_ms
 from sidecar.metrics import Metrics
 
@@ -300,10 +301,12 @@ class RequestPipeline:
         the next memory), within ``injection.max_tokens``; the accesses of the
         memories in it are recorded. A memory that tries to instruct the assistant
         (:func:`~sidecar.memory.language.directives.overrides_assistant`) is withheld,
-        whoever stored it and when, and its place goes to the next."""
+        whoever stored it and when, and its place goes to the next; so is one that
+        ranked only through a link, without a named bridge
+        (:mod:`~sidecar.memory.read.support`)."""
         withheld = 0
 
-        def safe(ranked: list[Hit]) -> Iterator[Hit]:
+        def safe(ranked: Iterable[Hit]) -> Iterator[Hit]:
             nonlocal withheld
             for hit in ranked:
                 if overrides_assistant(hit.record.content):
@@ -311,9 +314,16 @@ class RequestPipeline:
                 else:
                     yield hit
 
-        hits = distinct_hits(safe(hits), request.profile.retrieval.top_k)
+        top_k = request.profile.retrieval.top_k
+        unsupported: list[Hit] = []
+        hits = distinct_hits(safe(with_support(hits, unsupported, top_k)), top_k)
         if withheld:
             self._metrics.instructions_blocked.labels(stage="read").inc(withheld)
+        if unsupported:
+            last = hits[-1].score if len(hits) >= top_k else float("-inf")
+            crowded = sum(1 for hit in unsupported if hit.score >= last)
+            if crowded:
+                self._metrics.unsupported_withheld.inc(crowded)
         injection = request.profile.injection
         names = self._category_names(request.scope, hits) if injection.category_labels else None
         block = assemble_block(
