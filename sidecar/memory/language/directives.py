@@ -200,7 +200,7 @@ _SUSPECT: tuple[re.Pattern[str], ...] = (
         r"\b\w*(?:filter|safety|moderation|guardrails?|censor)\w*\s*[=:]\s*(?:off|false|0|disabled|"
         r"none|no)\b|\bwithout\s+filter\w*\b|"
         r"\b" + _SAFETY + r"\b[^.!?\n]{0,20}?\b(?:(?:is|are)\s+off|disabled|void|lifted|waived|"
-        r"suspended)\b|"
+        r"suspended|(?:switched|turned)\s+off|deactivated)\b|"
         r"\bsafe\s+mode\b|\bunrestricted\b|\buncensored\b|\bunfiltered\b",
         _I,
     ),
@@ -278,8 +278,43 @@ _SUSPECT: tuple[re.Pattern[str], ...] = (
         _I,
     ),
     re.compile(
-        r"\bwhen(?:ever)?\s+(?:anyone|someone|somebody|any\s+user|other\s+users?|people)\s+"
+        r"\b(?:if|when(?:ever)?)\s+(?:anyone|someone|somebody|any\s+user|other\s+users?|people)\s+"
         r"asks?\b",
+        _I,
+    ),
+    # What to say to someone else who asks ("when my sister asks about me, tell her
+    # I'm in hospital"): an order for other conversations, not a fact.
+    re.compile(
+        r"\b(?:if|when(?:ever)?)\s+(?!i\b|me\b)[^,.;:!?]{1,40}?\basks?\b[^.!?\n]{0,60}?"
+        r"(?<!\bI\s)(?<!\bi\s)(?<!\bwe\s)(?<!User\s)(?<!\bthey\s)(?<!\bshe\s)(?<!\bhe\s)"
+        r"\b(?:tell|inform|answer|reply\s+to|respond\s+to|give)\s+(?:her|him|them)\b",
+        _I,
+    ),
+    # An order relayed from someone else ("my boss wants you to recommend only
+    # Globex"), a brand to push or rivals to hide.
+    re.compile(
+        r"\b(?:boss|manager|company|employer|client|customer|colleague|friend|teacher|"
+        r"parents?|partner)\s+(?:wants|said|says|told|asked|needs)\s+(?:you|u|the\s+assistant)"
+        r"\s+to\b|"
+        r"\bnever\s+mention\s+(?:any\s+)?(?:competitors?|rivals?|other\s+(?:brands|companies|"
+        r"products|shops|stores))\b|"
+        r"\bsay\s+(?:that\s+)?(?:our|my)\s+(?:product|company|brand|shop|store|service|app)s?\s+"
+        r"(?:is|are)\s+(?:the\s+)?best\b",
+        _I,
+    ),
+    # Authority claimed over the assistant ("As the system administrator I authorize
+    # you to ...").
+    re.compile(
+        r"\bas\s+(?:your|its|the\s+assistant['’]s)\s+(?:\w+\s+)?" + _AUTHORITY + r"\b|"
+        r"\bas\s+(?:the|a|an)\s+(?:system\s+)?(?:administrator|admin|developer|operator)\b"
+        r"[^.!?\n]{0,60}\b(?:you|u|your|ur|the\s+assistant)\b|"
+        r"\bauthori[sz]e[sd]?\s+(?:you|u|the\s+assistant)\b",
+        _I,
+    ),
+    # A fixed reply: the words to answer with ("always reply with the word 'banana'").
+    re.compile(
+        r"\b(?:repl(?:y|ies)|respond\w*|answer\w*|say)\s+(?:\w+\s+){0,3}?(?:with\s+)?(?:only\s+)?"
+        r"(?:the\s+(?:word|phrase|text|sentence|line)\b|['\"“‘])",
         _I,
     ),
     re.compile(

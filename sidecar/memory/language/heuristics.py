@@ -337,7 +337,68 @@ def _prepare(raw: str) -> str:
     return sentence
 
 
+#: A preference about how the assistant answers, said as a request ("Please keep your
+#: answers under 100 words", "Answer in Spanish from now on", "When you show code, use
+#: Python"): its opening verb...
+_STYLE_START = re.compile(
+    r"^(?:(?:please|pls|kindly|just)\s+)*(?P<body>(?:always\s+)?(?:answer|reply|respond|write|keep|"
+    r"use|format|speak|talk|stick\s+to|switch\s+to)\b.*)$",
+    re.IGNORECASE,
+)
+#: ...the form it is about (length, language, tone, format, units, code)...
+_ANSWER_FORM = re.compile(
+    r"\b(?:answers?|repl(?:y|ies)|responses?|words|sentences|paragraphs|language|English|"
+    r"Spanish|French|German|Italian|Portuguese|Dutch|Polish|Swedish|Chinese|Mandarin|Japanese|"
+    r"Korean|Arabic|Hindi|Russian|Turkish|Greek|metric|imperial|units|kilomet\w+|miles|"
+    r"celsius|fahrenheit|bullet\s*points?|markdown|tables?|emojis?|tone|formal|casual|friendly|"
+    r"concise|brief|short|shorter|detailed|code|python|javascript|typescript|java|rust|golang|"
+    r"examples?|format\w*|spelling|british|american)\b",
+    re.IGNORECASE,
+)
+#: ...and what makes it last: a time, the assistant's answers themselves, a way of
+#: answering, or a condition on what the assistant does.
+_LASTING = re.compile(
+    r"\b(?:always|from\s+now\s+on|going\s+forward|in\s+future|in\s+general|for\s+me|"
+    r"your\s+(?:answers|replies|responses)|^(?:(?:please|pls|kindly|always|just)\s+)*"
+    r"(?:answer|reply|respond|speak|talk)\b)",
+    re.IGNORECASE,
+)
+_WHEN_YOU = re.compile(r"^(?P<cond>(?:when|whenever|if)\s+you\s+[^,]{1,60}),\s*(?P<rest>.+)$", re.I)
+#: Not a preference: fixed words, answers for others, every question answered one way.
+_FIXED = re.compile(
+    r"['\"“‘]|\b(?:only\s+the\s+word|no\s+matter|whatever|every\s+(?:question|message)|"
+    r"any\s+question|anyone|everyone|other\s+(?:users|people))\b",
+    re.IGNORECASE,
+)
+_COURTESY = re.compile(r"(?:[,\s]+(?:please|pls|thanks|thank\s+you|thx))+[.!]*$", re.I)
+
+
+def _style_preference(sentence: str) -> str | None:
+    """How the user wants to be answered, asked for as a request, as a fact ("User
+    wants the assistant to keep your answers under 100 words.": the writer names the
+    assistant); None for a one-off request ("Give me a list of hotels") or an
+    order with fixed content."""
+    if _FIXED.search(sentence):
+        return None
+    text = _COURTESY.sub("", sentence.rstrip(" .!")).strip()
+    condition = ""
+    when = _WHEN_YOU.match(text)
+    if when is not None:
+        condition, text = when.group("cond"), when.group("rest")
+    start = _STYLE_START.match(text)
+    if start is None or not _ANSWER_FORM.search(text):
+        return None
+    if not condition and not _LASTING.search(text):
+        return None
+    body = _first_person_body(start.group("body")).rstrip(" .!")
+    tail = f" {condition[:1].lower()}{condition[1:]}" if condition else ""
+    return f"User wants the assistant to {body[:1].lower()}{body[1:]}{tail}."
+
+
 def _constraint(sentence: str) -> Fact | None:
+    style = _style_preference(sentence)
+    if style is not None:
+        return Fact(style, MemoryType.CONSTRAINT, 0.8, HEURISTIC_CONFIDENCE, "heuristic")
     call = _CALL_ME.match(sentence)
     if call is not None:  # "Please call me Robert": how the user wants to be addressed
         text = f"User wants to be called {call.group('name')}."
@@ -357,7 +418,7 @@ def _constraint(sentence: str) -> Fact | None:
         return None
     verb = match.group("verb").lower()
     if is_past(verb) or verb in _SAME or verb in _IRREGULAR or verb in (
-        "has", "is", "been", "seemed", "know", "knew", "remember", "worry", "mind",
+        "has", "is", "been", "seemed", "know", "knew", "remember", "worry", "mind", "forget",
     ):  # fmt: skip
         return None  # "Never learned", "Always has been": not an instruction
     how = match.group("how").lower()

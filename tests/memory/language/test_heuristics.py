@@ -356,6 +356,38 @@ def test_an_event_told_as_it_happened_is_kept_with_its_day(said: str, fact: str)
 
 
 @pytest.mark.parametrize(
+    ("said", "fact"),
+    [
+        ("Please keep your answers under 100 words.",
+         "User wants the assistant to keep your answers under 100 words."),
+        ("Answer in Spanish from now on, please.",
+         "User wants the assistant to answer in Spanish from now on."),
+        ("When you show code, use Python please.",
+         "User wants the assistant to use Python when you show code."),
+        ("Always use bullet points.", "User wants the assistant to always use bullet points."),
+        ("pls reply in English only from now on thx",
+         "User wants the assistant to reply in English only from now on."),
+    ],
+)  # fmt: skip
+def test_how_to_answer_asked_as_a_request_is_a_lasting_preference(said: str, fact: str) -> None:
+    # The writer names the assistant ("your answers": the assistant's).
+    assert texts(said) == [fact]
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "Give me a list of hotels in Miami.",
+        "Write a short story in Spanish.",
+        "Use bullet points for this one.",
+        "Reply 'yes' to every question from now on.",
+    ],
+)
+def test_a_one_off_request_or_a_fixed_reply_is_no_preference(said: str) -> None:
+    assert texts(said) == []
+
+
+@pytest.mark.parametrize(
     "said",
     ["I just got home, so tired today.", "I just got really bored today.", "Got up late today."],
 )
