@@ -87,6 +87,15 @@ class ExtractionConfig(_Model):
     contradiction_threshold: float = Field(default=0.5, ge=0.0, le=1.0)
     #: Stored memories compared with each new fact.
     dedup_candidates: int = Field(default=5, ge=1, le=50)
+    #: A fact no slot rule places falls in the attribute whose questions it is
+    #: nearest (cosine, all-MiniLM-L6-v2 scale) when at least this near...
+    placement_min_score: float = Field(default=0.4, ge=0.0, le=1.0)
+    #: ...and this much nearer than the next attribute's; a change it tells then
+    #: supersedes the owner's memory of that attribute (write/turns/placement.py).
+    placement_margin: float = Field(default=0.05, ge=0.0, le=1.0)
+    #: The owner's memories most like a change that are read for the one it
+    #: supersedes; 0: changes supersede by the slot rules alone.
+    placement_candidates: int = Field(default=30, ge=0, le=1000)
     #: Longest user/assistant text sent to extraction, in characters each.
     max_turn_chars: int = Field(default=6000, ge=100)
     #: A turn the extractor keeps no fact from still leaves the user's first-person

@@ -313,6 +313,20 @@ _CUE_WORDS = frozenset(
 )  # fmt: skip
 
 
+#: Words two facts share that say nothing of what they are about: "User is looking
+#: for some new music" does not replace "User is looking for coffee recipes".
+_LIGHT = frozenset(
+    """look think try want plan need like love enjoy get got go have make use consider
+    interest start keep feel find see know hope wonder help recent really actual also
+    lot thing way well lately""".split()
+)
+
+
+def _base(word: str) -> str:
+    """A signature word without its tense mark ("got@past": "got")."""
+    return word.split("@", 1)[0]
+
+
 def replaces(new: FactShape, old: FactShape) -> bool:
     """Without a slot: ``new`` is the same statement as ``old`` with the other
     polarity, or says, with a change cue ("now", "new", "switched", "no longer",
@@ -333,7 +347,7 @@ def replaces(new: FactShape, old: FactShape) -> bool:
         return False
     if new.negated != old.negated or _years(new) != _years(old):
         return False
-    shared = (new.signature & old.signature) - _CUE_WORDS
+    shared = {w for w in (new.signature & old.signature) - _CUE_WORDS if _base(w) not in _LIGHT}
     if not shared:
         return False
     return bool(new.signature - old.signature) and bool(old.signature - new.signature - _CUE_WORDS)

@@ -35,6 +35,9 @@ def test_each_declared_example(attribute: Attribute, example: Example) -> None:
 
 @pytest.mark.parametrize("attribute", list(REGISTRY.attributes.values()), ids=str)
 def test_every_attribute_has_an_example_and_a_near_miss(attribute: Attribute) -> None:
+    if not attribute.rules:  # placed by its questions alone (tests/memory/write/test_placement.py)
+        assert attribute.questions
+        return
     assert any(e.slot is not None for e in attribute.examples)
     assert any(e.slot is None for e in attribute.examples)
 

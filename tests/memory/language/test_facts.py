@@ -148,6 +148,23 @@ def test_a_change_cue_with_another_value_of_the_same_thing_replaces_it() -> None
     assert not replaces(shape("User now has a cat."), shape("User has a dog named Rex."))
 
 
+@pytest.mark.parametrize(
+    ("new", "old"),
+    [
+        # What a chat about many things leaves: "new" and a shared light verb are no
+        # change of one thing (the longmemeval-dev replay superseded 1,469 such).
+        ("User is looking for some new music recommendations.",
+         "User is looking for some coffee-related recipes."),
+        ("User recently got a new dog bed from PetSmart.",
+         "User recently purchased black leather boots from Zara."),
+        ("User is thinking of trying a new cooking technique.",
+         "User is thinking of entering a local art competition."),
+    ],
+)  # fmt: skip
+def test_a_light_verb_and_a_new_thing_replace_nothing(new: str, old: str) -> None:
+    assert not replaces(shape(new), shape(old))
+
+
 def test_what_the_user_stopped_replaces_the_habit_it_names_and_nothing_else() -> None:
     drinks = shape("User drinks two coffees a day.")
     assert replaces(shape("User does not drink coffee anymore."), drinks)

@@ -68,6 +68,7 @@ SURNAME = Attribute(
 
 RESIDENCE = Attribute(
     "residence",
+    questions=("Where does the user live?", "Which city does the user live in?"),
     words="where User lives: home town, city",
     rules=(
         said(
@@ -116,6 +117,7 @@ RESIDENCE = Attribute(
 
 EMPLOYER = Attribute(
     "employer",
+    questions=("Where does the user work?", "Which company does the user work for?"),
     words="where User works: employer, company, job",
     rules=(
         said(
@@ -143,6 +145,7 @@ EMPLOYER = Attribute(
 
 OCCUPATION = Attribute(
     "occupation",
+    questions=("What is the user's job?", "What does the user do for a living?"),
     words="User's job: work, occupation",
     normalise=head_noun,
     rules=(
@@ -173,6 +176,7 @@ OCCUPATION = Attribute(
 
 WORKPLACE = Attribute(
     "workplace",
+    questions=("Does the user work from home or from the office?",),
     words="where User works from: home or office",
     weekly=True,
     aliases={"from home": "remote", "remotely": "remote", "remote": "remote"},
@@ -216,6 +220,7 @@ BEDTIME = Attribute(
 
 CAR = Attribute(
     "car",
+    questions=("What car does the user drive?", "How does the user get around?"),
     words="the car User drives",
     rules=(
         said(560, r"(?:drives|driving)\s+(?:an?\s+|the\s+)?" + VALUE),
@@ -229,6 +234,7 @@ CAR = Attribute(
 
 TEAM = Attribute(
     "team",
+    questions=("Which team does the user support?",),
     words="the team User supports",
     rules=(
         said(
@@ -287,6 +293,7 @@ PETS = Attribute(
 
 GYM = Attribute(
     "gym",
+    questions=("Where does the user work out?", "Which gym does the user go to?"),
     words="where User works out: gym",
     rules=(
         owned(720, r"gym\s+is\s+(?:now\s+)?(?:the\s+)?" + VALUE),
@@ -303,7 +310,20 @@ GYM = Attribute(
     ),
 )
 
+SCHOOL = Attribute(
+    "school",
+    questions=(
+        "Which school or university does the user attend?",
+        "Where does the user study?",
+    ),
+    words="where User studies: school, university",
+    # No rule: placed by its questions alone ("User transferred to Imperial for the
+    # rest of User's degree"); "User's university is UCL" is the named attribute's.
+    rules=(),
+    values="single (placed by its questions)",
+)
+
 LIFE = (
     NAMED, SURNAME, RESIDENCE, EMPLOYER, OCCUPATION, WORKPLACE, BEDTIME, CAR, TEAM, HOBBY,
-    PETS, GYM,
+    PETS, GYM, SCHOOL,
 )  # fmt: skip

@@ -59,6 +59,11 @@ class Attribute:
     #: Facts that set it, and near misses that must not (the docs table and the
     #: tests are made from these).
     examples: tuple[Example, ...] = ()
+    #: The questions that ask for it, about "the user": a fact no rule places is
+    #: placed by how near it is to them (the write path's embedding match, with a
+    #: minimum and a margin; :mod:`sidecar.memory.write.turns.placement`), so a change
+    #: told as an event ("relocated to a flat in Bristol") still supersedes.
+    questions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

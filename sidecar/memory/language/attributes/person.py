@@ -74,6 +74,7 @@ NAME = Attribute(
 
 RELATIONSHIP = Attribute(
     "relationship",
+    questions=("Who is the user's partner?",),
     words="User's relationship: partner, dating, single or married",
     aliases={"seeing": "dating"},
     rules=(
@@ -108,6 +109,7 @@ RELATIONSHIP = Attribute(
 
 DIET = Attribute(
     "diet",
+    questions=("What diet does the user follow?",),
     words="what User eats: diet",
     aliases={"pescetarian": "pescatarian"},
     compatible=(frozenset({"no meat", "vegetarian", "vegan", "pescatarian"}),),

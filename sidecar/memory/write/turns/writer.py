@@ -37,6 +37,7 @@ from sidecar.memory.write.rows.enrich import Enricher
 from sidecar.memory.write.rows.gateway import WriteGateway
 from sidecar.memory.write.turns.dedup import Decision, DedupJudge, Judgement, TurnRows
 from sidecar.memory.write.turns.extraction import FactExtractor
+from sidecar.memory.write.turns.placement import AttributePlacer
 from sidecar.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,8 @@ class MemoryWriter:
         extraction_config: Callable[[str], ExtractionConfig],
         other_writers: bool = False,
     ) -> None:
+        #: Changes told as events supersede by the attribute their words fall in.
+        self._placer = AttributePlacer(embedder)
         self._writes = writes
         self._embedder = embedder
         self._extractor = extractor
@@ -295,6 +298,8 @@ class MemoryWriter:
                 judgement = await self._judge.judge(judged, candidates, config)
                 if judgement.text == judged:
                     judgement = replace(judgement, text=text)
+                if judgement.decision == Decision.ADD:
+                    judgement = await self._placed_change(judged, vector, pending, config)
             if judgement.decision == Decision.NOOP:
                 merged.extend(stated.merged_row(judgement, pending.get))
                 pending.put(stated.restated(judgement, pending.get))
@@ -307,6 +312,32 @@ class MemoryWriter:
         if merged:  # the dropped wordings, as the history of what they duplicate
             await self._writes.put(merged)
         return result
+
+    async def _placed_change(
+        self,
+        text: str,
+        vector: npt.NDArray[np.float32],
+        pending: TurnRows,
+        config: ExtractionConfig,
+    ) -> Judgement:
+        """A fact the judge adds, unless it tells a change of an attribute one of the
+        owner's memories holds (:mod:`~sidecar.memory.write.turns.placement`): then it
+        supersedes that memory."""
+        if config.placement_candidates == 0 or not names_user(text):
+            return Judgement(Decision.ADD)  # a fact about someone else changes none of User's
+        near = pending.candidates(vector, config.placement_candidates)
+        mine = [r for c in near if (r := pending.get(c.id)) is not None and r.embedding]
+        target = await self._placer.superseded(
+            text,
+            vector,
+            mine,
+            min_score=config.placement_min_score,
+            margin=config.placement_margin,
+        )
+        if target is None:
+            return Judgement(Decision.ADD)
+        self._metrics.facts.labels(decision="supersede_placed").inc()
+        return Judgement(Decision.SUPERSEDE, target.id, by="placed")
 
     async def _vectors(
         self, owner: str, texts: list[str], pending: TurnRows
