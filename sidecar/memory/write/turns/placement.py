@@ -31,6 +31,7 @@ import numpy.typing as npt
 
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.language.attributes import REGISTRY, Registry
+from sidecar.memory.language.entities import names_user
 from sidecar.memory.language.facts import shape, slot_of
 from sidecar.memory.language.text import tokens
 from sidecar.memory.records.records import MemoryRecord
@@ -159,8 +160,10 @@ class AttributePlacer:
             if attribute is None:
                 continue
             old = shape(candidate.content)
-            if (new_shape.roles - old.roles) or (old.roles - new_shape.roles):
-                continue  # another person's attribute
+            if not names_user(candidate.content) or (
+                (new_shape.roles - old.roles) or (old.roles - new_shape.roles)
+            ):
+                continue  # another person's attribute ("Ana just moved to Porto.")
             if attribute.accumulates and not (set(old.signature) & ending):
                 continue  # an accumulating value ends only where the change names it
             if best is None or cosine > best[0]:
