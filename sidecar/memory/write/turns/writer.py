@@ -37,7 +37,7 @@ from sidecar.memory.write.rows.enrich import Enricher
 from sidecar.memory.write.rows.gateway import WriteGateway
 from sidecar.memory.write.turns.dedup import Decision, DedupJudge, Judgement, TurnRows
 from sidecar.memory.write.turns.extraction import FactExtractor
-from sidecar.memory.write.turns.placement import AttributePlacer
+from sidecar.memory.write.turns.placement import AttributePlacer, changes
 from sidecar.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -323,8 +323,9 @@ class MemoryWriter:
         """A fact the judge adds, unless it tells a change of an attribute one of the
         owner's memories holds (:mod:`~sidecar.memory.write.turns.placement`): then it
         supersedes that memory."""
-        if config.placement_candidates == 0 or not names_user(text):
-            return Judgement(Decision.ADD)  # a fact about someone else changes none of User's
+        if config.placement_candidates == 0 or not names_user(text) or not changes(text):
+            # A fact about someone else changes none of User's; most facts change nothing.
+            return Judgement(Decision.ADD)
         near = pending.candidates(vector, config.placement_candidates)
         mine = [r for c in near if (r := pending.get(c.id)) is not None and r.embedding]
         target = await self._placer.superseded(
