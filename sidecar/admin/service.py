@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,7 +58,7 @@ from sidecar.memory.records.records import (
 from sidecar.memory.store.filters import build_filter, validate_identifier
 from sidecar.memory.store.milvus import MemoryStore
 from sidecar.memory.write.rows.enrich import Enricher
-from sidecar.memory.write.rows.gateway import WriteGateway
+from sidecar.memory.write.rows.gateway import WriteGateway, stored_row
 from sidecar.memory.write.rows.locks import OwnerLock
 from sidecar.memory.write.turns.dedup import Decision
 from sidecar.memory.write.turns.journal import TurnJournal
@@ -416,7 +416,7 @@ class MemoryAdmin:
             else:
                 stored = await self._writes.store(owner, [updated], self._enricher)
         self._metrics.admin_rows.labels(operation="update").inc()
-        return _pick(stored, current.id)
+        return stored_row(stored, current.id)
 
     async def delete(self, user: str, memory: str) -> MemoryRecord:
         """Delete one memory for good (its text at once; a hollow tombstone tells the
@@ -492,10 +492,3 @@ class MemoryAdmin:
         if not cleaned:
             raise ValidationFailed([(where, "has no letter or digit once cleaned")])
         return cleaned
-
-
-def _pick(rows: Sequence[MemoryRecord], wanted: str) -> MemoryRecord:
-    for row in rows:
-        if row.id == wanted:
-            return row
-    raise SidecarError(f"the write of {wanted} returned no such row")  # a bug, not input

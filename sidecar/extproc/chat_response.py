@@ -166,7 +166,7 @@ def _error_of(doc: dict[object, object]) -> dict[str, object] | None:
     return None
 
 
-def _loads(data: str | bytes) -> object:
+def json_or_none(data: str | bytes) -> object:
     """``json.loads`` that returns ``None`` instead of raising on bad input."""
     try:
         result: object = json.loads(data)
@@ -253,7 +253,7 @@ class StreamedCompletion:
         if event.data.strip() == _DONE:
             self._saw_done = True
             return
-        doc = _loads(event.data)
+        doc = json_or_none(event.data)
         if not isinstance(doc, dict):
             if event.event == "error" and self._error is None:
                 self._error = {"message": event.data}
@@ -420,7 +420,7 @@ def parse_completion_json(body: bytes) -> CompletionResult | None:
     when the body is not JSON, not an object, an error object, or has no
     choice 0. Never raises.
     """
-    doc = _loads(body)
+    doc = json_or_none(body)
     if not isinstance(doc, dict) or _error_of(doc) is not None:
         return None
     choices = doc.get("choices")

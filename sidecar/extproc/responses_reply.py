@@ -14,9 +14,7 @@ content or logs, and no ``repr`` carries the model's text.
 
 from __future__ import annotations
 
-import json
-
-from sidecar.extproc.chat_response import CompletionResult
+from sidecar.extproc.chat_response import CompletionResult, json_or_none
 from sidecar.extproc.sse import SSEDecoder, SSEEvent
 
 __all__ = ["StreamedResponse", "parse_response_json"]
@@ -28,14 +26,6 @@ _ANSWERED = frozenset({"completed", "incomplete"})
 _FINAL_EVENTS = frozenset({"response.completed", "response.incomplete"})
 #: Events that end a stream without an answer.
 _FAILED_EVENTS = frozenset({"response.failed", "response.cancelled", "error"})
-
-
-def _loads(data: str | bytes) -> object:
-    try:
-        result: object = json.loads(data)
-    except (ValueError, RecursionError):
-        return None
-    return result
 
 
 def _output_text(output: object) -> tuple[str, bool]:
@@ -88,7 +78,7 @@ def _result(doc: dict[object, object]) -> CompletionResult | None:
 def parse_response_json(body: bytes) -> CompletionResult | None:
     """The answer of a non-streaming Responses API body; ``None`` when it is not a
     JSON ``response`` object, is an error, or failed."""
-    doc = _loads(body)
+    doc = json_or_none(body)
     if not isinstance(doc, dict) or doc.get("object", "response") != "response":
         return None
     return _result(doc)
@@ -121,7 +111,7 @@ class StreamedResponse:
     def feed_event(self, event: SSEEvent) -> None:
         if self._ended or self._failed:
             return
-        doc = _loads(event.data)
+        doc = json_or_none(event.data)
         if not isinstance(doc, dict):
             self.malformed_events += 1
             return

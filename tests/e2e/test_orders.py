@@ -8,15 +8,14 @@ when asked about."""
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import openai
 import pytest
 
 from e2e.stack import Stack, running_stack
+from tests.e2e.test_envoy_flow import say, wait_written, written
 
 pytestmark = pytest.mark.e2e
 
@@ -39,35 +38,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         yield s
 
 
-def say(stack: Stack, user: str, text: str) -> str:
-    client = openai.OpenAI(
-        base_url=stack.route_url("/v1"),
-        api_key="unused",
-        default_headers={"x-user-id": user},
-        max_retries=0,
-        timeout=30,
-    )
-    answer = client.chat.completions.create(
-        model="mock-llm", messages=[{"role": "user", "content": text}]
-    )
-    return answer.choices[0].message.content or ""
-
-
 def block_of(echo: str) -> str:
     start, end = echo.find("<memory>"), echo.find("</memory>")
     return echo[start:end] if start >= 0 else ""
-
-
-def written(stack: Stack) -> float:
-    return stack.sidecar_metric("memory_sidecar_turns_total", {"outcome": "written"})
-
-
-def wait_written(stack: Stack, at_least: float, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while written(stack) < at_least:
-        if time.monotonic() > deadline:
-            raise AssertionError("the sidecar did not write the turns in time")
-        time.sleep(0.1)
 
 
 def test_no_order_reaches_an_injected_block_and_every_preference_does(stack: Stack) -> None:
@@ -81,7 +54,7 @@ def test_no_order_reaches_an_injected_block_and_every_preference_does(stack: Sta
         say(stack, user, attack)
     for user, preference in zip(kept, preferences, strict=True):
         say(stack, user, preference["turn"])
-    wait_written(stack, before + len(attacks) + len(preferences))
+    wait_written(stack, before + len(attacks) + len(preferences), timeout=60)
 
     leaked: list[str] = []
     for user, attack in zip(users, attacks, strict=True):

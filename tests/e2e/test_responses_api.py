@@ -9,14 +9,13 @@ Responses call says is written as a turn that chat then finds.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import openai
 import pytest
 
 from e2e.stack import Stack, running_stack
+from tests.e2e.test_envoy_flow import client, new_user, wait_written, written
 
 pytestmark = pytest.mark.e2e
 
@@ -27,33 +26,6 @@ INSTRUCTIONS = "You are terse.  Answer in one line."
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     with running_stack(tmp_path_factory.mktemp("e2e-responses")) as running:
         yield running
-
-
-def client(stack: Stack, user: str, prefix: str = "/v1") -> openai.OpenAI:
-    return openai.OpenAI(
-        base_url=stack.route_url(prefix),
-        api_key="unused",
-        default_headers={"x-user-id": user},
-        max_retries=0,
-        timeout=30,
-    )
-
-
-def new_user(name: str) -> str:
-    return f"{name}-{uuid.uuid4().hex[:6]}"
-
-
-def written(stack: Stack) -> float:
-    return stack.sidecar_metric("memory_sidecar_turns_total", {"outcome": "written"})
-
-
-def wait_written(stack: Stack, at_least: float, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if written(stack) >= at_least:
-            return
-        time.sleep(0.1)
-    raise AssertionError("the sidecar did not write the turn in time")
 
 
 def settled(stack: Stack, quiet_s: float = 1.0, timeout: float = 30) -> float:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+from sidecar.errors import SidecarError
 from sidecar.memory.corpus.cache import CorpusCache
 from sidecar.memory.language.sanitize import clean_text, is_meaningful
 from sidecar.memory.records.batches import UPSERT_CHUNK, chunks
@@ -163,3 +164,12 @@ class WriteGateway:
         """Drop what every process caches of ``owner`` (their corpus units, and over
         the cache's observers the request path's caches of their questions)."""
         self._cache.invalidate_user(owner)
+
+
+def stored_row(rows: Sequence[MemoryRecord], wanted: str) -> MemoryRecord:
+    """The stored version of ``wanted`` among the rows a :meth:`WriteGateway.store`
+    returned."""
+    for row in rows:
+        if row.id == wanted:
+            return row
+    raise SidecarError(f"the write of {wanted} returned no such row")  # a bug, not input

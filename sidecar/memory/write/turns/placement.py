@@ -81,6 +81,10 @@ class AttributePlacer:
         self._owners = [name for name, _ in asked]
         self._questions = [q for _, q in asked]
         self._names = sorted(set(self._owners))
+        #: Each attribute's question columns, in ``self._names`` order.
+        self._columns = [
+            [i for i, owner in enumerate(self._owners) if owner == name] for name in self._names
+        ]
         self._matrix: npt.NDArray[np.float32] | None = None
         self._lock = asyncio.Lock()
 
@@ -95,8 +99,7 @@ class AttributePlacer:
     def _by_attribute(self, scores: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         """Per row, each attribute's best question score (columns: ``self._names``)."""
         out = np.full((scores.shape[0], len(self._names)), -1.0, dtype=np.float32)
-        for column, name in enumerate(self._names):
-            mine = [i for i, owner in enumerate(self._owners) if owner == name]
+        for column, mine in enumerate(self._columns):
             out[:, column] = scores[:, mine].max(axis=1)
         return out
 

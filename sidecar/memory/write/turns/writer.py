@@ -34,7 +34,7 @@ from sidecar.memory.records.records import (
 )
 from sidecar.memory.records.turns import Fact, Turn
 from sidecar.memory.write.rows.enrich import Enricher
-from sidecar.memory.write.rows.gateway import WriteGateway
+from sidecar.memory.write.rows.gateway import WriteGateway, stored_row
 from sidecar.memory.write.turns.dedup import Decision, DedupJudge, Judgement, TurnRows
 from sidecar.memory.write.turns.extraction import FactExtractor
 from sidecar.memory.write.turns.placement import AttributePlacer, changes
@@ -143,7 +143,7 @@ class MemoryWriter:
         topics = {record.id: topic} if topic else None
         if record.visibility != Visibility.USER or vector is None or record.source in QUOTED:
             stored = await self._writes.store(owner, [record], self._enricher, topics)
-            return RowWritten(Decision.ADD, _pick(stored, record.id))
+            return RowWritten(Decision.ADD, stored_row(stored, record.id))
         config = self._extraction_config("")
         scope = Scope(owner)
         if self._other_writers:
@@ -163,34 +163,26 @@ class MemoryWriter:
         target = pending.get(judgement.target) if judgement.target else None
         now = max(now_ms(), record.updated_at)
         if judgement.decision == Decision.SUPERSEDE and target is not None:
-            old = target.with_changes(
-                status=Status.SUPERSEDED, superseded_by=record.id, updated_at=now
-            )
-            new = record.with_changes(related_ids=(*record.related_ids, target.id))
-            stored = await self._writes.store(owner, [new, old], self._enricher, topics)
-            return RowWritten(Decision.SUPERSEDE, _pick(stored, record.id), old)
+            rows = _superseding(record, target, now)
+            stored = await self._writes.store(owner, rows, self._enricher, topics)
+            return RowWritten(Decision.SUPERSEDE, stored_row(stored, record.id), rows[1])
         if edited or target is None or judgement.decision == Decision.ADD:
             stored = await self._writes.store(owner, [record], self._enricher, topics)
             decision = Decision.UPDATE if edited else Decision.ADD
-            return RowWritten(decision, _pick(stored, record.id))
+            return RowWritten(decision, stored_row(stored, record.id))
         if judgement.decision == Decision.NOOP:
             return RowWritten(Decision.NOOP, target)
-        merged = self._writes.clean(judgement.text or text) or text
-        embedding = (
-            vector if merged == text else (await self._embedder.embed([embedding_text(merged)]))[0]
-        )
-        updated = target.with_changes(
-            content=merged,
-            embedding=as_vector(embedding),
-            abstract="",
-            overview="",
-            content_hash=content_hash(merged),
-            updated_at=now,
-            confidence=max(target.confidence, record.confidence),
-            importance=max(target.importance, record.importance),
+        updated = await self._reworded(
+            target,
+            judgement.text,
+            text,
+            np.asarray(vector, dtype=np.float32),
+            at=now,
+            confidence=record.confidence,
+            importance=record.importance,
         )
         stored = await self._writes.store(owner, [updated], self._enricher)
-        return RowWritten(Decision.UPDATE, _pick(stored, target.id))
+        return RowWritten(Decision.UPDATE, stored_row(stored, target.id))
 
     def _known_subjects(self, facts: list[Fact], corpus: Corpus, owner: str) -> list[Fact]:
         """The facts, less those about someone or something (``Fact.about``) that no
@@ -368,32 +360,52 @@ class MemoryWriter:
         if judgement.decision == Decision.NOOP:
             return []
         if judgement.decision == Decision.UPDATE and target is not None:
-            merged = self._writes.clean(judgement.text or text) or text
-            embedding = (
-                vector
-                if merged == text
-                else (await self._embedder.embed([embedding_text(merged)]))[0]
-            )
+            said = target.said_in((turn.origin(),), stated.excerpt)
             return [
-                target.said_in((turn.origin(),), stated.excerpt).with_changes(
-                    content=merged,
-                    embedding=as_vector(embedding),
-                    abstract="",
-                    overview="",
-                    content_hash=content_hash(merged),
-                    updated_at=turn.created_at,
-                    confidence=max(target.confidence, fact.confidence),
-                    importance=max(target.importance, fact.importance),
+                await self._reworded(
+                    said,
+                    judgement.text,
+                    text,
+                    vector,
+                    at=turn.created_at,
+                    confidence=fact.confidence,
+                    importance=fact.importance,
                 )
             ]
         record = stated.row(updated_at=turn.created_at)
         if judgement.decision == Decision.SUPERSEDE and target is not None:
-            # Never a blind delete: the old memory stays, marked, out of retrieval.
-            old = target.with_changes(
-                status=Status.SUPERSEDED, superseded_by=record.id, updated_at=turn.created_at
-            )
-            return [record.with_changes(related_ids=(target.id,)), old]
+            return _superseding(record, target, turn.created_at)
         return [record]
+
+    async def _reworded(
+        self,
+        target: MemoryRecord,
+        wording: str | None,
+        text: str,
+        vector: npt.NDArray[np.float32],
+        *,
+        at: int,
+        confidence: float,
+        importance: float,
+    ) -> MemoryRecord:
+        """``target`` updated to the richer wording the judge chose (``wording``, else
+        the fact's ``text``): embedded again unless that is ``text`` (whose vector is
+        ``vector``), its derived abstract and overview left to the enricher, the
+        higher confidence and importance kept."""
+        merged = self._writes.clean(wording or text) or text
+        embedding = (
+            vector if merged == text else (await self._embedder.embed([embedding_text(merged)]))[0]
+        )
+        return target.with_changes(
+            content=merged,
+            embedding=as_vector(embedding),
+            abstract="",
+            overview="",
+            content_hash=content_hash(merged),
+            updated_at=at,
+            confidence=max(target.confidence, confidence),
+            importance=max(target.importance, importance),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -467,9 +479,13 @@ class _Stated:
         ]
 
 
-def _pick(rows: list[MemoryRecord], wanted: str) -> MemoryRecord:
-    """The stored version of ``wanted`` among ``rows``."""
-    return next(row for row in rows if row.id == wanted)
+def _superseding(new: MemoryRecord, old: MemoryRecord, at: int) -> list[MemoryRecord]:
+    """``new`` linked to the memory it replaces, and ``old`` marked superseded by it:
+    never a blind delete, the old memory stays, out of retrieval."""
+    return [
+        new.with_changes(related_ids=(*new.related_ids, old.id)),
+        old.with_changes(status=Status.SUPERSEDED, superseded_by=new.id, updated_at=at),
+    ]
 
 
 def _dated(fact: Fact, text: str) -> Fact:
