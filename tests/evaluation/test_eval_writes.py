@@ -111,3 +111,24 @@ async def test_the_report_has_the_documented_keys(dev_run: Any, tmp_path: Path) 
     assert "contradiction.correct" in text
     assert "junk.share" in text
     json.dumps(document)  # serialisable as it is
+
+
+@pytest.mark.parametrize("name", ["write_events.json", "write_events_2.json"])
+async def test_changes_told_as_events_floor(
+    name: str, config: SidecarConfig, embedder: Embedder
+) -> None:
+    """Changes told as events (issue O, item 1), two sets written before the rules
+    that reach them: the old value superseded and never injected, the new one found
+    for the question; a change cue about something else (a sister's move, headphones
+    left at the gym, desks moved at work) supersedes nothing."""
+    run = await run_write_eval(
+        load_write_dataset(DATASET.with_name(name)),
+        config,
+        WriteEvalOptions(consolidate=False),
+        embedder=embedder,
+    )
+    scores = to_json(run)
+    assert scores["contradiction"]["correct"] >= 13
+    assert scores["contradiction"]["old_injected"] <= 1
+    assert scores["near_miss"]["merged"] == 0
+    assert scores["negation"]["flipped"] == 0

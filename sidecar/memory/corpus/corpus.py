@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.memory.corpus.bm25 import BM25Index
+from sidecar.memory.language.embedding_text import changed_words
 from sidecar.memory.language.text import char_ngrams, tokens
 from sidecar.memory.records.records import MemoryRecord, NodeType, Status
 
@@ -27,10 +28,18 @@ T = TypeVar("T")
 
 def document(record: MemoryRecord) -> list[str]:
     """A memory's BM25 document: its fact and what was said (its excerpt) — one
-    value, two keys, so a question worded like the conversation finds the fact."""
-    if not record.excerpt:
-        return tokens(record.content)
-    return tokens(f"{record.content}\n{record.excerpt}")
+    value, two keys, so a question worded like the conversation finds the fact —
+    and, for a change told as an event, the words of the attribute it changes (as
+    its vector has them: :func:`~sidecar.memory.language.embedding_text.changed_words`),
+    so "Where do I work?" finds "User handed in User's notice at Deloitte, starting
+    at KPMG" by its words too."""
+    parts = [record.content]
+    if record.excerpt:
+        parts.append(record.excerpt)
+    changed = changed_words(record.content)
+    if changed:
+        parts.append(changed)
+    return tokens("\n".join(parts)) if len(parts) > 1 else tokens(record.content)
 
 
 @dataclass(frozen=True, slots=True)

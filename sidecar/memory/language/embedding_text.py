@@ -1,7 +1,9 @@
 """The text a memory's vector is computed from: its content, and for a fact that sets
 one of the user's own attributes, the attribute's name in the words questions use
 (each declaration's ``words``, :mod:`sidecar.memory.language.attributes`): "User is
-officially a Perth local now" is embedded with "where User lives: home town, city".
+officially a Perth local now" is embedded with "where User lives: home town, city",
+and so is a move told as an event ("The movers came on Friday, User and others are
+Hamburg people now": the attribute's ``events``).
 
 A small sentence encoder scores a question such as "What city do I live in?" low
 against a statement that never says "live" or "city"; naming the attribute lets the
@@ -14,6 +16,8 @@ path, the admin API, imports, re-embedding after a model change) goes through
 from __future__ import annotations
 
 from sidecar.memory.language.attributes import REGISTRY
+from sidecar.memory.language.changes import changes, people_of, told
+from sidecar.memory.language.entities import names_user
 from sidecar.memory.language.facts import product_kind, slot_of
 
 
@@ -28,10 +32,22 @@ def attribute_words(slot: str | None) -> str | None:
     return declared.words if declared is not None and declared.words else f"User's {slot}"
 
 
+def changed_words(content: str) -> str | None:
+    """The words of the attributes a change of the user's own tells by its events
+    ("User handed in User's notice at Deloitte, starting at KPMG": where User works),
+    for a fact no slot rule places; None for a fact that tells no change, or one of
+    someone else's ("User's sister got laid off")."""
+    if not names_user(content) or people_of(content) or not changes(content):
+        return None
+    words = [attribute_words(name) for name in told(content)]
+    return "; ".join(w for w in words if w) or None
+
+
 def embedding_text(content: str) -> str:
-    """``content``, with its attribute's words when it sets one of the user's own,
-    or the kind of thing it names one of ("Monzo": the user's bank)."""
-    words = attribute_words(slot_of(content))
+    """``content``, with its attribute's words when it sets one of the user's own
+    (by a slot rule, or as a change told as an event), or the kind of thing it names
+    one of ("Monzo": the user's bank)."""
+    words = attribute_words(slot_of(content)) or changed_words(content)
     if words is None:
         kind = product_kind(content)
         words = f"User's {kind}" if kind else None

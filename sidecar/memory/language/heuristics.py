@@ -60,6 +60,14 @@ _PREFACE = re.compile(
     r"for\s+the\s+record|for\s+context|fyi)(?:\s+that)?[\s,:]+",
     re.IGNORECASE,
 )
+#: An announcement before the news: "Finally did it, relocated to ...", "Big news:
+#: we're moving", "Guess what - I got the job".
+_ANNOUNCEMENT = re.compile(
+    r"^(?:(?:i\s+)?(?:finally\s+)?(?:did|done|made)\s+it|guess\s+what|(?:big|good|great|"
+    r"some|exciting|happy)\s+news|news|update|quick\s+update|it['’]?s\s+official|"
+    r"it\s+happened|omg|finally)\s*[,:!;—–-]+\s*",
+    re.IGNORECASE,
+)
 _REQUEST_START = re.compile(
     r"^(can|could|would|will|please|tell|help|what|why|how|when|where|who|which|do|does|"
     r"did|is|are|should|let's|lets|show|give|write|explain|find|use|make|send|book|remind|"
@@ -326,7 +334,8 @@ def _prepare(raw: str) -> str:
     for pattern, replacement in _CHAT_SPELLING:
         sentence = pattern.sub(replacement, sentence)
     for _ in range(3):
-        stripped = _PREFACE.sub("", _INTERJECTION.sub("", sentence)).strip()
+        stripped = _INTERJECTION.sub("", sentence)
+        stripped = _ANNOUNCEMENT.sub("", _PREFACE.sub("", stripped)).strip()
         if stripped == sentence:
             break
         sentence = stripped

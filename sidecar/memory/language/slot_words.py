@@ -46,7 +46,7 @@ NOT_OCCUPATIONS = frozenset(
     insomniac diabetic vegetarian vegan native local visitor tourist traveller traveler
     collector fighter survivor donor sleeper eater cook baker walker hiker skier
     surfer dancer singer writer talker thinker worrier planner fanatic addict
-    enthusiast geek nerd pescatarian pescetarian flexitarian""".split()
+    enthusiast geek nerd major pescatarian pescetarian flexitarian""".split()
 )
 NUMBER_WORDS = r"(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten)"
 #: What a thing the user gives up takes with it: "gave up caffeine" ends a memory of

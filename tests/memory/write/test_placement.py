@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 
 from sidecar.memory.embedding.protocol import Embedder
+from sidecar.memory.language.changes import changes
 from sidecar.memory.language.embedding_text import embedding_text
 from sidecar.memory.records.records import Status
 from sidecar.memory.records.turns import Turn
 from sidecar.memory.store.filters import build_filter
-from sidecar.memory.write.turns.placement import AttributePlacer, changes
+from sidecar.memory.write.turns.placement import AttributePlacer
 from sidecar.runtime.components import Components
 from tests.support.boot import sidecar_config
 

@@ -70,6 +70,12 @@ RESIDENCE = Attribute(
     "residence",
     questions=("Where does the user live?", "Which city does the user live in?"),
     words="where User lives: home town, city",
+    events=(
+        r"\b(?:movers|relocat\w*|emigrat\w*|packed\s+up)\b",
+        r"\bclosed\s+on\s+(?:a|the|User['’]s|our)\s+(?:new\s+)?(?:house|flat|home|place|condo)\b",
+        r"\b(?:lease|tenancy)\b",
+        r"\bhouse\s*share\b",
+    ),
     rules=(
         said(
             20,
@@ -119,6 +125,11 @@ EMPLOYER = Attribute(
     "employer",
     questions=("Where does the user work?", "Which company does the user work for?"),
     words="where User works: employer, company, job",
+    events=(
+        r"\b(?:notice|laid\s+off|let\s+go|made\s+redundant|new\s+job|last\s+day)\b",
+        r"\b(?:accepted|took)\s+(?:the|an?|their)\s+(?:job\s+)?offer\b",
+        r"\bsigned\s+with\b",
+    ),
     rules=(
         said(
             100,
@@ -147,6 +158,7 @@ OCCUPATION = Attribute(
     "occupation",
     questions=("What is the user's job?", "What does the user do for a living?"),
     words="User's job: work, occupation",
+    events=(r"\b(?:retired|career\s+change|bar\s+exam|qualified\s+as|promoted)\b",),
     normalise=head_noun,
     rules=(
         said(
@@ -178,6 +190,7 @@ WORKPLACE = Attribute(
     "workplace",
     questions=("Does the user work from home or from the office?",),
     words="where User works from: home or office",
+    events=(r"\b(?:remote|hybrid|back\s+in\s+the\s+office|return\s+to\s+office)\b",),
     weekly=True,
     aliases={"from home": "remote", "remotely": "remote", "remote": "remote"},
     rules=(
@@ -222,6 +235,7 @@ CAR = Attribute(
     "car",
     questions=("What car does the user drive?", "How does the user get around?"),
     words="the car User drives",
+    events=(r"\b(?:traded\s+in|written\s+off|test\s+drive|new\s+car|car)\b",),
     rules=(
         said(560, r"(?:drives|driving)\s+(?:an?\s+|the\s+)?" + VALUE),
         owned(570, r"car\s+is\s+(?:an?\s+|the\s+)?" + VALUE),
@@ -236,6 +250,7 @@ TEAM = Attribute(
     "team",
     questions=("Which team does the user support?",),
     words="the team User supports",
+    events=(r"\b(?:allegiance|season\s+ticket)\b",),
     rules=(
         said(
             580,
@@ -295,6 +310,7 @@ GYM = Attribute(
     "gym",
     questions=("Where does the user work out?", "Which gym does the user go to?"),
     words="where User works out: gym",
+    events=(r"\b(?:membership|gym)\b",),
     rules=(
         owned(720, r"gym\s+is\s+(?:now\s+)?(?:the\s+)?" + VALUE),
         said(
@@ -317,10 +333,32 @@ SCHOOL = Attribute(
         "Where does the user study?",
     ),
     words="where User studies: school, university",
-    # No rule: placed by its questions alone ("User transferred to Imperial for the
-    # rest of User's degree"); "User's university is UCL" is the named attribute's.
-    rules=(),
-    values="single (placed by its questions)",
+    events=(r"\b(?:transferr?\w*|enrol+\w*|first\s+year|semester|degree|major)\b",),
+    # A change ("User transferred to Imperial for the rest of User's degree") is
+    # placed by its questions; the rule reads where the user studies when the text
+    # says so. "User's university is UCL" is the named attribute's.
+    rules=(
+        said(
+            740,
+            r"(?:studies|studying|studied|enrolled|a\s+student|doing\s+(?:User['’]s\s+|a\s+)?"
+            r"(?:master['’]?s|phd|doctorate|degree|ba|bsc|ma|msc|mba|undergrad\w*)"
+            r"(?:\s+in\s+[a-z]+)?)\s+(?:\w+\s+)?at\s+(?P<value>(?-i:[A-Z][\w&'’-]*(?:\s+[A-Z][\w'’-]*)?))",
+        ),
+        said(
+            315,
+            r"an?\s+(?:[a-z-]+\s+){0,2}(?:major|student|undergrad\w*|postgrad\w*|fresher)\s+at\s+"
+            r"(?P<value>(?-i:[A-Z][\w&'’-]*(?:\s+[A-Z][\w'’-]*)?))",
+        ),
+        said(
+            750,
+            r"at\s+(?P<value>(?-i:[A-Z][\w&'’-]*(?:\s+[A-Z][\w'’-]*)?)\s+(?i:uni|university|college))\b",
+        ),
+    ),
+    examples=(
+        Example("User is doing User's master's at UCL.", "school", "ucl"),
+        Example("User is at Bristol uni doing English.", "school", "bristol uni"),
+        Example("User met a friend at Leeds University.", None),
+    ),
 )
 
 LIFE = (

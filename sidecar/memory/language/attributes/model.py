@@ -64,6 +64,10 @@ class Attribute:
     #: minimum and a margin; :mod:`sidecar.memory.write.turns.placement`), so a change
     #: told as an event ("relocated to a flat in Bristol") still supersedes.
     questions: tuple[str, ...] = ()
+    #: Patterns that tell a change of it as an event ("the movers came", "closed on a
+    #: house", "handed in User's notice"): a fact with one is near the attribute where
+    #: its questions alone leave it below the placer's bar — a second voice beside them.
+    events: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,6 @@ the first voice: the judge's own decision stands unless it added the fact.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -31,28 +30,11 @@ import numpy.typing as npt
 
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.language.attributes import REGISTRY, Registry
+from sidecar.memory.language.changes import changes, names_ending, people_of, told
 from sidecar.memory.language.entities import names_user
 from sidecar.memory.language.facts import shape, slot_of
 from sidecar.memory.language.text import tokens
 from sidecar.memory.records.records import MemoryRecord
-
-#: What tells that a value ended or was replaced: a move, a switch, leaving, selling,
-#: an end ("no longer", "anymore", "instead"), or "now" set against what was. Not
-#: "new", "started" or "finally": "User is looking for some new music" changes
-#: nothing that was.
-_CHANGE = re.compile(
-    r"\b(?:moved|relocat\w+|switched|swapped|transferr\w+|left|quit|sold|traded|"
-    r"handed\s+in|resigned|closed\s+on|signed\s+(?:with|for)|laid\s+off|let\s+go|"
-    r"dropped\s+out|cancell?ed|retired|no\s+longer|anymore|any\s+more|instead|"
-    r"gave\s+up|given\s+up|replaced|movers|now)\b",
-    re.IGNORECASE,
-)
-
-
-def changes(text: str) -> bool:
-    """Whether ``text`` tells that a value of the user's ended or was replaced (see
-    ``_CHANGE``), or that something stopped ("no longer drinks coffee")."""
-    return _CHANGE.search(text) is not None or bool(shape(text).stopped)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,9 +101,10 @@ class AttributePlacer:
         matrix = await self._ready()
         per_attribute = self._by_attribute(np.asarray(vectors, dtype=np.float32) @ matrix.T)
         out: list[Placement] = []
-        for row, placed in zip(per_attribute, found, strict=True):
+        for text, row, placed in zip(texts, per_attribute, found, strict=True):
             order = np.argsort(-row)
             near = frozenset(self._names[int(i)] for i in order[:2] if row[int(i)] >= NEAR)
+            near |= frozenset(told(text))
             if placed is not None:
                 out.append(Placement(placed.attribute, "rule", near | {placed.attribute or ""}))
                 continue
@@ -146,41 +129,46 @@ class AttributePlacer:
         change ``text`` supersedes, if any (see the module docstring)."""
         if not candidates or not changes(text):
             return None
-        new_shape = shape(text)
+        people = people_of(text)
         near = {"min_score": min_score, "margin": margin}
         [placed] = await self.place([text], np.asarray([vector], dtype=np.float32), **near)
-        if placed.attribute is None and not placed.near:
-            return None
         vectors = np.asarray([c.embedding for c in candidates], dtype=np.float32)
         places = await self.place([c.content for c in candidates], vectors, **near)
         similarity = vectors @ np.asarray(vector, dtype=np.float32)
         ending = set(tokens(text))
-        best: tuple[float, MemoryRecord] | None = None
+        best: tuple[bool, float, MemoryRecord] | None = None
         for candidate, where, cosine in zip(candidates, places, similarity.tolist(), strict=True):
-            # One of the two is clearly of the attribute, the other at least near it.
-            shared = _shared(placed, where)
-            attribute = self._registry.get(shared or "")
-            if attribute is None:
-                continue
             old = shape(candidate.content)
-            if not names_user(candidate.content) or (
-                (new_shape.roles - old.roles) or (old.roles - new_shape.roles)
-            ):
+            if not names_user(candidate.content) or people_of(candidate.content) != people:
                 continue  # another person's attribute ("Ana just moved to Porto.")
-            if attribute.accumulates and not (set(old.signature) & ending):
+            # The change names the old value as what ends ("left Amazon"), and the old
+            # memory holds an attribute; or one of the two is clearly of an attribute
+            # and the other at least near it.
+            named = names_ending(text, candidate.content) and (
+                where.attribute is not None or bool(where.near)
+            )
+            attribute = self._registry.get(_shared(placed, where) or "")
+            if attribute is None and not named:
+                continue
+            if (
+                attribute is not None
+                and attribute.accumulates
+                and not (named or set(old.signature) & ending)
+            ):
                 continue  # an accumulating value ends only where the change names it
-            if best is None or cosine > best[0]:
-                best = (cosine, candidate)
-        return best[1] if best is not None else None
+            if best is None or (named, cosine) > best[:2]:
+                best = (named, cosine, candidate)
+        return best[2] if best is not None else None
 
 
 def _shared(new: Placement, old: Placement) -> str | None:
-    """The attribute two facts are of: both placed in it, or one placed in it by a
-    slot rule (a state: "User supports Arsenal.") and the other near it."""
+    """The attribute two facts are of: both placed in it, or one placed in it (by a
+    slot rule — a state: "User supports Arsenal." — or clearly by its questions) and
+    the other near it."""
     if new.attribute is not None and new.attribute == old.attribute:
         return new.attribute
-    if old.by == "rule" and old.attribute is not None and old.attribute in new.near:
+    if old.attribute is not None and old.attribute in new.near:
         return old.attribute
-    if new.by == "rule" and new.attribute is not None and new.attribute in old.near:
+    if new.attribute is not None and new.attribute in old.near:
         return new.attribute
     return None

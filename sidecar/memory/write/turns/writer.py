@@ -17,6 +17,7 @@ from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.language.absolute import absolute_dates, dated_quote
 from sidecar.memory.language.addressee import name_the_assistant
+from sidecar.memory.language.changes import changes
 from sidecar.memory.language.embedding_text import embedding_text
 from sidecar.memory.language.entities import mentions, named_subject, names_user
 from sidecar.memory.language.excerpts import excerpt_of
@@ -37,7 +38,7 @@ from sidecar.memory.write.rows.enrich import Enricher
 from sidecar.memory.write.rows.gateway import WriteGateway, stored_row
 from sidecar.memory.write.turns.dedup import Decision, DedupJudge, Judgement, TurnRows
 from sidecar.memory.write.turns.extraction import FactExtractor
-from sidecar.memory.write.turns.placement import AttributePlacer, changes
+from sidecar.memory.write.turns.placement import AttributePlacer
 from sidecar.metrics import Metrics
 
 log = logging.getLogger(__name__)
