@@ -233,6 +233,7 @@ def import_json(report: ImportReport) -> dict[str, Any]:
         "embedded": report.embedded,
         "rows_written": report.rows_written,
         "seconds": report.seconds,
+        "decisions": dict(report.decisions),
     }
 
 

@@ -285,6 +285,12 @@ def _envelopes() -> dict[str, Any]:
                 "embedded": {**integer, "description": "Rows embedded on import."},
                 "rows_written": integer,
                 "seconds": {"type": "number"},
+                "decisions": {
+                    "type": "object",
+                    "additionalProperties": integer,
+                    "description": "New facts (memory lines without an id or a time) "
+                    "by the decision each took: add, update, supersede, noop.",
+                },
             },
         },
     }

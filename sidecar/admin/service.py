@@ -193,6 +193,7 @@ class MemoryAdmin:
             enricher=enricher,
             # Rows already filed under a category: links and abstracts, the category kept.
             linker=Enricher(memory.cache, config.enrichment),
+            writer=writer,
             metrics=metrics,
         )
 

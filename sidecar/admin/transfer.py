@@ -8,6 +8,13 @@ write path's hygiene to memory text, and stores the rows through the write gatew
 (:func:`~sidecar.memory.write.rows.bulk.bulk_load`): categories first, then memories
 already filed under one (links and abstracts only), then unfiled memories through
 the write path's categorizer.
+
+A line with an ``id`` or a time restores that row as it was (an export's lines
+all have both). A memory line with neither is a new fact, said now (a file written
+by hand): it takes the decision a turn's fact takes
+(:meth:`~sidecar.memory.write.turns.writer.MemoryWriter.write_row`) — a restatement
+stores nothing, a richer wording updates, another value of the same attribute
+supersedes the old memory — after the restored rows, in the file's order.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from sidecar.memory.records.batches import chunks
 from sidecar.memory.records.records import (
     MemoryRecord,
     NodeType,
+    Status,
     as_vector,
     content_hash,
     memory_id,
@@ -40,6 +48,8 @@ from sidecar.memory.store.tombstones import mark_for_reload
 from sidecar.memory.write.rows.bulk import bulk_load
 from sidecar.memory.write.rows.enrich import Enricher
 from sidecar.memory.write.rows.gateway import WriteGateway
+from sidecar.memory.write.turns.dedup import Decision
+from sidecar.memory.write.turns.writer import MemoryWriter
 from sidecar.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -60,6 +70,9 @@ class ImportReport:
     #: Rows upserted, back-links on existing memories and new categories included.
     rows_written: int
     seconds: float
+    #: New facts (memory lines without an id or a time) by the decision each took: add,
+    #: update, supersede, noop.
+    decisions: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -67,6 +80,10 @@ class _Parsed:
     records: list[MemoryRecord] = field(default_factory=list)
     errors: list[tuple[str, str]] = field(default_factory=list)
     dropped: int = 0
+    #: Ids of the new facts: active memory lines without an id or a time.
+    new: set[str] = field(default_factory=set)
+    #: New facts that repeat an earlier line's word for word (no-ops).
+    restated: int = 0
 
     def error(self, path: str, message: str) -> None:
         if len(self.errors) < MAX_IMPORT_ERRORS:
@@ -87,6 +104,7 @@ class MemoryTransfer:
         writes: WriteGateway,
         enricher: Enricher,
         linker: Enricher,
+        writer: MemoryWriter,
         metrics: Metrics,
     ) -> None:
         self._config = config
@@ -97,6 +115,8 @@ class MemoryTransfer:
         self._enricher = enricher
         #: For rows that are already filed under a category: links and abstracts.
         self._linker = linker
+        #: New facts take a turn's decision.
+        self._writer = writer
         self._metrics = metrics
 
     @property
@@ -136,8 +156,10 @@ class MemoryTransfer:
             records = await self._embed_missing(records)
             categories = [r for r in records if r.node_type == NodeType.CATEGORY]
             memories = [r for r in records if r.node_type != NodeType.CATEGORY]
-            filed = [r for r in memories if r.category_id]
-            unfiled = [r for r in memories if not r.category_id]
+            restored = [r for r in memories if r.id not in parsed.new]
+            new = [r for r in memories if r.id in parsed.new]
+            filed = [r for r in restored if r.category_id]
+            unfiled = [r for r in restored if not r.category_id]
             written = 0
             # Categories first, so filed memories never point at a missing one.
             for batch, enricher in ((categories, None), (filed, self._linker)):
@@ -159,6 +181,10 @@ class MemoryTransfer:
                 written += stats.rows
             if written:  # rows keep their own times: other caches reload the user's
                 await mark_for_reload(self._store, owner)
+            decisions = await self._judged(owner, new)
+            if parsed.restated:
+                decisions["noop"] = decisions.get("noop", 0) + parsed.restated
+            written += sum(n for decision, n in decisions.items() if decision != "noop")
         self._metrics.admin_rows.labels(operation="import").inc(count)
         self._writes.notify_stored(owner)
         log.info("imported rows=%d embedded=%d written=%d", count, embedded, written)
@@ -170,7 +196,26 @@ class MemoryTransfer:
             embedded,
             written,
             round(time.perf_counter() - started, 3),
+            decisions,
         )
+
+    async def _judged(self, owner: str, facts: list[MemoryRecord]) -> dict[str, int]:
+        """Write the new facts, in order, each through a turn's decision; one the
+        owner's active memory already says word for word is a no-op."""
+        decisions: dict[str, int] = {}
+        if not facts:
+            return decisions
+        held: set[str] = set()
+        for batch in chunks([r.id for r in facts], _ID_BATCH):
+            rows = await self._store.query(build_filter(ids=batch, owner=owner), limit=len(batch))
+            held.update(r.id for r in rows)
+        for record in sorted(facts, key=lambda r: r.created_at):
+            if record.id in held:
+                decision = Decision.NOOP.value
+            else:
+                decision = (await self._writer.write_row(record)).decision.value
+            decisions[decision] = decisions.get(decision, 0) + 1
+        return decisions
 
     def _parse_lines(self, owner: str, lines: Iterable[str | bytes], *, reembed: bool) -> _Parsed:
         parsed = _Parsed()
@@ -207,9 +252,21 @@ class MemoryTransfer:
                 parsed.error(f"{where}.content", "has no letter or digit once cleaned")
                 continue
             if record.id in ids:
-                parsed.error(f"{where}.id", f"repeats line {ids[record.id]}")
+                if line.id is None and record.id in parsed.new:
+                    parsed.restated += 1  # a new fact said twice, word for word
+                else:
+                    parsed.error(f"{where}.id", f"repeats line {ids[record.id]}")
                 continue
             ids[record.id] = number
+            if (
+                line.id is None
+                and line.created_at is None
+                and line.updated_at is None
+                and record.node_type == NodeType.MEMORY
+                and record.status == Status.ACTIVE
+                and not record.superseded_by
+            ):
+                parsed.new.add(record.id)
             vector = line.embedding
             usable = (
                 vector is not None

@@ -1,10 +1,12 @@
 """Every write path takes a turn's decision: an admin add (API, CLI) or a changed
 text that gives an attribute another value supersedes the old memory, a
 restatement is a no-op, a richer wording updates the memory it restates — and the
-request path then injects only the current value."""
+request path then injects only the current value. An import's new facts (lines
+without an id) take the same decision; an export's lines restore their rows."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import aiohttp
@@ -109,3 +111,38 @@ async def test_new_words_for_a_memory_supersede_the_value_they_change(
     assert "Leeds" in old["content"]
     assert old["superseded_by"] == job["id"]
     assert "Leeds" not in await injected(sidecar, user, "Which city do I live in?")
+
+
+async def test_an_imported_new_fact_is_judged_and_an_export_is_restored(
+    sidecar: Sidecar, http: aiohttp.ClientSession
+) -> None:
+    """A memory line without an id or a time is a new fact: it takes a turn's decision (here it
+    supersedes what chat stored, and its restatement is a no-op); a line with an id
+    (an export's) restores the row as it was, its status included."""
+    user = new_user()
+    await say(sidecar, user, "I moved to Lisbon last month.", 1_700_000_000_000)
+    lines = [
+        {"content": "User lives in Porto."},
+        {"content": "User lives in Porto!"},
+        {"content": "User plays the cello."},
+    ]
+    body = "\n".join(json.dumps(line) for line in lines) + "\n"
+    code, report = await call(http, "POST", f"{base(user)}/import", data=body)
+    assert code == 200, report
+    assert report["decisions"] == {"supersede": 1, "noop": 1, "add": 1}
+    [old] = await memories(http, user, "superseded")
+    assert "Lisbon" in old["content"]
+    block = await injected(sidecar, user, "Where do I live?")
+    assert "Porto" in block
+    assert "Lisbon" not in block
+
+    # The export, restored after the user is forgotten: every row as it was.
+    code, exported = await call(http, "GET", f"{base(user)}/export")
+    before = sorted((m["id"], m["status"]) for m in await memories(http, user, "all"))
+    code, _ = await call(http, "DELETE", base(user))
+    assert code == 200
+    code, report = await call(http, "POST", f"{base(user)}/import", data=exported)
+    assert code == 200, report
+    assert report["decisions"] == {}
+    after = sorted((m["id"], m["status"]) for m in await memories(http, user, "all"))
+    assert after == before
