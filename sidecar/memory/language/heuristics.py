@@ -142,7 +142,9 @@ _IMPLIED_I = re.compile(
 )
 #: "Spirited Away is ...": a sentence whose first words are its subject.
 _NAMED_SUBJECT = re.compile(r"^\S+(?:\s+\S+){0,2}\s+(?:is|are|was|were|'s)\b", re.I)
-_GERUND = re.compile(r"^(?:still\s+|currently\s+|now\s+)?[a-z]{3,}ing\b(?!\s+(?:is|was)\b)", re.I)
+_GERUND = re.compile(
+    r"^(?:still\s+|currently\s+|now\s+)?(?:[a-z]{3,}|do)ing\b(?!\s+(?:is|was)\b)", re.I
+)
 _NOUN_STATEMENT = re.compile(
     r"^(?:my\s+)?(?P<new>new\s+)?(?P<what>(?:(?:mobile|phone|cell|home|work|personal)\s+)?"
     r"(?:number|phone|mobile|e-?mail|address|routine|job|role|schedule|plan|car|flat|"
@@ -219,6 +221,12 @@ _MOOD = re.compile(
     r"knackered|wiped|hungover|sore|ill|unwell|hyped|excited|nervous|anxious)\b",
     re.IGNORECASE,
 )
+#: "Doing fine, thanks", "I'm doing well": the answer to "how are you?".
+_HOW_I_AM = re.compile(
+    r"^(?:I['’]?m\s+|I\s+am\s+|User\s+is\s+)?(?:still\s+)?doing\s+(?:fine|well|ok|okay|good|"
+    r"great|alright|all\s+right|better|worse|badly)\b",
+    re.IGNORECASE,
+)
 
 
 def mood_of_the_moment(text: str) -> bool:
@@ -234,6 +242,8 @@ def _momentary(text: str) -> bool:
     just got a smoker today": the date is kept with it, :mod:`.absolute`)."""
     if _EVENT.search(text):
         return False
+    if _HOW_I_AM.match(text) is not None and len(tokens(text)) < 6:
+        return True  # "User is doing fine, thanks."
     if _MOOD.search(text) or _SCENE.search(text):
         return True
     moment = _ONE_OFF.search(text)
