@@ -119,15 +119,21 @@ def people_of(text: str) -> frozenset[str]:
 
 
 @lru_cache(maxsize=1)
-def _events() -> tuple[tuple[str, re.Pattern[str]], ...]:
-    return tuple(
-        (a.name, re.compile("|".join(f"(?:{e})" for e in a.events), re.IGNORECASE))
-        for a in REGISTRY.attributes.values()
-        if a.events
+def _events() -> tuple[re.Pattern[str], dict[str, str]]:
+    """Every attribute's events as one pattern (a named group each: one scan of a
+    text, as this is read on every corpus build), and each group's attribute."""
+    groups = {f"a{i}": a.name for i, a in enumerate(REGISTRY.attributes.values()) if a.events}
+    attributes = {a.name: a for a in REGISTRY.attributes.values()}
+    pattern = "|".join(
+        f"(?P<{group}>{'|'.join(f'(?:{e})' for e in attributes[name].events)})"
+        for group, name in groups.items()
     )
+    return re.compile(pattern, re.IGNORECASE), groups
 
 
 def told(text: str) -> tuple[str, ...]:
     """The attributes whose events ``text`` tells (``Attribute.events``), in
     declaration order."""
-    return tuple(name for name, events in _events() if events.search(text))
+    pattern, groups = _events()
+    found = {groups[m.lastgroup] for m in pattern.finditer(text) if m.lastgroup}
+    return tuple(name for name in groups.values() if name in found)

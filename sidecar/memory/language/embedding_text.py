@@ -32,12 +32,21 @@ def attribute_words(slot: str | None) -> str | None:
     return declared.words if declared is not None and declared.words else f"User's {slot}"
 
 
+#: Longer than this, a memory is a turn kept whole, not a fact (read on every corpus
+#: build: a long text is not searched for cues).
+_FACT_CHARS = 400
+
+
 def changed_words(content: str) -> str | None:
     """The words of the attributes a change of the user's own tells by its events
     ("User handed in User's notice at Deloitte, starting at KPMG": where User works),
     for a fact no slot rule places; None for a fact that tells no change, or one of
     someone else's ("User's sister got laid off")."""
-    if not names_user(content) or people_of(content) or not changes(content):
+    if len(content) > _FACT_CHARS or "User" not in content:
+        return None  # a turn kept whole is no fact about "User"
+    if not told(content) or not changes(content):
+        return None  # most facts tell no change
+    if not names_user(content) or people_of(content):
         return None
     words = [attribute_words(name) for name in told(content)]
     return "; ".join(w for w in words if w) or None

@@ -134,9 +134,9 @@ def test_rule(new: str, old: str, cosine: float, decision: Decision) -> None:
 
 # -- the judge alone (a scripted LLM) -------------------------------------------------------
 
-GREEN = "User now commutes by bike."
+GREEN = "User now brews coffee with an Aeropress."
 # The rule: SUPERSEDE (a change cue, the same verb, another means), in the gray zone.
-GRAY = [Candidate("blue", "User commutes by car.", 0.77)]
+GRAY = [Candidate("blue", "User brews coffee with a moka pot.", 0.77)]
 
 
 async def test_the_judge_asks_the_llm_only_in_the_gray_zone() -> None:

@@ -246,6 +246,39 @@ CAR = Attribute(
     ),
 )
 
+COMMUTE = Attribute(
+    "commute",
+    questions=("How does the user get to work?", "How does the user commute?"),
+    words="how User gets to work: commute",
+    events=(r"\b(?:commute|commuting)\b",),
+    rules=(
+        said(
+            565,
+            r"(?:commutes?|commuting|gets?\s+to\s+work|goes\s+to\s+work)\s+(?:by|on)\s+"
+            r"(?:the\s+|a\s+|User['’]s\s+)?" + VALUE,
+        ),
+        said(
+            566,
+            r"(?:takes?|taking|catches|catching)\s+(?:the\s+|a\s+)?"
+            r"(?P<value>tram|bus|train|tube|metro|subway|underground|ferry|overground)\b",
+        ),
+        said(
+            567,
+            r"(?:rides?|riding)\s+(?:a\s+|an\s+|the\s+|User['’]s\s+)?(?P<value>(?:[A-Za-z-]+\s+)?"
+            r"(?:bike|scooter|vespa|moped|motorbike|motorcycle))\s+to\s+(?:work|the\s+office)\b",
+        ),
+        said(
+            568,
+            r"(?P<value>cycles|bikes|walks|runs|drives|scoots)\s+to\s+(?:work|the\s+office)\b",
+        ),
+    ),
+    examples=(
+        Example("User takes the tram now.", "commute", "tram"),
+        Example("User commutes by bus.", "commute", "bus"),
+        Example("User took the bus to the beach on holiday.", None),
+    ),
+)
+
 TEAM = Attribute(
     "team",
     questions=("Which team does the user support?",),
@@ -362,6 +395,7 @@ SCHOOL = Attribute(
 )
 
 LIFE = (
-    NAMED, SURNAME, RESIDENCE, EMPLOYER, OCCUPATION, WORKPLACE, BEDTIME, CAR, TEAM, HOBBY,
+    NAMED, SURNAME, RESIDENCE, EMPLOYER, OCCUPATION, WORKPLACE, BEDTIME, CAR, COMMUTE, TEAM,
+    HOBBY,
     PETS, GYM, SCHOOL,
 )  # fmt: skip

@@ -123,10 +123,19 @@ def measure(value: str, raw: str) -> str | None:
     return _UNIT.sub(lambda m: UNIT_NAMES[m.group(0)], value.replace(" ", "")).removesuffix("in")
 
 
+#: Words that make any noun after them a job: a "full-time baker" bakes for a living.
+_EMPLOYED = frozenset("full-time part-time professional freelance self-employed".split())
+
+
 def head_noun(value: str, raw: str) -> str | None:
     """An occupation: its head noun ("registered nurse" is a nurse); None when the
     noun is no occupation ("User is a big fan")."""
+    employed = bool(_EMPLOYED & set(raw.lower().split()))
+    if not value and employed:
+        value = raw.lower().split()[-1]  # "full-time" ends a value elsewhere
     if not value:
         return value
     head = value.split()[-1]
-    return None if head in NOT_OCCUPATIONS else head
+    if head in NOT_OCCUPATIONS and not employed:
+        return None
+    return head
