@@ -4,7 +4,9 @@ The index is a compressed posting table: for every (term, document) pair its ter
 frequency, sorted by term then document, with each term's slice found through an
 offsets array. Building it is O(total tokens) (one dictionary lookup per token, the
 rest vectorised); appending documents merges their pairs in without touching the
-old documents' tokens; a query costs O(sum of the query terms' posting lengths). It
+old documents' tokens, and removing or replacing some moves the others' postings
+(:meth:`BM25Index.remapped`); a query costs O(sum of the query terms' posting
+lengths). It
 grows with the user's visible corpus, never with other users' data, and never
 quadratically. IDF is computed over exactly the documents the scope may see.
 """
@@ -37,6 +39,65 @@ class BM25Index:
         out._set(self._documents, self._vocab, self._terms, self._docs, self._tf, documents)
         return out
 
+    def remapped(self, sources: Sequence[int], documents: Sequence[Sequence[str]]) -> BM25Index:
+        """A new index whose document ``i`` is this one's document ``sources[i]``,
+        or, where ``sources[i]`` is -1, the next of ``documents`` (memories removed,
+        replaced or added: a supersede, a delete, a consolidation pass). The kept
+        documents' postings are moved, not counted again, and the result scores as a
+        fresh build over the same documents does. This index is unchanged."""
+        size = len(sources)
+        source = np.asarray(sources, dtype=np.int64)
+        new_of_old = np.full(self.size + 1, -1, dtype=np.int64)  # index -1: none
+        kept = np.flatnonzero(source >= 0)
+        new_of_old[source[kept]] = kept
+        alive = new_of_old[self._docs] >= 0
+        fresh = np.flatnonzero(source < 0)
+        if len(fresh) != len(documents):
+            raise ValueError("one document per new position (-1) is needed")
+        added = [tuple(doc) for doc in documents]
+        out = object.__new__(BM25Index)
+        out.k1, out.b = self.k1, self.b
+        merged: list[tuple[str, ...]] = [()] * size
+        for i in kept.tolist():
+            merged[i] = self._documents[int(source[i])]
+        for i, doc in zip(fresh.tolist(), added, strict=True):
+            merged[i] = doc
+        out._documents = tuple(merged)
+        out.size = size
+        vocab = dict(self._vocab) if added else self._vocab
+        lookup = vocab.setdefault
+        new_terms = np.fromiter(
+            (lookup(t, len(vocab)) for doc in added for t in doc),
+            np.int64,
+            sum(len(doc) for doc in added),
+        )
+        new_docs = np.repeat(fresh, np.fromiter((len(d) for d in added), np.int64, len(added)))
+        width = max(size, 1)
+        keys, counts = np.unique(new_terms * width + new_docs, return_counts=True)
+        old_keys = self._terms[alive] * width + new_of_old[self._docs[alive]]
+        keys = np.concatenate([old_keys, keys])
+        tf = np.concatenate([self._tf[alive], counts.astype(np.float32)])
+        # The moved postings keep their order unless documents were reordered, and
+        # the added ones are one sorted run: a stable sort merges them.
+        order = np.argsort(keys, kind="stable")
+        keys, tf = keys[order], tf[order]
+        out._vocab = vocab
+        out._terms = keys // width
+        out._docs = keys % width
+        out._tf = tf.astype(np.float32)
+        out._offsets = np.searchsorted(out._terms, np.arange(len(vocab) + 1))
+        out._norm = out._length_norms()
+        return out
+
+    def _length_norms(self) -> npt.NDArray[np.float32]:
+        """``k1 * (1 - b + b * length / average length)`` of every document."""
+        lengths = np.fromiter((len(d) for d in self._documents), np.float32, self.size)
+        average = float(lengths.mean()) if self.size else 0.0
+        if average <= 0:
+            return np.full(self.size, self.k1, dtype=np.float32)
+        norms: npt.NDArray[np.float32] = self.k1 * (1 - self.b + self.b * lengths / average)
+        return norms
+
     def _set(
         self,
         kept: tuple[tuple[str, ...], ...],
@@ -52,13 +113,7 @@ class BM25Index:
         added = tuple(tuple(doc) for doc in documents)
         self._documents: tuple[tuple[str, ...], ...] = (*kept, *added)
         self.size = len(self._documents)
-        lengths = np.fromiter((len(d) for d in self._documents), np.float32, self.size)
-        average = float(lengths.mean()) if self.size else 0.0
-        self._norm = (
-            self.k1 * (1 - self.b + self.b * lengths / average)
-            if average > 0
-            else np.full(self.size, self.k1, dtype=np.float32)
-        )
+        self._norm = self._length_norms()
         self._vocab = dict(vocab) if added else vocab
         lookup = self._vocab.setdefault
         new_terms = np.fromiter(

@@ -143,6 +143,7 @@ class Corpus:
             )
         start = _appended_after(previous, memories) if previous is not None else None
         extended = previous if start is not None else None
+        sources: list[int] | None = None
         if previous is not None and start is not None:
             # New memories after the old ones (the usual write): reuse the old rows'
             # vectors, BM25 postings and n-grams; links and sessions are recomputed
@@ -154,10 +155,11 @@ class Corpus:
             bm25 = previous.bm25.extended([document(r) for r in tail])
             ngrams = dict(previous._ngrams)
         elif previous is not None:
-            # Rows removed or reordered (a superseded fact, a delta refresh): still
-            # reuse the vectors and tokens of every row the previous corpus had.
-            vectors, documents = _reuse(previous, memories, dim)
-            bm25 = BM25Index(documents)
+            # Rows removed, replaced or reordered (a supersede, a delete, a
+            # consolidation pass, a delta refresh): the vectors, tokens and postings
+            # of every row the previous corpus had move to their new places.
+            vectors, sources, fresh = _reuse(previous, memories, dim)
+            bm25 = previous.bm25.remapped(sources, fresh)
             ngrams = {}
         else:
             vectors = _matrix(memories, dim)
@@ -195,6 +197,8 @@ class Corpus:
         )
         if extended is not None:
             corpus._extend_derived(extended)
+        elif previous is not None and sources is not None:
+            corpus._remap_derived(previous, sources)
         return corpus
 
     def _extend_derived(self, previous: Corpus) -> None:
@@ -204,6 +208,16 @@ class Corpus:
             value = previous._derived.get(key)
             if isinstance(value, Appendable):
                 self._derived[key] = value.appended(self)
+                self._structural.add(key)
+
+    def _remap_derived(self, previous: Corpus, sources: Sequence[int]) -> None:
+        """Carry ``previous``'s structural values that can follow memories removed,
+        replaced or reordered (:class:`Remappable`) into this snapshot, whose memory
+        ``i`` is ``previous``'s memory ``sources[i]`` (-1: a new or changed one)."""
+        for key in previous._structural:
+            value = previous._derived.get(key)
+            if isinstance(value, Remappable):
+                self._derived[key] = value.remapped(self, sources)
                 self._structural.add(key)
 
     def column(
@@ -228,6 +242,16 @@ class Appendable(Protocol):
     def appended(self, corpus: Corpus) -> Appendable: ...
 
 
+@runtime_checkable
+class Remappable(Protocol):
+    """A per-corpus value that can follow memories removed, replaced or reordered:
+    memory ``i`` of the new snapshot is memory ``sources[i]`` of the old, or new
+    where that is -1 (cheaper than building it again; the result must equal a
+    fresh build)."""
+
+    def remapped(self, corpus: Corpus, sources: Sequence[int]) -> Remappable: ...
+
+
 @dataclass(frozen=True, slots=True)
 class MemoryColumn:
     """A value per memory read from its record (:meth:`Corpus.column`)."""
@@ -241,6 +265,14 @@ class MemoryColumn:
         start = len(self.values)
         tail = np.asarray([self.read(r) for r in corpus.records[start:]], dtype=self.values.dtype)
         return MemoryColumn(self.read, np.concatenate([self.values, tail]))
+
+    def remapped(self, corpus: Corpus, sources: Sequence[int]) -> MemoryColumn:
+        """This column for ``corpus`` (see :class:`Remappable`): only the new or
+        changed memories are read."""
+        values = np.empty(corpus.size, dtype=self.values.dtype)
+        for i, j in enumerate(sources):
+            values[i] = self.values[j] if j >= 0 else self.read(corpus.records[i])
+        return MemoryColumn(self.read, values)
 
 
 def _category_matrix(old: Corpus | None, categories: Sequence[MemoryRecord], dim: int) -> Matrix:
@@ -259,29 +291,29 @@ def _category_matrix(old: Corpus | None, categories: Sequence[MemoryRecord], dim
 
 def _reuse(
     old: Corpus, memories: Sequence[MemoryRecord], dim: int
-) -> tuple[Matrix, list[Sequence[str]]]:
-    """The matrix and BM25 documents of ``memories``, taken from ``old`` for every row
-    it has with the same text and vector (converting tuples of floats and tokenising
-    are most of a rebuild's cost)."""
+) -> tuple[Matrix, list[int], list[Sequence[str]]]:
+    """The matrix of ``memories``, each one's index in ``old`` when it has the same
+    text and vector there (-1 otherwise), and the BM25 documents of those it has not
+    (converting tuples of floats and tokenising are most of a rebuild's cost)."""
     vectors = np.empty((len(memories), dim), dtype=np.float32)
+    sources: list[int] = []
     documents: list[Sequence[str]] = []
     fresh: list[int] = []
-    taken: list[tuple[int, int]] = []
     usable = old.vectors.shape == (len(old.records), dim)
     for i, record in enumerate(memories):
         j = old.index_of.get(record.id, -1) if usable else -1
         if j >= 0 and _same_document(record, old.records[j]):
-            taken.append((i, j))
-            documents.append(old.bm25.document(j))
+            sources.append(j)
         else:
+            sources.append(-1)
             fresh.append(i)
             documents.append(document(record))
+    taken = [i for i, j in enumerate(sources) if j >= 0]
     if taken:
-        rows, sources = zip(*taken, strict=True)
-        vectors[list(rows)] = old.vectors[list(sources)]
+        vectors[taken] = old.vectors[[sources[i] for i in taken]]
     if fresh:
         vectors[fresh] = _matrix([memories[i] for i in fresh], dim)
-    return vectors, documents
+    return vectors, sources, documents
 
 
 def _appended_after(old: Corpus, memories: Sequence[MemoryRecord]) -> int | None:

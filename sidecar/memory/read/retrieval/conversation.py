@@ -26,11 +26,13 @@ its own session; a corpus without sessions is ranked as without this stage.
 Only the scope's corpus is read. The context index is built once per corpus
 snapshot; when a write only appends memories, it is extended rather than rebuilt
 (a memory's priors come before it, so appending never changes an older memory's
-context).
+context); when it removes or replaces some, only the memories whose context they
+were in are read again.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,6 +83,40 @@ class ContextIndex:
             self.bm25.extended(documents),
             _sessions(corpus, self.sessions),
             self.read_together or _together(priors),
+        )
+
+    def remapped(self, corpus: Corpus, sources: Sequence[int]) -> ContextIndex:
+        """This index for ``corpus``, whose memory ``i`` is this index's memory
+        ``sources[i]`` (-1: new or changed): a memory whose priors are the same
+        unchanged memories keeps its weights and joined document; the others (new
+        ones, and those after a removed or changed memory in its session) are read
+        again."""
+        source = np.asarray(sources, dtype=np.int64)
+        new_of_old = np.full(len(self.priors) + 1, -1, dtype=np.int64)  # index -1: none
+        kept = np.flatnonzero(source >= 0)
+        new_of_old[source[kept]] = kept
+        priors = _priors(corpus, self.turns)
+        same = source >= 0
+        if len(kept):
+            before = self.priors[source[kept]]
+            moved = new_of_old[before]
+            moved[(before >= 0) & (moved < 0)] = -2  # a prior gone or changed
+            same[kept] = (moved == priors[kept]).all(axis=1)
+        again = np.flatnonzero(~same)
+        _, fresh_weights, documents = _rows_at(corpus, again, self.turns, self.decay)
+        weights = np.empty((corpus.size, self.turns + 1), dtype=np.float32)
+        reused = np.flatnonzero(same)
+        weights[reused] = self.weights[source[reused]]
+        weights[again] = fresh_weights
+        context_sources = np.where(same, source, -1)
+        return ContextIndex(
+            self.turns,
+            self.decay,
+            priors,
+            weights,
+            self.bm25.remapped(context_sources.tolist(), documents),
+            _sessions(corpus, np.zeros(0, dtype=np.int64)),
+            _together(priors),
         )
 
     def cosine(self, own: Scores) -> Scores:
@@ -162,12 +198,30 @@ def _rows(
     corpus: Corpus, start: int, turns: int, decay: float
 ) -> tuple[Ints, npt.NDArray[np.float32], list[list[str]]]:
     """Priors, cosine weights and joined documents of memories ``start`` onwards."""
-    size = corpus.size - start
+    return _rows_at(corpus, np.arange(start, corpus.size, dtype=np.int64), turns, decay)
+
+
+def _priors(corpus: Corpus, turns: int) -> Ints:
+    """Every memory's priors, newest first (-1 past its session's start)."""
+    priors = np.full((corpus.size, turns), -1, dtype=np.int64)
+    if turns == 0 or corpus.size == 0:
+        return priors
+    prev = np.append(corpus.session_prev.astype(np.int64), -1)  # index -1 reads -1
+    priors[:, 0] = prev[:-1]
+    for t in range(1, turns):
+        priors[:, t] = prev[priors[:, t - 1]]
+    return priors
+
+
+def _rows_at(
+    corpus: Corpus, own: Ints, turns: int, decay: float
+) -> tuple[Ints, npt.NDArray[np.float32], list[list[str]]]:
+    """Priors, cosine weights and joined documents of the memories ``own``."""
+    size = len(own)
     priors = np.full((size, turns), -1, dtype=np.int64)
     documents: list[list[str]] = []
     prev = corpus.session_prev
-    for row in range(size):
-        i = start + row
+    for row, i in enumerate(own.tolist()):
         document = list(corpus.bm25.document(i))
         j = i
         for t in range(turns):
@@ -177,7 +231,6 @@ def _rows(
             priors[row, t] = j
             document.extend(corpus.bm25.document(j))
         documents.append(document)
-    own = np.arange(start, corpus.size)
     lengths = np.ones(corpus.size, dtype=np.float32)
     for i in np.union1d(own, priors[priors >= 0]).tolist():
         lengths[i] = max(len(corpus.bm25.document(i)), 1)

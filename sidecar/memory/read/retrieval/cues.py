@@ -22,6 +22,7 @@ question that names no one and no date is ranked as without them.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -130,6 +131,29 @@ class Subjects:
             new = np.asarray(rows, dtype=np.int64)
             old = members.get(key)
             members[key] = new if old is None else np.concatenate([old, new])
+        return Subjects(corpus.size, members)
+
+    def remapped(self, corpus: Corpus, sources: Sequence[int]) -> Subjects:
+        """These subjects for ``corpus``, whose memory ``i`` is memory ``sources[i]``
+        here (-1: new or changed, read again)."""
+        new_of_old = np.full(self.size + 1, -1, dtype=np.int64)
+        for i, j in enumerate(sources):
+            if j >= 0:
+                new_of_old[j] = i
+        found: dict[str, list[Ints]] = {}
+        for key, rows in self.members.items():
+            moved = new_of_old[rows]
+            found.setdefault(key, []).append(moved[moved >= 0])
+        for i, j in enumerate(sources):
+            if j < 0:
+                about = subject(corpus.records[i].content)
+                if about is not None:
+                    found.setdefault(about.lower(), []).append(np.asarray([i], dtype=np.int64))
+        members = {}
+        for key, parts in found.items():
+            rows = np.sort(np.concatenate(parts))
+            if len(rows):
+                members[key] = rows
         return Subjects(corpus.size, members)
 
 

@@ -1,0 +1,122 @@
+"""Removing or replacing memories moves a snapshot's indexes in place (issue S, item
+1): after a supersede, a delete or a consolidation pass, the next snapshot's BM25
+index, conversation context index, subjects and columns equal a fresh build's, and
+only the memories whose context changed are read again."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from sidecar.config import ConversationConfig
+from sidecar.memory.corpus.corpus import Corpus
+from sidecar.memory.read.retrieval import conversation
+from sidecar.memory.read.retrieval.conversation import ContextIndex, context_index
+from sidecar.memory.read.retrieval.cues import Subjects, subject_share
+from sidecar.memory.records.records import MemoryRecord
+
+DIM = 8
+WORDS = "tea dog oslo chess night shift ramen juniper beach painted hiking guitar".split()
+SPEAKERS = ("Melanie", "Caroline", "Jon")
+QUERIES = (["tea"], ["dog", "oslo", "dog"], ["juniper", "beach", "absent"], ["paint"], [])
+
+
+def memories(count: int, seed: int = 3) -> list[MemoryRecord]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(count):
+        words = " ".join(rng.choice(WORDS, size=int(rng.integers(2, 9))))
+        text = f"{SPEAKERS[i % 3]}: {words}" if i % 2 else f"User {words}."
+        vector = rng.standard_normal(DIM)
+        out.append(
+            MemoryRecord(
+                id=f"m{i:03d}",
+                user_id="u",
+                content=text,
+                created_at=i,
+                session_id=f"s{i // 5}",
+                embedding=tuple(float(x) for x in vector / np.linalg.norm(vector)),
+            )
+        )
+    return out
+
+
+def superseded(rows: list[MemoryRecord], rng: random.Random) -> list[MemoryRecord]:
+    i = rng.randrange(len(rows))
+    new = rows[i].with_changes(id=f"{rows[i].id}-new", content="User drinks juniper tea now.")
+    new = new.with_changes(created_at=rows[-1].created_at + 1, session_id="late")
+    return [*rows[:i], *rows[i + 1 :], new]
+
+
+def deleted(rows: list[MemoryRecord], rng: random.Random) -> list[MemoryRecord]:
+    gone = set(rng.sample(range(len(rows)), 3))
+    return [r for i, r in enumerate(rows) if i not in gone]
+
+
+def consolidated(rows: list[MemoryRecord], rng: random.Random) -> list[MemoryRecord]:
+    picked = rng.sample(range(len(rows)), 6)
+    out = list(rows)
+    for keep, drop in zip(picked[:3], picked[3:], strict=True):
+        out[keep] = out[keep].with_changes(excerpt=rows[drop].content)
+    return [r for i, r in enumerate(out) if i not in set(picked[3:])]
+
+
+def warm(corpus: Corpus, config: ConversationConfig) -> None:
+    """Build every remappable value the default pipeline reads."""
+    context_index(corpus, config)
+    subject_share("What did Melanie paint?", corpus)
+    corpus.column("created-at", lambda r: r.created_at, np.int64)
+
+
+@pytest.mark.parametrize("update", [superseded, deleted, consolidated])
+def test_a_remapped_snapshot_equals_a_fresh_build(
+    update: Callable[[list[MemoryRecord], random.Random], list[MemoryRecord]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    config = ConversationConfig()
+    rows = memories(40)
+    old = Corpus.build(rows, DIM)
+    warm(old, config)
+    changed = update(rows, random.Random(7))
+
+    read: list[int] = []
+    original = conversation._rows_at
+
+    def counted(corpus: Corpus, own: np.ndarray, turns: int, decay: float):  # type: ignore[no-untyped-def]
+        read.extend(own.tolist())
+        return original(corpus, own, turns, decay)
+
+    monkeypatch.setattr(conversation, "_rows_at", counted)
+    moved = Corpus.build(changed, DIM, old)
+    carried = context_index(moved, config)
+    monkeypatch.undo()
+    fresh = Corpus.build(changed, DIM)
+    built = ContextIndex.build(fresh, config.turns, config.decay)
+
+    assert moved.bm25 is not old.bm25
+    assert old.bm25.size == len(rows)  # the previous snapshot is untouched
+    assert np.array_equal(moved.vectors, fresh.vectors)
+    for query in QUERIES:
+        assert np.allclose(moved.bm25.scores(query), fresh.bm25.scores(query))
+        assert moved.bm25.max_score(query) == pytest.approx(fresh.bm25.max_score(query))
+        assert np.allclose(carried.bm25.scores(query), built.bm25.scores(query))
+    assert np.array_equal(carried.priors, built.priors)
+    assert np.allclose(carried.weights, built.weights)
+    assert np.array_equal(carried.sessions, built.sessions)
+    assert carried.read_together == built.read_together
+    # Only memories whose own text or context changed were read again.
+    assert 0 < len(read) < len(changed) // 2
+
+    subjects = moved.derived("subjects", lambda: pytest.fail("not carried over"))
+    assert isinstance(subjects, Subjects)
+    expected = Subjects().appended(fresh)
+    assert subjects.members.keys() == expected.members.keys()
+    for key, members in expected.members.items():
+        assert subjects.members[key].tolist() == members.tolist()
+    assert np.array_equal(
+        moved.column("created-at", lambda r: r.created_at, np.int64),
+        np.asarray([r.created_at for r in fresh.records]),
+    )
