@@ -23,6 +23,7 @@ from typing import Protocol
 from sidecar.config import CacheConfig
 from sidecar.errors import SidecarError
 from sidecar.memory.corpus.corpus import Corpus
+from sidecar.memory.corpus.features import FeatureMemo
 from sidecar.memory.corpus.write_stamps import WriteStamps
 from sidecar.memory.records.records import (
     RELOAD_MARKER,
@@ -183,6 +184,9 @@ class CorpusCache:
         #: The newest write applied per row, so a peer's older frame is not applied
         #: over it; kept for two refresh intervals.
         self.stamps = WriteStamps(2 * config.ttl_s)
+        #: What was read of each memory (tokens, subject ...), for every snapshot:
+        #: a new one reads only memories it has not seen (bounded like the rows).
+        self._features = FeatureMemo(config.max_rows)
 
     async def corpus(self, scope: Scope) -> Corpus:
         """The scope's corpus, loading (and waiting for) whatever is missing or stale."""
@@ -247,7 +251,9 @@ class CorpusCache:
             self._corpora.move_to_end(cache_key)
             return cached[1]
         rows = [row for unit in units for row in unit.rows]
-        corpus = Corpus.build(rows, self._store.dim, cached[1] if cached else None)
+        corpus = Corpus.build(
+            rows, self._store.dim, cached[1] if cached else None, memo=self._features
+        )
         self._corpora[cache_key] = (versions, corpus)
         while len(self._corpora) > self._config.max_scopes:
             self._corpora.popitem(last=False)
@@ -487,6 +493,7 @@ class CorpusCache:
         else:
             mirror = False
         self.stamps.note([record], stamp)
+        self._features.drop([record.id])
         for key in units_of(record):
             self._bump(key)
         if mirror and self._mirror is not None:
@@ -502,6 +509,7 @@ class CorpusCache:
         else:
             mirror = False
         self.stamps.note_user(user_id, stamp)
+        self._features.forget_user(user_id)
         self._bump(f"user:{user_id}")
         if mirror and self._mirror is not None:
             self._mirror.invalidated_user(user_id, stamp)

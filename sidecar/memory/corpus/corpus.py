@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.memory.corpus.bm25 import BM25Index
+from sidecar.memory.corpus.features import FeatureMemo, Reader
 from sidecar.memory.language.embedding_text import changed_words
 from sidecar.memory.language.text import char_ngrams, tokens
 from sidecar.memory.records.records import MemoryRecord, NodeType, Status
@@ -42,6 +43,15 @@ def document(record: MemoryRecord) -> list[str]:
     return tokens("\n".join(parts)) if len(parts) > 1 else tokens(record.content)
 
 
+#: The memo's name for a memory's BM25 document.
+DOCUMENT = "document"
+
+
+def _document_tokens(record: MemoryRecord) -> tuple[str, ...]:
+    # Tuples of strings, not lists: the cyclic GC does not track them.
+    return tuple(document(record))
+
+
 @dataclass(frozen=True, slots=True)
 class Corpus:
     """Immutable retrieval view of one scope. Index ``i`` is the same row everywhere."""
@@ -57,6 +67,9 @@ class Corpus:
     session_next: npt.NDArray[np.int32]
     categories: tuple[MemoryRecord, ...] = ()
     category_vectors: Matrix = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    #: What was read of each memory, shared with the snapshots before and after
+    #: this one (the corpus cache's); None: read per snapshot.
+    memo: FeatureMemo | None = field(default=None, repr=False, compare=False)
     _ngrams: dict[int, frozenset[str]] = field(default_factory=dict, repr=False)
     #: Values computed from this snapshot (topic groups, category trees, link
     #: adjacency), built on first use and dropped with the snapshot.
@@ -111,9 +124,21 @@ class Corpus:
         )
         return by_id.get(category_id)
 
+    def read(self, name: str, record: MemoryRecord, read: Reader) -> Any:
+        """``read(record)``, through the memo when the snapshot has one (``read``
+        must depend on the record's text alone)."""
+        if self.memo is None:
+            return read(record)
+        return self.memo.value(name, record, read)
+
     @classmethod
     def build(
-        cls, rows: Sequence[MemoryRecord], dim: int, previous: Corpus | None = None
+        cls,
+        rows: Sequence[MemoryRecord],
+        dim: int,
+        previous: Corpus | None = None,
+        *,
+        memo: FeatureMemo | None = None,
     ) -> Corpus:
         """A corpus from rows (any order, duplicates by id dropped): active memories
         become documents, active category nodes the hierarchy. When only scalar
@@ -121,7 +146,8 @@ class Corpus:
         vectors, links and sessions), its matrices and indexes are reused; when new
         memories only follow ``previous``'s, its vectors and BM25 postings are
         extended instead of rebuilt (a write does not cost the writer's next request a
-        full rebuild, which grows with the scope's memories)."""
+        full rebuild, which grows with the scope's memories). ``memo``: what was read of
+        each memory, kept across snapshots (:mod:`~sidecar.memory.corpus.features`)."""
         unique: dict[str, MemoryRecord] = {}
         for row in rows:
             unique.setdefault(row.id, row)
@@ -138,9 +164,16 @@ class Corpus:
                 previous,
                 records=tuple(memories),
                 categories=tuple(categories),
+                memo=memo,
                 _derived={},
                 _structural=set(),
             )
+
+        def documents(records: Sequence[MemoryRecord]) -> list[Sequence[str]]:
+            if memo is None:
+                return [document(r) for r in records]
+            return [memo.value(DOCUMENT, r, _document_tokens) for r in records]
+
         start = _appended_after(previous, memories) if previous is not None else None
         extended = previous if start is not None else None
         sources: list[int] | None = None
@@ -152,18 +185,20 @@ class Corpus:
             vectors = (
                 np.concatenate([previous.vectors, _matrix(tail, dim)]) if tail else previous.vectors
             )
-            bm25 = previous.bm25.extended([document(r) for r in tail])
+            bm25 = previous.bm25.extended(documents(tail))
             ngrams = dict(previous._ngrams)
         elif previous is not None:
             # Rows removed, replaced or reordered (a supersede, a delete, a
             # consolidation pass, a delta refresh): the vectors, tokens and postings
             # of every row the previous corpus had move to their new places.
-            vectors, sources, fresh = _reuse(previous, memories, dim)
-            bm25 = previous.bm25.remapped(sources, fresh)
+            vectors, sources = _reuse(previous, memories, dim)
+            bm25 = previous.bm25.remapped(
+                sources, documents([memories[i] for i, j in enumerate(sources) if j < 0])
+            )
             ngrams = {}
         else:
             vectors = _matrix(memories, dim)
-            bm25 = BM25Index([document(r) for r in memories])
+            bm25 = BM25Index(documents(memories))
             ngrams = {}
         index_of = {r.id: i for i, r in enumerate(memories)}
         links: list[set[int]] = [set() for _ in memories]
@@ -193,6 +228,7 @@ class Corpus:
             session_next=nxt,
             categories=tuple(categories),
             category_vectors=_category_matrix(previous, categories, dim),
+            memo=memo,
             _ngrams=ngrams,
         )
         if extended is not None:
@@ -228,7 +264,7 @@ class Corpus:
         appended. ``read`` must depend on the record's text and times alone."""
         built: MemoryColumn = self.derived(
             ("column", name),
-            lambda: MemoryColumn(read, np.zeros(0, dtype=dtype)).appended(self),
+            lambda: MemoryColumn(f"column:{name}", read, np.zeros(0, dtype=dtype)).appended(self),
             structural=True,
         )
         return built.values
@@ -256,6 +292,7 @@ class Remappable(Protocol):
 class MemoryColumn:
     """A value per memory read from its record (:meth:`Corpus.column`)."""
 
+    name: str
     read: Callable[[MemoryRecord], Any]
     values: npt.NDArray[Any]
 
@@ -263,16 +300,21 @@ class MemoryColumn:
         """This column for ``corpus``, which holds its memories followed by new ones:
         only the new ones are read."""
         start = len(self.values)
-        tail = np.asarray([self.read(r) for r in corpus.records[start:]], dtype=self.values.dtype)
-        return MemoryColumn(self.read, np.concatenate([self.values, tail]))
+        tail = np.asarray(
+            [corpus.read(self.name, r, self.read) for r in corpus.records[start:]],
+            dtype=self.values.dtype,
+        )
+        return MemoryColumn(self.name, self.read, np.concatenate([self.values, tail]))
 
     def remapped(self, corpus: Corpus, sources: Sequence[int]) -> MemoryColumn:
         """This column for ``corpus`` (see :class:`Remappable`): only the new or
         changed memories are read."""
         values = np.empty(corpus.size, dtype=self.values.dtype)
         for i, j in enumerate(sources):
-            values[i] = self.values[j] if j >= 0 else self.read(corpus.records[i])
-        return MemoryColumn(self.read, values)
+            values[i] = (
+                self.values[j] if j >= 0 else corpus.read(self.name, corpus.records[i], self.read)
+            )
+        return MemoryColumn(self.name, self.read, values)
 
 
 def _category_matrix(old: Corpus | None, categories: Sequence[MemoryRecord], dim: int) -> Matrix:
@@ -289,31 +331,23 @@ def _category_matrix(old: Corpus | None, categories: Sequence[MemoryRecord], dim
     return _matrix(categories, dim)
 
 
-def _reuse(
-    old: Corpus, memories: Sequence[MemoryRecord], dim: int
-) -> tuple[Matrix, list[int], list[Sequence[str]]]:
-    """The matrix of ``memories``, each one's index in ``old`` when it has the same
-    text and vector there (-1 otherwise), and the BM25 documents of those it has not
-    (converting tuples of floats and tokenising are most of a rebuild's cost)."""
+def _reuse(old: Corpus, memories: Sequence[MemoryRecord], dim: int) -> tuple[Matrix, list[int]]:
+    """The matrix of ``memories``, and each one's index in ``old`` when it has the
+    same text and vector there (-1 otherwise): converting tuples of floats and
+    tokenising are most of a rebuild's cost."""
     vectors = np.empty((len(memories), dim), dtype=np.float32)
     sources: list[int] = []
-    documents: list[Sequence[str]] = []
-    fresh: list[int] = []
     usable = old.vectors.shape == (len(old.records), dim)
-    for i, record in enumerate(memories):
+    for record in memories:
         j = old.index_of.get(record.id, -1) if usable else -1
-        if j >= 0 and _same_document(record, old.records[j]):
-            sources.append(j)
-        else:
-            sources.append(-1)
-            fresh.append(i)
-            documents.append(document(record))
+        sources.append(j if j >= 0 and _same_document(record, old.records[j]) else -1)
     taken = [i for i, j in enumerate(sources) if j >= 0]
     if taken:
         vectors[taken] = old.vectors[[sources[i] for i in taken]]
+    fresh = [i for i, j in enumerate(sources) if j < 0]
     if fresh:
         vectors[fresh] = _matrix([memories[i] for i in fresh], dim)
-    return vectors, sources, documents
+    return vectors, sources
 
 
 def _appended_after(old: Corpus, memories: Sequence[MemoryRecord]) -> int | None:

@@ -120,3 +120,36 @@ def test_a_remapped_snapshot_equals_a_fresh_build(
         moved.column("created-at", lambda r: r.created_at, np.int64),
         np.asarray([r.created_at for r in fresh.records]),
     )
+
+
+def test_a_new_snapshot_reads_only_memories_it_has_not_seen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each memory is tokenised and read once per version of its text (issue S, item
+    2), whichever snapshot reads it first; the snapshots equal ones built without."""
+    from sidecar.memory.corpus import corpus as corpus_module
+    from sidecar.memory.corpus.features import FeatureMemo
+
+    rows = memories(30)
+    memo = FeatureMemo(100)
+    first = Corpus.build(rows, DIM, memo=memo)
+    subject_share("What did Melanie paint?", first)
+    read: list[str] = []
+    original = corpus_module.document
+
+    def counted(record: MemoryRecord) -> list[str]:
+        read.append(record.id)
+        return original(record)
+
+    monkeypatch.setattr(corpus_module, "document", counted)
+    edited = rows[3].with_changes(content="User paints juniper trees.")
+    again = Corpus.build([*rows[:3], edited, *rows[4:]], DIM, memo=memo)  # no previous
+    assert read == [edited.id]  # the changed one only
+    plain = Corpus.build([*rows[:3], edited, *rows[4:]], DIM)
+    for query in QUERIES:
+        assert np.array_equal(again.bm25.scores(query), plain.bm25.scores(query))
+    share = subject_share("What did Melanie paint?", again)
+    assert share is not None
+    assert np.array_equal(share, subject_share("What did Melanie paint?", plain))
+    assert memo.forget_user("u") == 30  # one entry per memory: its latest text
+    assert len(memo) == 0

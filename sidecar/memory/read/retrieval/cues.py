@@ -123,9 +123,9 @@ class Subjects:
     def appended(self, corpus: Corpus) -> Subjects:
         found: dict[str, list[int]] = {}
         for i in range(self.size, corpus.size):
-            about = subject(corpus.records[i].content)
+            about = corpus.read("subject", corpus.records[i], _subject)
             if about is not None:
-                found.setdefault(about.lower(), []).append(i)
+                found.setdefault(about, []).append(i)
         members = dict(self.members)
         for key, rows in found.items():
             new = np.asarray(rows, dtype=np.int64)
@@ -146,15 +146,21 @@ class Subjects:
             found.setdefault(key, []).append(moved[moved >= 0])
         for i, j in enumerate(sources):
             if j < 0:
-                about = subject(corpus.records[i].content)
+                about = corpus.read("subject", corpus.records[i], _subject)
                 if about is not None:
-                    found.setdefault(about.lower(), []).append(np.asarray([i], dtype=np.int64))
+                    found.setdefault(about, []).append(np.asarray([i], dtype=np.int64))
         members = {}
         for key, parts in found.items():
             rows = np.sort(np.concatenate(parts))
             if len(rows):
                 members[key] = rows
         return Subjects(corpus.size, members)
+
+
+def _subject(record: MemoryRecord) -> str | None:
+    """Whom a memory is about, lower case (None: the user, or no one named)."""
+    about = subject(record.content)
+    return about.lower() if about is not None else None
 
 
 def date_match(spans: tuple[Span, ...], corpus: Corpus, near_days: int) -> Scores:

@@ -1,0 +1,82 @@
+"""What a corpus reads of each memory, worked out once per memory, not per snapshot.
+
+Every snapshot of a scope (:class:`~sidecar.memory.corpus.corpus.Corpus`) reads its
+memories: their BM25 tokens, whom each is about, whether it tells a time. A write
+makes a new snapshot, and a long conversation turn costs about a tenth of a
+millisecond to tokenise: reading every memory again for each snapshot made a
+10k-memory user's first query after a reload cost seconds. :class:`FeatureMemo`
+keeps those values per memory (by id, for the text they were read from) for the
+corpus cache's lifetime, bounded like the cache's rows, so a new snapshot reads
+only the memories it has not seen.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from sidecar.memory.records.records import MemoryRecord
+
+#: A value per memory, read from its record: the memo keeps it under a name.
+Reader = Callable[[MemoryRecord], Any]
+
+
+class MemoryFeatures:
+    """The values read from one version of one memory (its text)."""
+
+    __slots__ = ("content", "excerpt", "user_id", "values")
+
+    def __init__(self, user_id: str, content: str, excerpt: str) -> None:
+        self.user_id = user_id
+        self.content = content
+        self.excerpt = excerpt
+        self.values: dict[str, Any] = {}
+
+    def reads(self, record: MemoryRecord) -> bool:
+        """Whether these values were read from ``record``'s text."""
+        return (self.content is record.content or self.content == record.content) and (
+            self.excerpt is record.excerpt or self.excerpt == record.excerpt
+        )
+
+
+class FeatureMemo:
+    """Per memory id, the values read from its current text; the least recently
+    used memory's are dropped past ``capacity`` memories."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._memories: OrderedDict[str, MemoryFeatures] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._memories)
+
+    def value(self, name: str, record: MemoryRecord, read: Reader) -> Any:
+        """``read(record)``, read once per version of the memory's text (``read``
+        must depend on the text alone, and be the only reader named ``name``)."""
+        features = self._memories.get(record.id)
+        if features is None or not features.reads(record):
+            features = MemoryFeatures(record.user_id, record.content, record.excerpt)
+            self._memories[record.id] = features
+            if len(self._memories) > self._capacity:
+                self._memories.popitem(last=False)
+        else:
+            self._memories.move_to_end(record.id)
+        values = features.values
+        if name not in values:
+            values[name] = read(record)
+        return values[name]
+
+    def drop(self, ids: list[str]) -> None:
+        """Forget what was read of these memories (deleted ones)."""
+        for memory_id in ids:
+            self._memories.pop(memory_id, None)
+
+    def forget_user(self, user_id: str) -> int:
+        """Forget what was read of every memory ``user_id`` owns; how many."""
+        owned = [k for k, f in self._memories.items() if f.user_id == user_id]
+        self.drop(owned)
+        return len(owned)
+
+    def clear(self) -> None:
+        self._memories.clear()
