@@ -4,11 +4,13 @@ The index is a compressed posting table: for every (term, document) pair its ter
 frequency, sorted by term then document, with each term's slice found through an
 offsets array. Building it is O(total tokens) (one dictionary lookup per token, the
 rest vectorised); appending documents merges their pairs in without touching the
-old documents' tokens, and removing or replacing some moves the others' postings
-(:meth:`BM25Index.remapped`); a query costs O(sum of the query terms' posting
-lengths). It
-grows with the user's visible corpus, never with other users' data, and never
-quadratically. IDF is computed over exactly the documents the scope may see.
+old documents' tokens, removing or replacing some moves the others' postings
+(:meth:`BM25Index.remapped`), and an index of documents joined from another's
+(each memory with the ones said before it) is made from that one's postings
+(:meth:`BM25Index.joined`) without reading a token. A query costs O(sum of the
+query terms' posting lengths). It grows with the user's visible corpus, never with
+other users' data, and never quadratically. IDF is computed over exactly the
+documents the scope may see.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import numpy as np
 import numpy.typing as npt
 
 Ints = npt.NDArray[np.int64]
+Floats = npt.NDArray[np.float32]
+Documents = tuple[tuple[str, ...], ...]
 
 
 class BM25Index:
@@ -28,15 +32,27 @@ class BM25Index:
         self.k1 = k1
         self.b = b
         empty = np.zeros(0, dtype=np.int64)
-        self._set((), {}, empty, empty, np.zeros(0, dtype=np.float32), documents)
+        self._set((), np.zeros(0, np.float32), {}, empty, empty, np.zeros(0, np.float32), documents)
+
+    def _like(self) -> BM25Index:
+        out = object.__new__(BM25Index)
+        out.k1, out.b = self.k1, self.b
+        return out
 
     def extended(self, documents: Sequence[Sequence[str]]) -> BM25Index:
         """A new index over this one's documents followed by ``documents`` (indices
         continue from ``size``); the old documents are not tokenised or counted
         again. This index is unchanged."""
-        out = object.__new__(BM25Index)
-        out.k1, out.b = self.k1, self.b
-        out._set(self._documents, self._vocab, self._terms, self._docs, self._tf, documents)
+        out = self._like()
+        out._set(
+            self._documents,
+            self._lengths,
+            self._vocab,
+            self._terms,
+            self._docs,
+            self._tf,
+            documents,
+        )
         return out
 
     def remapped(self, sources: Sequence[int], documents: Sequence[Sequence[str]]) -> BM25Index:
@@ -54,77 +70,110 @@ class BM25Index:
         fresh = np.flatnonzero(source < 0)
         if len(fresh) != len(documents):
             raise ValueError("one document per new position (-1) is needed")
-        added = [tuple(doc) for doc in documents]
-        out = object.__new__(BM25Index)
-        out.k1, out.b = self.k1, self.b
-        merged: list[tuple[str, ...]] = [()] * size
-        for i in kept.tolist():
-            merged[i] = self._documents[int(source[i])]
-        for i, doc in zip(fresh.tolist(), added, strict=True):
-            merged[i] = doc
-        out._documents = tuple(merged)
-        out.size = size
+        added = tuple(tuple(doc) for doc in documents)
+        out = self._like()
+        lengths = np.empty(size, dtype=np.float32)
+        lengths[kept] = self._lengths[source[kept]]
+        lengths[fresh] = np.fromiter((len(d) for d in added), np.float32, len(added))
+        if self._documents is None:
+            out._documents = None
+        else:
+            merged: list[tuple[str, ...]] = [()] * size
+            for i in kept.tolist():
+                merged[i] = self._documents[int(source[i])]
+            for i, doc in zip(fresh.tolist(), added, strict=True):
+                merged[i] = doc
+            out._documents = tuple(merged)
         vocab = dict(self._vocab) if added else self._vocab
-        lookup = vocab.setdefault
-        new_terms = np.fromiter(
-            (lookup(t, len(vocab)) for doc in added for t in doc),
-            np.int64,
-            sum(len(doc) for doc in added),
-        )
-        new_docs = np.repeat(fresh, np.fromiter((len(d) for d in added), np.int64, len(added)))
+        new_terms, new_docs = _pairs(vocab, added, fresh)
         width = max(size, 1)
         keys, counts = np.unique(new_terms * width + new_docs, return_counts=True)
         old_keys = self._terms[alive] * width + new_of_old[self._docs[alive]]
-        keys = np.concatenate([old_keys, keys])
-        tf = np.concatenate([self._tf[alive], counts.astype(np.float32)])
         # The moved postings keep their order unless documents were reordered, and
         # the added ones are one sorted run: a stable sort merges them.
-        order = np.argsort(keys, kind="stable")
-        keys, tf = keys[order], tf[order]
-        out._vocab = vocab
-        out._terms = keys // width
-        out._docs = keys % width
-        out._tf = tf.astype(np.float32)
-        out._offsets = np.searchsorted(out._terms, np.arange(len(vocab) + 1))
-        out._norm = out._length_norms()
+        out._postings(
+            vocab,
+            np.concatenate([old_keys, keys]),
+            np.concatenate([self._tf[alive], counts.astype(np.float32)]),
+            lengths,
+        )
         return out
 
-    def _length_norms(self) -> npt.NDArray[np.float32]:
+    def joined(self, priors: Ints) -> BM25Index:
+        """An index whose document ``i`` is this one's document ``i`` followed by its
+        ``priors[i]`` (-1: none), as if the joined texts were tokenised — made from
+        this index's postings: a term's count in a joined document is the sum of its
+        counts in the parts. A document is the prior of at most one document per
+        position (a memory's priors are the ones before it in its session)."""
+        size = self.size
+        width = max(size, 1)
+        keys = [self._terms * width + self._docs]
+        tf = [self._tf]
+        lengths = self._lengths.copy()
+        for t in range(priors.shape[1]):
+            has = np.flatnonzero(priors[:, t] >= 0)
+            follower = np.full(size, -1, dtype=np.int64)
+            follower[priors[has, t]] = has
+            into = follower[self._docs]
+            reached = into >= 0
+            keys.append(self._terms[reached] * width + into[reached])
+            tf.append(self._tf[reached])
+            lengths[has] += self._lengths[priors[has, t]]
+        out = self._like()
+        out._documents = None
+        out._postings(self._vocab, np.concatenate(keys), np.concatenate(tf), lengths)
+        return out
+
+    def _postings(self, vocab: dict[str, int], keys: Ints, tf: Floats, lengths: Floats) -> None:
+        """Set this index from (term * size + document) keys, any order, a key
+        given more than once adding up, and the documents' lengths."""
+        self.size = len(lengths)
+        self._lengths = lengths
+        self._norm = self._length_norms()
+        self._vocab = vocab
+        width = max(self.size, 1)
+        order = np.argsort(keys, kind="stable")
+        keys, tf = keys[order], tf[order]
+        if len(keys):
+            starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
+            tf = np.add.reduceat(tf, starts).astype(np.float32)
+            keys = keys[starts]
+        self._terms = keys // width
+        self._docs = keys % width
+        self._tf = tf.astype(np.float32)
+        self._offsets = np.searchsorted(self._terms, np.arange(len(vocab) + 1))
+
+    def _length_norms(self) -> Floats:
         """``k1 * (1 - b + b * length / average length)`` of every document."""
-        lengths = np.fromiter((len(d) for d in self._documents), np.float32, self.size)
+        lengths = self._lengths
         average = float(lengths.mean()) if self.size else 0.0
         if average <= 0:
             return np.full(self.size, self.k1, dtype=np.float32)
-        norms: npt.NDArray[np.float32] = self.k1 * (1 - self.b + self.b * lengths / average)
+        norms: Floats = self.k1 * (1 - self.b + self.b * lengths / average)
         return norms
 
     def _set(
         self,
-        kept: tuple[tuple[str, ...], ...],
+        kept: Documents | None,
+        kept_lengths: Floats,
         vocab: dict[str, int],
         terms: Ints,
         docs: Ints,
-        tf: npt.NDArray[np.float32],
+        tf: Floats,
         documents: Sequence[Sequence[str]],
     ) -> None:
-        start = len(kept)
+        start = len(kept_lengths)
         # Tuples of strings, not lists: the cyclic GC stops tracking them, and a full
         # collection then need not walk every cached document's tokens.
         added = tuple(tuple(doc) for doc in documents)
-        self._documents: tuple[tuple[str, ...], ...] = (*kept, *added)
-        self.size = len(self._documents)
+        self._documents: Documents | None = None if kept is None else (*kept, *added)
+        self.size = start + len(added)
+        self._lengths = np.concatenate(
+            [kept_lengths, np.fromiter((len(d) for d in added), np.float32, len(added))]
+        )
         self._norm = self._length_norms()
         self._vocab = dict(vocab) if added else vocab
-        lookup = self._vocab.setdefault
-        new_terms = np.fromiter(
-            (lookup(t, len(self._vocab)) for doc in added for t in doc),
-            np.int64,
-            sum(len(doc) for doc in added),
-        )
-        new_docs = np.repeat(
-            np.arange(start, self.size, dtype=np.int64),
-            np.fromiter((len(doc) for doc in added), np.int64, len(added)),
-        )
+        new_terms, new_docs = _pairs(self._vocab, added, np.arange(start, self.size))
         # (term, document) pairs counted: a key orders them by term, then document.
         width = max(self.size, 1)
         keys, counts = np.unique(new_terms * width + new_docs, return_counts=True)
@@ -140,8 +189,18 @@ class BM25Index:
         self._offsets = np.searchsorted(self._terms, np.arange(len(self._vocab) + 1))
 
     def document(self, index: int) -> tuple[str, ...]:
-        """The tokens of document ``index`` (kept to rebuild without re-tokenising)."""
+        """The tokens of document ``index`` (kept to rebuild without re-tokenising);
+        an index made from another's postings keeps none."""
+        if self._documents is None:
+            raise LookupError("this index keeps no documents (made from postings)")
         return self._documents[index]
+
+    @property
+    def lengths(self) -> Floats:
+        """How many tokens each document has (read only)."""
+        view = self._lengths.view()
+        view.flags.writeable = False
+        return view
 
     def _df(self, term: str) -> tuple[int, int]:
         """(start, end) of ``term``'s postings ((0, 0) when unknown)."""
@@ -171,3 +230,21 @@ class BM25Index:
     def max_score(self, query: Sequence[str]) -> float:
         """An upper bound of any document's score for ``query`` (for normalisation)."""
         return sum(self.idf(t) * (self.k1 + 1) for t in set(query) if self._df(t)[1] > 0)
+
+
+def _pairs(
+    vocab: dict[str, int], documents: Documents, positions: npt.ArrayLike
+) -> tuple[Ints, Ints]:
+    """Every token of ``documents`` as (term id, document position) arrays; new
+    terms are added to ``vocab``."""
+    lookup = vocab.setdefault
+    terms = np.fromiter(
+        (lookup(t, len(vocab)) for doc in documents for t in doc),
+        np.int64,
+        sum(len(doc) for doc in documents),
+    )
+    docs = np.repeat(
+        np.asarray(positions, dtype=np.int64),
+        np.fromiter((len(doc) for doc in documents), np.int64, len(documents)),
+    )
+    return terms, docs

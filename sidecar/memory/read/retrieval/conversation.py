@@ -65,10 +65,13 @@ class ContextIndex:
 
     @classmethod
     def build(cls, corpus: Corpus, turns: int, decay: float) -> ContextIndex:
-        priors, weights, documents = _rows(corpus, 0, turns, decay)
+        priors = _priors(corpus, turns)
+        own = np.arange(corpus.size, dtype=np.int64)
+        weights = _weights(corpus, own, priors, decay)
         sessions = _sessions(corpus, np.zeros(0, dtype=np.int64))
-        together = _together(priors)
-        return cls(turns, decay, priors, weights, BM25Index(documents), sessions, together)
+        # The joined documents' index from the memories' postings: no token is read.
+        joined = corpus.bm25.joined(priors)
+        return cls(turns, decay, priors, weights, joined, sessions, _together(priors))
 
     def appended(self, corpus: Corpus) -> ContextIndex:
         """This index for ``corpus``, which holds this index's memories followed by
@@ -217,24 +220,25 @@ def _rows_at(
     corpus: Corpus, own: Ints, turns: int, decay: float
 ) -> tuple[Ints, npt.NDArray[np.float32], list[list[str]]]:
     """Priors, cosine weights and joined documents of the memories ``own``."""
-    size = len(own)
-    priors = np.full((size, turns), -1, dtype=np.int64)
+    priors = _priors(corpus, turns)[own]
     documents: list[list[str]] = []
-    prev = corpus.session_prev
     for row, i in enumerate(own.tolist()):
         document = list(corpus.bm25.document(i))
-        j = i
-        for t in range(turns):
-            j = int(prev[j])
+        for j in priors[row].tolist():
             if j < 0:
                 break
-            priors[row, t] = j
             document.extend(corpus.bm25.document(j))
         documents.append(document)
-    lengths = np.ones(corpus.size, dtype=np.float32)
-    for i in np.union1d(own, priors[priors >= 0]).tolist():
-        lengths[i] = max(len(corpus.bm25.document(i)), 1)
-    weights = np.zeros((size, turns + 1), dtype=np.float32)
+    return priors, _weights(corpus, own, priors, decay), documents
+
+
+def _weights(corpus: Corpus, own: Ints, priors: Ints, decay: float) -> npt.NDArray[np.float32]:
+    """The cosine weights of the memories ``own`` and of their ``priors``: each
+    one's length in tokens (at least 1), a prior's decayed by its distance, all
+    divided by the norm of the joined vector."""
+    turns = priors.shape[1]
+    lengths = np.maximum(corpus.bm25.lengths, 1.0).astype(np.float32)
+    weights = np.zeros((len(own), turns + 1), dtype=np.float32)
     weights[:, 0] = lengths[own]
     joined = corpus.vectors[own] * weights[:, :1]
     for t in range(turns):
@@ -244,4 +248,4 @@ def _rows_at(
     norms = np.linalg.norm(joined, axis=1)
     norms[norms == 0] = 1.0
     weights /= norms[:, None]
-    return priors, weights.astype(np.float32), documents
+    return weights.astype(np.float32)
