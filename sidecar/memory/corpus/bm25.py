@@ -28,18 +28,43 @@ Documents = tuple[tuple[str, ...], ...]
 
 
 class BM25Index:
-    def __init__(self, documents: Sequence[Sequence[str]], *, k1: float = 1.2, b: float = 0.75):
+    """``vocabulary``: term ids shared with other indexes (the corpus cache's, so a
+    memory's tokens are looked up once, :mod:`~sidecar.memory.corpus.features`);
+    ``ids``: each document's term ids in it, given instead of looked up. An index
+    reads only the ids its documents have: the shared vocabulary may grow."""
+
+    def __init__(
+        self,
+        documents: Sequence[Sequence[str]],
+        *,
+        k1: float = 1.2,
+        b: float = 0.75,
+        vocabulary: dict[str, int] | None = None,
+        ids: Sequence[Ints] | None = None,
+    ):
         self.k1 = k1
         self.b = b
         empty = np.zeros(0, dtype=np.int64)
-        self._set((), np.zeros(0, np.float32), {}, empty, empty, np.zeros(0, np.float32), documents)
+        vocab = {} if vocabulary is None else vocabulary
+        self._set(
+            (),
+            np.zeros(0, np.float32),
+            vocab,
+            empty,
+            empty,
+            np.zeros(0, np.float32),
+            documents,
+            ids,
+        )
 
     def _like(self) -> BM25Index:
         out = object.__new__(BM25Index)
         out.k1, out.b = self.k1, self.b
         return out
 
-    def extended(self, documents: Sequence[Sequence[str]]) -> BM25Index:
+    def extended(
+        self, documents: Sequence[Sequence[str]], ids: Sequence[Ints] | None = None
+    ) -> BM25Index:
         """A new index over this one's documents followed by ``documents`` (indices
         continue from ``size``); the old documents are not tokenised or counted
         again. This index is unchanged."""
@@ -52,10 +77,16 @@ class BM25Index:
             self._docs,
             self._tf,
             documents,
+            ids,
         )
         return out
 
-    def remapped(self, sources: Sequence[int], documents: Sequence[Sequence[str]]) -> BM25Index:
+    def remapped(
+        self,
+        sources: Sequence[int],
+        documents: Sequence[Sequence[str]],
+        ids: Sequence[Ints] | None = None,
+    ) -> BM25Index:
         """A new index whose document ``i`` is this one's document ``sources[i]``,
         or, where ``sources[i]`` is -1, the next of ``documents`` (memories removed,
         replaced or added: a supersede, a delete, a consolidation pass). The kept
@@ -84,8 +115,8 @@ class BM25Index:
             for i, doc in zip(fresh.tolist(), added, strict=True):
                 merged[i] = doc
             out._documents = tuple(merged)
-        vocab = dict(self._vocab) if added else self._vocab
-        new_terms, new_docs = _pairs(vocab, added, fresh)
+        vocab = self._vocab
+        new_terms, new_docs = _pairs(vocab, added, fresh, ids)
         width = max(size, 1)
         keys, counts = np.unique(new_terms * width + new_docs, return_counts=True)
         old_keys = self._terms[alive] * width + new_of_old[self._docs[alive]]
@@ -141,7 +172,7 @@ class BM25Index:
         self._terms = keys // width
         self._docs = keys % width
         self._tf = tf.astype(np.float32)
-        self._offsets = np.searchsorted(self._terms, np.arange(len(vocab) + 1))
+        self._index_terms()
 
     def _length_norms(self) -> Floats:
         """``k1 * (1 - b + b * length / average length)`` of every document."""
@@ -161,6 +192,7 @@ class BM25Index:
         docs: Ints,
         tf: Floats,
         documents: Sequence[Sequence[str]],
+        ids: Sequence[Ints] | None,
     ) -> None:
         start = len(kept_lengths)
         # Tuples of strings, not lists: the cyclic GC stops tracking them, and a full
@@ -172,8 +204,8 @@ class BM25Index:
             [kept_lengths, np.fromiter((len(d) for d in added), np.float32, len(added))]
         )
         self._norm = self._length_norms()
-        self._vocab = dict(vocab) if added else vocab
-        new_terms, new_docs = _pairs(self._vocab, added, np.arange(start, self.size))
+        self._vocab = vocab
+        new_terms, new_docs = _pairs(vocab, added, np.arange(start, self.size), ids)
         # (term, document) pairs counted: a key orders them by term, then document.
         width = max(self.size, 1)
         keys, counts = np.unique(new_terms * width + new_docs, return_counts=True)
@@ -186,7 +218,13 @@ class BM25Index:
         self._terms = keys // width
         self._docs = keys % width
         self._tf = counts.astype(np.float32)
-        self._offsets = np.searchsorted(self._terms, np.arange(len(self._vocab) + 1))
+        self._index_terms()
+
+    def _index_terms(self) -> None:
+        """Each term of the postings, and where its slice starts."""
+        present, starts = np.unique(self._terms, return_index=True)
+        self._present: Ints = present
+        self._offsets: Ints = np.append(starts, len(self._terms)).astype(np.int64)
 
     def document(self, index: int) -> tuple[str, ...]:
         """The tokens of document ``index`` (kept to rebuild without re-tokenising);
@@ -194,6 +232,11 @@ class BM25Index:
         if self._documents is None:
             raise LookupError("this index keeps no documents (made from postings)")
         return self._documents[index]
+
+    @property
+    def vocabulary(self) -> dict[str, int]:
+        """The term ids this index reads (shared with others made from it)."""
+        return self._vocab
 
     @property
     def lengths(self) -> Floats:
@@ -207,7 +250,10 @@ class BM25Index:
         tid = self._vocab.get(term)
         if tid is None:
             return 0, 0
-        return int(self._offsets[tid]), int(self._offsets[tid + 1])
+        k = int(np.searchsorted(self._present, tid))
+        if k == len(self._present) or self._present[k] != tid:
+            return 0, 0
+        return int(self._offsets[k]), int(self._offsets[k + 1])
 
     def idf(self, term: str) -> float:
         start, end = self._df(term)
@@ -232,17 +278,29 @@ class BM25Index:
         return sum(self.idf(t) * (self.k1 + 1) for t in set(query) if self._df(t)[1] > 0)
 
 
-def _pairs(
-    vocab: dict[str, int], documents: Documents, positions: npt.ArrayLike
-) -> tuple[Ints, Ints]:
-    """Every token of ``documents`` as (term id, document position) arrays; new
-    terms are added to ``vocab``."""
+def term_ids(vocab: dict[str, int], document: Sequence[str]) -> Ints:
+    """``document``'s tokens as term ids; new terms are added to ``vocab``."""
     lookup = vocab.setdefault
-    terms = np.fromiter(
-        (lookup(t, len(vocab)) for doc in documents for t in doc),
-        np.int64,
-        sum(len(doc) for doc in documents),
-    )
+    return np.fromiter((lookup(t, len(vocab)) for t in document), np.int64, len(document))
+
+
+def _pairs(
+    vocab: dict[str, int],
+    documents: Documents,
+    positions: npt.ArrayLike,
+    ids: Sequence[Ints] | None = None,
+) -> tuple[Ints, Ints]:
+    """Every token of ``documents`` as (term id, document position) arrays: from
+    ``ids`` when given, else looked up (new terms are added to ``vocab``)."""
+    if ids is not None:
+        terms = np.concatenate(list(ids)) if len(ids) else np.zeros(0, dtype=np.int64)
+    else:
+        lookup = vocab.setdefault
+        terms = np.fromiter(
+            (lookup(t, len(vocab)) for doc in documents for t in doc),
+            np.int64,
+            sum(len(doc) for doc in documents),
+        )
     docs = np.repeat(
         np.asarray(positions, dtype=np.int64),
         np.fromiter((len(doc) for doc in documents), np.int64, len(documents)),

@@ -17,7 +17,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from sidecar.memory.corpus.bm25 import BM25Index
+from sidecar.memory.corpus.bm25 import BM25Index, Ints, term_ids
 from sidecar.memory.corpus.features import FeatureMemo, Reader
 from sidecar.memory.language.embedding_text import changed_words
 from sidecar.memory.language.text import char_ngrams, tokens
@@ -43,8 +43,9 @@ def document(record: MemoryRecord) -> list[str]:
     return tokens("\n".join(parts)) if len(parts) > 1 else tokens(record.content)
 
 
-#: The memo's name for a memory's BM25 document.
+#: The memo's names for a memory's BM25 document and its term ids.
 DOCUMENT = "document"
+TERM_IDS = "term-ids"
 
 
 def _document_tokens(record: MemoryRecord) -> tuple[str, ...]:
@@ -174,6 +175,17 @@ class Corpus:
                 return [document(r) for r in records]
             return [memo.value(DOCUMENT, r, _document_tokens) for r in records]
 
+        def ids(records: Sequence[MemoryRecord], into: BM25Index | None) -> list[Ints] | None:
+            """The records' term ids from the memo, for an index on its vocabulary."""
+            if memo is None or (into is not None and into.vocabulary is not memo.vocabulary):
+                return None
+            vocabulary = memo.vocabulary
+
+            def read(record: MemoryRecord) -> Ints:
+                return term_ids(vocabulary, memo.value(DOCUMENT, record, _document_tokens))
+
+            return [memo.value(TERM_IDS, r, read) for r in records]
+
         start = _appended_after(previous, memories) if previous is not None else None
         extended = previous if start is not None else None
         sources: list[int] | None = None
@@ -185,20 +197,23 @@ class Corpus:
             vectors = (
                 np.concatenate([previous.vectors, _matrix(tail, dim)]) if tail else previous.vectors
             )
-            bm25 = previous.bm25.extended(documents(tail))
+            bm25 = previous.bm25.extended(documents(tail), ids(tail, previous.bm25))
             ngrams = dict(previous._ngrams)
         elif previous is not None:
             # Rows removed, replaced or reordered (a supersede, a delete, a
             # consolidation pass, a delta refresh): the vectors, tokens and postings
             # of every row the previous corpus had move to their new places.
             vectors, sources = _reuse(previous, memories, dim)
-            bm25 = previous.bm25.remapped(
-                sources, documents([memories[i] for i, j in enumerate(sources) if j < 0])
-            )
+            changed = [memories[i] for i, j in enumerate(sources) if j < 0]
+            bm25 = previous.bm25.remapped(sources, documents(changed), ids(changed, previous.bm25))
             ngrams = {}
         else:
             vectors = _matrix(memories, dim)
-            bm25 = BM25Index(documents(memories))
+            bm25 = BM25Index(
+                documents(memories),
+                vocabulary=memo.vocabulary if memo is not None else None,
+                ids=ids(memories, None),
+            )
             ngrams = {}
         index_of = {r.id: i for i, r in enumerate(memories)}
         links: list[set[int]] = [set() for _ in memories]

@@ -47,6 +47,11 @@ class FeatureMemo:
     def __init__(self, capacity: int) -> None:
         self._capacity = capacity
         self._memories: OrderedDict[str, MemoryFeatures] = OrderedDict()
+        #: Term ids for every BM25 index built with this memo: a memory's tokens
+        #: are looked up once. It holds words of the memories read, so it goes
+        #: whenever a user is forgotten (a new one replaces it; indexes built on
+        #: the old one keep theirs).
+        self.vocabulary: dict[str, int] = {}
 
     def __len__(self) -> int:
         return len(self._memories)
@@ -73,10 +78,13 @@ class FeatureMemo:
             self._memories.pop(memory_id, None)
 
     def forget_user(self, user_id: str) -> int:
-        """Forget what was read of every memory ``user_id`` owns; how many."""
-        owned = [k for k, f in self._memories.items() if f.user_id == user_id]
-        self.drop(owned)
-        return len(owned)
+        """Forget what was read of every memory ``user_id`` owns (how many), and
+        the shared vocabulary with every memory's term ids (it holds their words):
+        the next snapshots read their memories again."""
+        owned = sum(1 for f in self._memories.values() if f.user_id == user_id)
+        self.clear()
+        return owned
 
     def clear(self) -> None:
         self._memories.clear()
+        self.vocabulary = {}
