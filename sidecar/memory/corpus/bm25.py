@@ -127,6 +127,7 @@ class BM25Index:
             np.concatenate([old_keys, keys]),
             np.concatenate([self._tf[alive], counts.astype(np.float32)]),
             lengths,
+            repeats=False,  # each document's pairs are counted once, kept or added
         )
         return out
 
@@ -155,9 +156,18 @@ class BM25Index:
         out._postings(self._vocab, np.concatenate(keys), np.concatenate(tf), lengths)
         return out
 
-    def _postings(self, vocab: dict[str, int], keys: Ints, tf: Floats, lengths: Floats) -> None:
+    def _postings(
+        self,
+        vocab: dict[str, int],
+        keys: Ints,
+        tf: Floats,
+        lengths: Floats,
+        *,
+        repeats: bool = True,
+    ) -> None:
         """Set this index from (term * size + document) keys, any order, a key
-        given more than once adding up, and the documents' lengths."""
+        given more than once adding up (``repeats``: whether one may be), and the
+        documents' lengths."""
         self.size = len(lengths)
         self._lengths = lengths
         self._norm = self._length_norms()
@@ -165,7 +175,7 @@ class BM25Index:
         width = max(self.size, 1)
         order = np.argsort(keys, kind="stable")
         keys, tf = keys[order], tf[order]
-        if len(keys):
+        if repeats and len(keys):
             starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
             tf = np.add.reduceat(tf, starts).astype(np.float32)
             keys = keys[starts]
@@ -222,9 +232,11 @@ class BM25Index:
 
     def _index_terms(self) -> None:
         """Each term of the postings, and where its slice starts."""
-        present, starts = np.unique(self._terms, return_index=True)
-        self._present: Ints = present
-        self._offsets: Ints = np.append(starts, len(self._terms)).astype(np.int64)
+        terms = self._terms  # sorted
+        starts = np.flatnonzero(np.concatenate([[True], terms[1:] != terms[:-1]]))
+        starts = starts[: len(terms)]  # none when there are no postings
+        self._present: Ints = terms[starts]
+        self._offsets: Ints = np.append(starts, len(terms)).astype(np.int64)
 
     def document(self, index: int) -> tuple[str, ...]:
         """The tokens of document ``index`` (kept to rebuild without re-tokenising);
