@@ -17,13 +17,13 @@ import contextlib
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from sidecar.config import CacheConfig
 from sidecar.errors import SidecarError
 from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.corpus.features import FeatureMemo
+from sidecar.memory.corpus.units import Unit, same_version, unit_filter, unit_keys, units_of
 from sidecar.memory.corpus.write_stamps import WriteStamps
 from sidecar.memory.records.records import (
     RELOAD_MARKER,
@@ -31,11 +31,10 @@ from sidecar.memory.records.records import (
     MemoryRecord,
     Scope,
     Status,
-    Visibility,
     merge_access,
     now_ms,
 )
-from sidecar.memory.store.filters import Filter, build_filter
+from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.protocol import Store
 from sidecar.metrics import Metrics
 from sidecar.tasks import cancel_and_wait
@@ -59,96 +58,6 @@ class CacheMirror(Protocol):
     def invalidated_user(self, user_id: str, stamp: int) -> None: ...
 
 
-@dataclass(slots=True)
-class _Unit:
-    rows: tuple[MemoryRecord, ...]
-    loaded_at: float  # last refresh (full or delta)
-    seq: int  # unique per load: corpora built from it are keyed by it
-    full_at: float = 0.0  # last full load (deletions are only seen by those)
-    max_updated: int = 0  # newest updated_at seen: delta refreshes start there
-    #: Wall clock (epoch ms) when its last load started: rows written after it have
-    #: a later updated_at (up to the writers' clock skew).
-    loaded_wall_ms: int = field(default_factory=now_ms)
-    #: Each row's index in ``rows``, for the ``rows`` tuple it was built from
-    #: (:meth:`positions`).
-    _positions: dict[str, int] = field(default_factory=dict)
-    _positions_of: tuple[MemoryRecord, ...] | None = None
-
-    def positions(self) -> dict[str, int]:
-        """Row id -> index in ``rows``; built once per ``rows`` tuple (a dict of str
-        to int: the collector does not track it)."""
-        if self._positions_of is not self.rows:
-            self._positions = {row.id: i for i, row in enumerate(self.rows)}
-            self._positions_of = self.rows
-        return self._positions
-
-    def replace_rows(self, rows: tuple[MemoryRecord, ...]) -> None:
-        """New versions of the same rows, each in its place (the ids unchanged): the
-        positions index stays valid."""
-        self.rows = rows
-        self._positions_of = rows
-
-
-def _same_version(cached: dict[str, MemoryRecord], row: MemoryRecord) -> bool:
-    old = cached.get(row.id)
-    return (
-        old is not None
-        and old.updated_at == row.updated_at
-        and old.status == row.status
-        and old.access_count == row.access_count
-        and old.content == row.content
-        # Changes that keep updated_at: links (another writer's back-link), filing.
-        and old.related_ids == row.related_ids
-        and old.category_id == row.category_id
-        and old.parent_id == row.parent_id
-    )
-
-
-def unit_keys(scope: Scope) -> list[str]:
-    """The cache units whose union is exactly what ``scope`` may read."""
-    keys = [f"user:{scope.user_id}", "public"]
-    keys.extend(f"group:{g}" for g in scope.group_ids)
-    return keys
-
-
-def units_of(record: MemoryRecord) -> list[str]:
-    """The cache units a stored row belongs to (mirrors :func:`unit_filter`)."""
-    keys = [f"user:{record.user_id}"]
-    if record.group_id and record.visibility in (Visibility.GROUP, Visibility.PUBLIC):
-        keys.append(f"group:{record.group_id}")
-    if record.visibility == Visibility.PUBLIC:
-        keys.append("public")
-    return keys
-
-
-def unit_filter(key: str, *, updated_since: int | None = None) -> Filter:
-    """Rows of a unit: active ones for a full load; for a delta refresh every row
-    changed since ``updated_since`` (superseded ones included, so they leave)."""
-    kind, _, value = key.partition(":")
-    delta = updated_since is not None  # deleted rows too, so they leave
-    status = None if delta else Status.ACTIVE
-    if kind == "user":
-        return build_filter(
-            owner=value, node_type=None, status=status, updated_since=updated_since, deleted=delta
-        )
-    if kind == "group":
-        return build_filter(
-            equals={"group_id": value},
-            node_type=None,
-            status=status,
-            visibilities=(Visibility.GROUP, Visibility.PUBLIC),
-            updated_since=updated_since,
-            deleted=delta,
-        )
-    return build_filter(
-        equals={"visibility": Visibility.PUBLIC},
-        node_type=None,
-        status=status,
-        updated_since=updated_since,
-        deleted=delta,
-    )
-
-
 class CorpusCache:
     """See the module docstring. ``mirror`` is told of this process's writes
     (``apply``, ``invalidate*``), not of the rows refreshes read: the cache relay
@@ -168,11 +77,11 @@ class CorpusCache:
         self._store = store
         self._config = config
         self._metrics = metrics
-        self._units: OrderedDict[str, _Unit] = OrderedDict()
+        self._units: OrderedDict[str, Unit] = OrderedDict()
         self._invalidations: dict[str, int] = {}
         self._seq = 0
-        self._loading: dict[str, asyncio.Future[_Unit]] = {}
-        self._tasks: set[asyncio.Task[_Unit]] = set()
+        self._loading: dict[str, asyncio.Future[Unit]] = {}
+        self._tasks: set[asyncio.Task[Unit]] = set()
         self._corpora: OrderedDict[tuple[str, ...], tuple[tuple[int, ...], Corpus]] = OrderedDict()
         #: One background task refreshes every cached unit each ``ttl_s`` with a
         #: single store query (rows changed since ``_watermark``), so the refresh
@@ -243,7 +152,7 @@ class CorpusCache:
         self._metrics.cache_lookups.labels(outcome="hit").inc()
         return self._merge(keys, units)
 
-    def _merge(self, keys: list[str], units: list[_Unit]) -> Corpus:
+    def _merge(self, keys: list[str], units: list[Unit]) -> Corpus:
         versions = tuple(u.seq for u in units)
         cache_key = tuple(keys)
         cached = self._corpora.get(cache_key)
@@ -266,7 +175,7 @@ class CorpusCache:
         self._tasks.add(task)
         task.add_done_callback(self._loaded)
 
-    def _loaded(self, task: asyncio.Task[_Unit]) -> None:
+    def _loaded(self, task: asyncio.Task[Unit]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             self._metrics.cache_lookups.labels(outcome="load_error").inc()
@@ -478,7 +387,7 @@ class CorpusCache:
             if row.status != Status.ACTIVE:
                 if row.id in rows:
                     return False
-            elif not _same_version(rows, row):
+            elif not same_version(rows, row):
                 return False
         return True
 
@@ -529,7 +438,7 @@ class CorpusCache:
             unit.loaded_at = float("-inf")
             unit.full_at = float("-inf")  # e.g. a delete: only a full load shows it
 
-    def _stale(self, unit: _Unit) -> bool:
+    def _stale(self, unit: Unit) -> bool:
         """Due for a load of its own: the shared refresh is overdue (it refreshes
         every ``ttl_s``; a unit is given twice that), or a full reload is due."""
         now = time.monotonic()
@@ -538,20 +447,20 @@ class CorpusCache:
             or now - unit.full_at >= self._config.full_reload_s
         )
 
-    async def _unit(self, key: str) -> _Unit:
+    async def _unit(self, key: str) -> Unit:
         unit = self._units.get(key)
         if unit is not None and not self._stale(unit):
             self._units.move_to_end(key)
             return unit
         return await self._load(key)
 
-    async def _load(self, key: str) -> _Unit:
+    async def _load(self, key: str) -> Unit:
         """Load one unit; concurrent loads of the same unit share one store query."""
         pending = self._loading.get(key)
         if pending is not None:
             return await asyncio.shield(pending)
         self._metrics.cache_lookups.labels(outcome="load").inc()
-        future: asyncio.Future[_Unit] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Unit] = asyncio.get_running_loop().create_future()
         self._loading[key] = future
         try:
             invalidations = self._invalidations.get(key, 0)
@@ -571,7 +480,7 @@ class CorpusCache:
         finally:
             self._loading.pop(key, None)
 
-    async def _fetch(self, key: str, old: _Unit | None) -> _Unit:
+    async def _fetch(self, key: str, old: Unit | None) -> Unit:
         """A full load, or — when ``old`` had a full load recently — a delta refresh
         of the rows changed since (milvus-lite returns full rows with their vectors
         slowly; a delta costs a filtered scan)."""
@@ -582,19 +491,19 @@ class CorpusCache:
             rows = await self._store.scan(unit_filter(key), with_vectors=True)
             active = tuple(r for r in rows if r.status == Status.ACTIVE)
             newest = max((r.updated_at for r in rows), default=0)
-            return _Unit(active, now, self._seq, now, newest, wall)
+            return Unit(active, now, self._seq, now, newest, wall)
         # Rows written in the same millisecond as the newest one seen are re-read.
         changed = await self._store.scan(
             unit_filter(key, updated_since=old.max_updated), with_vectors=True
         )
         self._metrics.cache_lookups.labels(outcome="delta").inc()
         if not changed:
-            return _Unit(old.rows, now, old.seq, old.full_at, old.max_updated, wall)
+            return Unit(old.rows, now, old.seq, old.full_at, old.max_updated, wall)
         updates = {r.id: r for r in changed}
         kept = [r for r in old.rows if r.id not in updates]
         fresh = [r for r in updates.values() if r.status == Status.ACTIVE]
         newest = max(old.max_updated, *(r.updated_at for r in changed))
-        return _Unit((*kept, *fresh), now, self._seq, old.full_at, newest, wall)
+        return Unit((*kept, *fresh), now, self._seq, old.full_at, newest, wall)
 
     def _evict(self) -> None:
         total = sum(len(u.rows) for u in self._units.values())

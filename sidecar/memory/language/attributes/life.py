@@ -359,6 +359,10 @@ GYM = Attribute(
     ),
 )
 
+#: A school's name: one or two capitalised words ("UCL", "St Andrews").
+_SCHOOL = r"(?-i:[A-Z][\w&'’-]*(?:\s+[A-Z][\w'’-]*)?)"
+_SCHOOL_NAME = rf"(?P<value>{_SCHOOL})"
+
 SCHOOL = Attribute(
     "school",
     questions=(
@@ -375,16 +379,16 @@ SCHOOL = Attribute(
             740,
             r"(?:studies|studying|studied|enrolled|a\s+student|doing\s+(?:User['’]s\s+|a\s+)?"
             r"(?:master['’]?s|phd|doctorate|degree|ba|bsc|ma|msc|mba|undergrad\w*)"
-            r"(?:\s+in\s+[a-z]+)?)\s+(?:\w+\s+)?at\s+(?P<value>(?-i:[A-Z][\w&'’-]*(?:\s+[A-Z][\w'’-]*)?))",
+            r"(?:\s+in\s+[a-z]+)?)\s+(?:\w+\s+)?at\s+" + _SCHOOL_NAME,
         ),
         said(
             315,
             r"an?\s+(?:[a-z-]+\s+){0,2}(?:major|student|undergrad\w*|postgrad\w*|fresher)\s+at\s+"
-            r"(?P<value>(?-i:[A-Z][\w&'’-]*(?:\s+[A-Z][\w'’-]*)?))",
+            + _SCHOOL_NAME,
         ),
         said(
             750,
-            r"at\s+(?P<value>(?-i:[A-Z][\w&'’-]*(?:\s+[A-Z][\w'’-]*)?)\s+(?i:uni|university|college))\b",
+            r"at\s+(?P<value>" + _SCHOOL + r"\s+(?i:uni|university|college))\b",
         ),
     ),
     examples=(

@@ -39,7 +39,8 @@ from dataclasses import dataclass
 
 from sidecar.config import RetentionConfig
 from sidecar.errors import SidecarError
-from sidecar.memory.corpus.cache import CorpusCache, units_of
+from sidecar.memory.corpus.cache import CorpusCache
+from sidecar.memory.corpus.units import units_of
 from sidecar.memory.records.records import AccessStat, Hit, NodeType, now_ms
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.milvus import MemoryStore

@@ -1,0 +1,100 @@
+"""Cache units: the parts a scope's corpus is merged from — one user's own rows, one
+group's shared rows, all public rows — and the store filter that loads each (the
+one visibility rule, :func:`sidecar.memory.store.filters.build_filter`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sidecar.memory.records.records import MemoryRecord, Scope, Status, Visibility, now_ms
+from sidecar.memory.store.filters import Filter, build_filter
+
+
+@dataclass(slots=True)
+class Unit:
+    rows: tuple[MemoryRecord, ...]
+    loaded_at: float  # last refresh (full or delta)
+    seq: int  # unique per load: corpora built from it are keyed by it
+    full_at: float = 0.0  # last full load (deletions are only seen by those)
+    max_updated: int = 0  # newest updated_at seen: delta refreshes start there
+    #: Wall clock (epoch ms) when its last load started: rows written after it have
+    #: a later updated_at (up to the writers' clock skew).
+    loaded_wall_ms: int = field(default_factory=now_ms)
+    #: Each row's index in ``rows``, for the ``rows`` tuple it was built from
+    #: (:meth:`positions`).
+    _positions: dict[str, int] = field(default_factory=dict)
+    _positions_of: tuple[MemoryRecord, ...] | None = None
+
+    def positions(self) -> dict[str, int]:
+        """Row id -> index in ``rows``; built once per ``rows`` tuple (a dict of str
+        to int: the collector does not track it)."""
+        if self._positions_of is not self.rows:
+            self._positions = {row.id: i for i, row in enumerate(self.rows)}
+            self._positions_of = self.rows
+        return self._positions
+
+    def replace_rows(self, rows: tuple[MemoryRecord, ...]) -> None:
+        """New versions of the same rows, each in its place (the ids unchanged): the
+        positions index stays valid."""
+        self.rows = rows
+        self._positions_of = rows
+
+
+def same_version(cached: dict[str, MemoryRecord], row: MemoryRecord) -> bool:
+    old = cached.get(row.id)
+    return (
+        old is not None
+        and old.updated_at == row.updated_at
+        and old.status == row.status
+        and old.access_count == row.access_count
+        and old.content == row.content
+        # Changes that keep updated_at: links (another writer's back-link), filing.
+        and old.related_ids == row.related_ids
+        and old.category_id == row.category_id
+        and old.parent_id == row.parent_id
+    )
+
+
+def unit_keys(scope: Scope) -> list[str]:
+    """The cache units whose union is exactly what ``scope`` may read."""
+    keys = [f"user:{scope.user_id}", "public"]
+    keys.extend(f"group:{g}" for g in scope.group_ids)
+    return keys
+
+
+def units_of(record: MemoryRecord) -> list[str]:
+    """The cache units a stored row belongs to (mirrors :func:`unit_filter`)."""
+    keys = [f"user:{record.user_id}"]
+    if record.group_id and record.visibility in (Visibility.GROUP, Visibility.PUBLIC):
+        keys.append(f"group:{record.group_id}")
+    if record.visibility == Visibility.PUBLIC:
+        keys.append("public")
+    return keys
+
+
+def unit_filter(key: str, *, updated_since: int | None = None) -> Filter:
+    """Rows of a unit: active ones for a full load; for a delta refresh every row
+    changed since ``updated_since`` (superseded ones included, so they leave)."""
+    kind, _, value = key.partition(":")
+    delta = updated_since is not None  # deleted rows too, so they leave
+    status = None if delta else Status.ACTIVE
+    if kind == "user":
+        return build_filter(
+            owner=value, node_type=None, status=status, updated_since=updated_since, deleted=delta
+        )
+    if kind == "group":
+        return build_filter(
+            equals={"group_id": value},
+            node_type=None,
+            status=status,
+            visibilities=(Visibility.GROUP, Visibility.PUBLIC),
+            updated_since=updated_since,
+            deleted=delta,
+        )
+    return build_filter(
+        equals={"visibility": Visibility.PUBLIC},
+        node_type=None,
+        status=status,
+        updated_since=updated_since,
+        deleted=delta,
+    )
