@@ -24,6 +24,7 @@ import numpy.typing as npt
 
 Ints = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float32]
+TermIds = npt.NDArray[np.int32]
 Documents = tuple[tuple[str, ...], ...]
 
 
@@ -40,7 +41,7 @@ class BM25Index:
         k1: float = 1.2,
         b: float = 0.75,
         vocabulary: dict[str, int] | None = None,
-        ids: Sequence[Ints] | None = None,
+        ids: Sequence[TermIds] | None = None,
     ):
         self.k1 = k1
         self.b = b
@@ -63,7 +64,7 @@ class BM25Index:
         return out
 
     def extended(
-        self, documents: Sequence[Sequence[str]], ids: Sequence[Ints] | None = None
+        self, documents: Sequence[Sequence[str]], ids: Sequence[TermIds] | None = None
     ) -> BM25Index:
         """A new index over this one's documents followed by ``documents`` (indices
         continue from ``size``); the old documents are not tokenised or counted
@@ -85,7 +86,7 @@ class BM25Index:
         self,
         sources: Sequence[int],
         documents: Sequence[Sequence[str]],
-        ids: Sequence[Ints] | None = None,
+        ids: Sequence[TermIds] | None = None,
     ) -> BM25Index:
         """A new index whose document ``i`` is this one's document ``sources[i]``,
         or, where ``sources[i]`` is -1, the next of ``documents`` (memories removed,
@@ -202,7 +203,7 @@ class BM25Index:
         docs: Ints,
         tf: Floats,
         documents: Sequence[Sequence[str]],
-        ids: Sequence[Ints] | None,
+        ids: Sequence[TermIds] | None,
     ) -> None:
         start = len(kept_lengths)
         # Tuples of strings, not lists: the cyclic GC stops tracking them, and a full
@@ -290,22 +291,25 @@ class BM25Index:
         return sum(self.idf(t) * (self.k1 + 1) for t in set(query) if self._df(t)[1] > 0)
 
 
-def term_ids(vocab: dict[str, int], document: Sequence[str]) -> Ints:
-    """``document``'s tokens as term ids; new terms are added to ``vocab``."""
+def term_ids(vocab: dict[str, int], document: Sequence[str]) -> TermIds:
+    """``document``'s tokens as term ids (32-bit: kept per memory by the corpus
+    cache's memo); new terms are added to ``vocab``."""
     lookup = vocab.setdefault
-    return np.fromiter((lookup(t, len(vocab)) for t in document), np.int64, len(document))
+    return np.fromiter((lookup(t, len(vocab)) for t in document), np.int32, len(document))
 
 
 def _pairs(
     vocab: dict[str, int],
     documents: Documents,
     positions: npt.ArrayLike,
-    ids: Sequence[Ints] | None = None,
+    ids: Sequence[TermIds] | None = None,
 ) -> tuple[Ints, Ints]:
     """Every token of ``documents`` as (term id, document position) arrays: from
     ``ids`` when given, else looked up (new terms are added to ``vocab``)."""
     if ids is not None:
-        terms = np.concatenate(list(ids)) if len(ids) else np.zeros(0, dtype=np.int64)
+        terms = (
+            np.concatenate(list(ids)).astype(np.int64) if len(ids) else np.zeros(0, dtype=np.int64)
+        )
     else:
         lookup = vocab.setdefault
         terms = np.fromiter(

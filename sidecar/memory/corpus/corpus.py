@@ -17,7 +17,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from sidecar.memory.corpus.bm25 import BM25Index, Ints, term_ids
+from sidecar.memory.corpus.bm25 import BM25Index, TermIds, term_ids
 from sidecar.memory.corpus.features import FeatureMemo, Reader
 from sidecar.memory.language.embedding_text import changed_words
 from sidecar.memory.language.text import char_ngrams, tokens
@@ -175,13 +175,13 @@ class Corpus:
                 return [document(r) for r in records]
             return [memo.value(DOCUMENT, r, _document_tokens) for r in records]
 
-        def ids(records: Sequence[MemoryRecord], into: BM25Index | None) -> list[Ints] | None:
+        def ids(records: Sequence[MemoryRecord], into: BM25Index | None) -> list[TermIds] | None:
             """The records' term ids from the memo, for an index on its vocabulary."""
             if memo is None or (into is not None and into.vocabulary is not memo.vocabulary):
                 return None
             vocabulary = memo.vocabulary
 
-            def read(record: MemoryRecord) -> Ints:
+            def read(record: MemoryRecord) -> TermIds:
                 return term_ids(vocabulary, memo.value(DOCUMENT, record, _document_tokens))
 
             return [memo.value(TERM_IDS, r, read) for r in records]
