@@ -95,9 +95,8 @@ class BM25Index:
         fresh build over the same documents does. This index is unchanged."""
         size = len(sources)
         source = np.asarray(sources, dtype=np.int64)
-        new_of_old = np.full(self.size + 1, -1, dtype=np.int64)  # index -1: none
         kept = np.flatnonzero(source >= 0)
-        new_of_old[source[kept]] = kept
+        new_of_old = new_positions(source, self.size)
         alive = new_of_old[self._docs] >= 0
         fresh = np.flatnonzero(source < 0)
         if len(fresh) != len(documents):
@@ -116,17 +115,15 @@ class BM25Index:
             for i, doc in zip(fresh.tolist(), added, strict=True):
                 merged[i] = doc
             out._documents = tuple(merged)
-        vocab = self._vocab
-        new_terms, new_docs = _pairs(vocab, added, fresh, ids)
         width = max(size, 1)
-        keys, counts = np.unique(new_terms * width + new_docs, return_counts=True)
+        keys, counts = _counted(self._vocab, added, fresh, width, ids)
         old_keys = self._terms[alive] * width + new_of_old[self._docs[alive]]
         # The moved postings keep their order unless documents were reordered, and
         # the added ones are one sorted run: a stable sort merges them.
         out._postings(
-            vocab,
+            self._vocab,
             np.concatenate([old_keys, keys]),
-            np.concatenate([self._tf[alive], counts.astype(np.float32)]),
+            np.concatenate([self._tf[alive], counts]),
             lengths,
             repeats=False,  # each document's pairs are counted once, kept or added
         )
@@ -205,31 +202,26 @@ class BM25Index:
         documents: Sequence[Sequence[str]],
         ids: Sequence[TermIds] | None,
     ) -> None:
+        """Set this index to the kept documents (their postings ``terms``, ``docs``,
+        ``tf``) followed by ``documents``, which are counted."""
         start = len(kept_lengths)
         # Tuples of strings, not lists: the cyclic GC stops tracking them, and a full
         # collection then need not walk every cached document's tokens.
         added = tuple(tuple(doc) for doc in documents)
         self._documents: Documents | None = None if kept is None else (*kept, *added)
-        self.size = start + len(added)
-        self._lengths = np.concatenate(
+        lengths = np.concatenate(
             [kept_lengths, np.fromiter((len(d) for d in added), np.float32, len(added))]
         )
-        self._norm = self._length_norms()
-        self._vocab = vocab
-        new_terms, new_docs = _pairs(vocab, added, np.arange(start, self.size), ids)
         # (term, document) pairs counted: a key orders them by term, then document.
-        width = max(self.size, 1)
-        keys, counts = np.unique(new_terms * width + new_docs, return_counts=True)
-        if len(terms):
-            old_keys = terms * width + docs
-            keys = np.concatenate([old_keys, keys])
-            counts = np.concatenate([tf, counts.astype(np.float32)])
-            order = np.argsort(keys, kind="stable")
-            keys, counts = keys[order], counts[order]
-        self._terms = keys // width
-        self._docs = keys % width
-        self._tf = counts.astype(np.float32)
-        self._index_terms()
+        width = max(len(lengths), 1)
+        keys, counts = _counted(vocab, added, np.arange(start, len(lengths)), width, ids)
+        self._postings(
+            vocab,
+            np.concatenate([terms * width + docs, keys]),
+            np.concatenate([tf, counts]),
+            lengths,
+            repeats=False,  # the kept documents' pairs, then the added ones'
+        )
 
     def _index_terms(self) -> None:
         """Each term of the postings, and where its slice starts."""
@@ -298,14 +290,26 @@ def term_ids(vocab: dict[str, int], document: Sequence[str]) -> TermIds:
     return np.fromiter((lookup(t, len(vocab)) for t in document), np.int32, len(document))
 
 
-def _pairs(
+def new_positions(sources: Ints, old_size: int) -> Ints:
+    """Where each old document went, for a remap whose document ``i`` is the old
+    ``sources[i]`` (-1: new): -1 for one removed; one entry more, -1, so that an old
+    index of -1 ("none") reads -1 too."""
+    out = np.full(old_size + 1, -1, dtype=np.int64)
+    kept = np.flatnonzero(sources >= 0)
+    out[sources[kept]] = kept
+    return out
+
+
+def _counted(
     vocab: dict[str, int],
     documents: Documents,
     positions: npt.ArrayLike,
+    width: int,
     ids: Sequence[TermIds] | None = None,
-) -> tuple[Ints, Ints]:
-    """Every token of ``documents`` as (term id, document position) arrays: from
-    ``ids`` when given, else looked up (new terms are added to ``vocab``)."""
+) -> tuple[Ints, Floats]:
+    """``documents`` as sorted (term * ``width`` + position) keys with their counts:
+    their term ids from ``ids`` when given, else looked up (new terms are added to
+    ``vocab``)."""
     if ids is not None:
         terms = (
             np.concatenate(list(ids)).astype(np.int64) if len(ids) else np.zeros(0, dtype=np.int64)
@@ -321,4 +325,5 @@ def _pairs(
         np.asarray(positions, dtype=np.int64),
         np.fromiter((len(doc) for doc in documents), np.int64, len(documents)),
     )
-    return terms, docs
+    keys, counts = np.unique(terms * width + docs, return_counts=True)
+    return keys, counts.astype(np.float32)

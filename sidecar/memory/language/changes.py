@@ -32,8 +32,8 @@ _CHANGE = re.compile(
     re.IGNORECASE,
 )
 #: Cues that move or leave a *thing*, not one of the user's values: "left User's
-#: headphones at the gym", "left a review", "moved desks to the third floor". A cue inside one of
-#: these tells no change.
+#: headphones at the gym", "left a review", "moved desks to the third floor". A cue
+#: inside one of these tells no change.
 _NOT_A_CHANGE = re.compile(
     r"\b(?:left|forgot|dropped)\s+(?:User['’]s|the|a|an|some|his|her|their)\s+(?:[\w-]+\s+)?"
     r"(?:headphones|earbuds|keys?|phone|wallet|purse|bag|backpack|umbrella|charger|laptop|"
@@ -65,20 +65,19 @@ _REACH = 5
 _GENERIC = frozenset({"work", "job", "live", "home", "user", "go", "get", "use", "make"})
 
 
-def _change_cues(text: str) -> list[re.Match[str]]:
-    """The change cues in ``text`` outside the spans that move or leave a thing."""
+def _outside_things(cues: re.Pattern[str], text: str) -> list[re.Match[str]]:
+    """The matches of ``cues`` in ``text`` outside the spans that move or leave a
+    thing (``_NOT_A_CHANGE``)."""
     things = [m.span() for m in _NOT_A_CHANGE.finditer(text)]
     return [
-        m
-        for m in _CHANGE.finditer(text)
-        if not any(start <= m.start() < end for start, end in things)
+        m for m in cues.finditer(text) if not any(start <= m.start() < end for start, end in things)
     ]
 
 
 def changes(text: str) -> bool:
     """Whether ``text`` tells that a value of the user's ended or was replaced (see
     ``_CHANGE``), or that something stopped ("no longer drinks coffee")."""
-    return bool(_change_cues(text)) or bool(shape(text).stopped)
+    return bool(_outside_things(_CHANGE, text)) or bool(shape(text).stopped)
 
 
 def _akin(a: str, b: str) -> bool:
@@ -98,11 +97,9 @@ def names_ending(text: str, old: str) -> bool:
     own = {w for w in tokens(old) if w not in _GENERIC and w != before.predicate}
     if not own:
         return False
-    things = [m.span() for m in _NOT_A_CHANGE.finditer(text)]
     reached: list[str] = []
-    for match in _ENDS_NEXT.finditer(text):
-        if not any(start <= match.start() < end for start, end in things):
-            reached += tokens(text[match.end() :])[:_REACH]
+    for match in _outside_things(_ENDS_NEXT, text):
+        reached += tokens(text[match.end() :])[:_REACH]
     for match in _ENDS_BEFORE.finditer(text):
         reached += tokens(text[: match.start()])[-_REACH:]
     return any(_akin(word, mine) for word in reached for mine in own)

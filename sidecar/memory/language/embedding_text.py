@@ -44,11 +44,12 @@ def changed_words(content: str) -> str | None:
     someone else's ("User's sister got laid off")."""
     if len(content) > _FACT_CHARS or "User" not in content:
         return None  # a turn kept whole is no fact about "User"
-    if not told(content) or not changes(content):
+    attributes = told(content)
+    if not attributes or not changes(content):
         return None  # most facts tell no change
     if not names_user(content) or people_of(content):
         return None
-    words = [attribute_words(name) for name in told(content)]
+    words = [attribute_words(name) for name in attributes]
     return "; ".join(w for w in words if w) or None
 
 

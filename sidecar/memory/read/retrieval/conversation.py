@@ -39,7 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.config import ConversationConfig, HybridConfig
-from sidecar.memory.corpus.bm25 import BM25Index
+from sidecar.memory.corpus.bm25 import BM25Index, new_positions
 from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.read.retrieval.base import Query
 from sidecar.memory.read.retrieval.signals import Scores, Signals, fuse
@@ -95,9 +95,8 @@ class ContextIndex:
         ones, and those after a removed or changed memory in its session) are read
         again."""
         source = np.asarray(sources, dtype=np.int64)
-        new_of_old = np.full(len(self.priors) + 1, -1, dtype=np.int64)  # index -1: none
+        new_of_old = new_positions(source, len(self.priors))
         kept = np.flatnonzero(source >= 0)
-        new_of_old[source[kept]] = kept
         priors = _priors(corpus, self.turns)
         same = source >= 0
         if len(kept):

@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.config import CueConfig
+from sidecar.memory.corpus.bm25 import new_positions
 from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.language.entities import names, subject
 from sidecar.memory.language.text import STOPWORDS
@@ -136,10 +137,7 @@ class Subjects:
     def remapped(self, corpus: Corpus, sources: Sequence[int]) -> Subjects:
         """These subjects for ``corpus``, whose memory ``i`` is memory ``sources[i]``
         here (-1: new or changed, read again)."""
-        new_of_old = np.full(self.size + 1, -1, dtype=np.int64)
-        for i, j in enumerate(sources):
-            if j >= 0:
-                new_of_old[j] = i
+        new_of_old = new_positions(np.asarray(sources, dtype=np.int64), self.size)
         found: dict[str, list[Ints]] = {}
         for key, rows in self.members.items():
             moved = new_of_old[rows]

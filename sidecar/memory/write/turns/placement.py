@@ -138,7 +138,6 @@ class AttributePlacer:
         ending = set(tokens(text))
         best: tuple[bool, float, MemoryRecord] | None = None
         for candidate, where, cosine in zip(candidates, places, similarity.tolist(), strict=True):
-            old = shape(candidate.content)
             if not names_user(candidate.content) or people_of(candidate.content) != people:
                 continue  # another person's attribute ("Ana just moved to Porto.")
             # The change names the old value as what ends ("left Amazon"), and the old
@@ -153,7 +152,7 @@ class AttributePlacer:
             if (
                 attribute is not None
                 and attribute.accumulates
-                and not (named or set(old.signature) & ending)
+                and not (named or set(shape(candidate.content).signature) & ending)
             ):
                 continue  # an accumulating value ends only where the change names it
             if best is None or (named, cosine) > best[:2]:
