@@ -119,3 +119,23 @@ def test_context_cosine_is_the_joined_vectors_cosine() -> None:
     expected = float(joined @ q / np.linalg.norm(joined))
     assert abs(index.cosine(own)[1] - expected) < 1e-6
     assert abs(index.cosine(own)[0] - own[0]) < 1e-6  # no prior: its own cosine
+
+
+def test_a_memory_that_keeps_its_words_is_scored_alone() -> None:
+    """A fact with its excerpt (what the write path extracts from a turn) already
+    carries its conversation: the facts stored before it in the session change
+    nothing of its score, while a bare line beside it is still read with its priors."""
+    facts = [m.with_changes(excerpt=f"said: {m.content}") for m in PICNIC]
+    corpus = Corpus.build(facts, DIM)
+    q = query("which games at the picnic", 0.8, 0.3, 0.5, 0)
+    retriever = build_retrievers()["default"]
+    assert isinstance(retriever, PipelineRetriever)
+    on = retriever.rank(q, corpus, RetrievalConfig(cues=CueConfig(enabled=False)), 5, "u")
+    no_context = RetrievalConfig(
+        conversation=ConversationConfig(weight=0.0), cues=CueConfig(enabled=False)
+    )
+    off = retriever.rank(q, corpus, no_context, 5, "u")
+    assert on.order == off.order
+    mixed = Corpus.build([facts[0], PICNIC[1], *facts[2:]], DIM)
+    with_line = ranked(mixed, q, RetrievalConfig())
+    assert with_line.index("a") < with_line.index("x")

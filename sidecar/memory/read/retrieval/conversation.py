@@ -18,7 +18,11 @@ memories of its session, newest first, ``turns`` = T):
   scores would count it twice over);
 
 and the memory's score becomes ``(1 - weight) * own + weight * context``, both fused
-as the hybrid fuses its signals. Then each memory is lifted by ``session_lift``
+as the hybrid fuses its signals. A memory that keeps the words it was made from (an
+excerpt: a fact the write path extracted from a turn) is read in its conversation
+already — its BM25 document holds the turn, and the fact was written to stand alone —
+so it keeps its own score: joined with the facts stored before it, it would only take
+in other turns' words. Then each memory is lifted by ``session_lift``
 times the best score in its session: of two equally good memories, the one from the
 conversation the best evidence came from goes first. A memory without a session is
 its own session; a corpus without sessions is ranked as without this stage.
@@ -43,6 +47,7 @@ from sidecar.memory.corpus.bm25 import BM25Index, new_positions
 from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.read.retrieval.base import Query
 from sidecar.memory.read.retrieval.signals import Scores, Signals, fuse
+from sidecar.memory.records.records import MemoryRecord
 
 Ints = npt.NDArray[np.int64]
 
@@ -163,7 +168,15 @@ def in_context(
         hybrid = hybrid.model_copy(update={"ngram_weight": 0.0})
     fused = fuse(context, hybrid)
     mixed: Scores = ((1 - config.weight) * base + config.weight * fused).astype(np.float32)
+    standalone = corpus.column("keeps-its-words", _keeps_its_words, np.bool_)
+    if standalone.any():
+        mixed = np.where(standalone, base, mixed).astype(np.float32)
     return mixed
+
+
+def _keeps_its_words(record: MemoryRecord) -> bool:
+    """Whether the memory holds what was said beside what it means (its context)."""
+    return bool(record.excerpt)
 
 
 def lift_sessions(scores: Scores, corpus: Corpus, config: ConversationConfig) -> Scores:
