@@ -125,7 +125,7 @@ class ConversationConfig(_Model):
 class CueConfig(_Model):
     """Lifts for what a question names or asks (strategies ``default`` and
     ``associative``; sidecar/memory/read/retrieval/cues.py): whom it is about, the
-    date it names, and whether it asks when. They add to
+    date it names, and whether it asks when or for an amount. They add to
     the fused score and admit nothing the evidence gate keeps out."""
 
     enabled: bool = True
@@ -140,6 +140,10 @@ class CueConfig(_Model):
     #: Lift of a memory that says when something happened ("last week", "on
     #: Friday", "in 2019") for a question that asks when.
     when_weight: float = Field(default=0.1, ge=0, le=1)
+    #: Lift of a memory that states an amount ("two weeks", "a 50-pound bag",
+    #: "$120"; not a date) for a question that asks how many, how much, how long,
+    #: what size or what total.
+    amount_weight: float = Field(default=0.1, ge=0, le=1)
 
 
 class RerankConfig(_Model):

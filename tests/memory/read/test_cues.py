@@ -1,5 +1,5 @@
 """Lifts for what a question names or asks: whom it is about, the date it names,
-whether it asks when; a question that names none of them is ranked as without."""
+whether it asks when or for an amount; a question that names none of them is ranked as without."""
 
 from __future__ import annotations
 
@@ -114,6 +114,24 @@ def test_a_question_that_asks_when_lifts_memories_that_say_when() -> None:
     base = np.zeros(2, dtype=np.float32)
     q = Query("Did I go hiking?", np.asarray(SAME, dtype=np.float32))
     assert np.array_equal(lift_cues(base, q, corpus, CueConfig(), NOW), base)
+
+
+def test_a_question_that_asks_an_amount_lifts_memories_that_state_one() -> None:
+    corpus = Corpus.build(
+        [
+            memory("a-dated", "User loved the temples in Kyoto on 3 May 2023."),
+            memory("b-amount", "User spent two weeks in Japan."),
+        ],
+        DIM,
+    )
+    base = np.zeros(2, dtype=np.float32)
+    asked = Query("How long was I in Japan for?", np.asarray(SAME, dtype=np.float32))
+    cues = CueConfig(amount_weight=0.1, when_weight=0)
+    assert lift_cues(base, asked, corpus, cues, NOW).tolist() == pytest.approx([0.0, 0.1])
+    assert order(corpus, "How long was I in Japan for?")[0] == "b-amount"
+    for question in ("Where did I stay in Japan?", "How many days ago did I fly to Japan?"):
+        q = Query(question, np.asarray(SAME, dtype=np.float32))
+        assert np.array_equal(lift_cues(base, q, corpus, CueConfig(when_weight=0), NOW), base)
 
 
 def test_a_question_naming_nothing_is_ranked_as_without_cues() -> None:

@@ -14,6 +14,10 @@
 * **When.** A question that asks for a time ("When did…", "What year…") is
   answered by a memory that says one ("last week", "on Friday", "in 2019"): such
   memories gain ``when_weight``.
+* **Amount.** A question that asks how many, how much, how long or what size
+  (:func:`~sidecar.memory.language.amounts.asks_amount`) is answered by a memory
+  that states an amount ("two weeks", "a 55-inch TV", "$120"; a date is not one):
+  such memories gain ``amount_weight``.
 
 Lifts add to the fused score; they admit nothing the evidence gate keeps out, and a
 question that names no one and no date is ranked as without them.
@@ -31,6 +35,7 @@ import numpy.typing as npt
 from sidecar.config import CueConfig
 from sidecar.memory.corpus.bm25 import new_positions
 from sidecar.memory.corpus.corpus import Corpus
+from sidecar.memory.language.amounts import asks_amount, tells_amount
 from sidecar.memory.language.entities import names, subject
 from sidecar.memory.language.text import STOPWORDS
 from sidecar.memory.language.when import DAY_MS, Span, asks_when, question_spans, tells_time
@@ -59,6 +64,8 @@ def lift_cues(base: Scores, query: Query, corpus: Corpus, config: CueConfig, now
             out = out + config.date_weight * date_match(spans, corpus, config.near_days)
     if config.when_weight > 0 and asks_when(query.text):
         out = out + config.when_weight * _timed(corpus)
+    if config.amount_weight > 0 and asks_amount(query.text):
+        out = out + config.amount_weight * _amounts(corpus)
     lifted: Scores = out.astype(np.float32)
     return lifted
 
@@ -70,6 +77,15 @@ def _timed(corpus: Corpus) -> Scores:
 
 def _tells_time(record: MemoryRecord) -> bool:
     return tells_time(record.content)
+
+
+def _amounts(corpus: Corpus) -> Scores:
+    """1 for the memories that state an amount, else 0."""
+    return corpus.column("tells-amount", _tells_amount, np.float32)
+
+
+def _tells_amount(record: MemoryRecord) -> bool:
+    return tells_amount(record.content)
 
 
 def subject_share(text: str, corpus: Corpus) -> Scores | None:
