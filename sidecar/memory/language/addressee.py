@@ -7,7 +7,9 @@ the words speak to the assistant — what it does, says or should do ("when you 
 assistant uses", "the assistant's summaries". A generic "you" ("you never know until
 you try") becomes "one", the filler "you know" goes, a request to the assistant
 ("…, and was wondering if you could recommend hotels") is cut off the fact it follows,
-and a bare reply to it ("User appreciates your help") is no fact at all. Quoted words
+and a bare reply to it ("User appreciates your help") is no fact at all — nor is a
+reaction to what it said that names nothing of the user's own ("User will definitely
+check them out.", "User loves these ideas.", :func:`is_reaction`). Quoted words
 and names ("Someone Like You") are left as they are: only a lower-case "you" outside
 quotes is read (or one that opens the fact).
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 import re
 
 from sidecar.memory.language.heuristics import ADVERBS, third_person
+from sidecar.memory.language.text import STOPWORDS
 
 #: "you" and its forms, as a word (lower case: "Someone Like You" is a name).
 _YOU = re.compile(r"(?<![\w'’])(?:you(?:['’](?:re|ve|ll|d))?|your|yours|yourself)(?![\w'’])")
@@ -83,9 +86,47 @@ _CONTRACTED = {"re": "is", "ve": "has", "ll": "will", "d": "would"}
 _WORD = re.compile(r"[\w'’-]+|[^\w\s]")
 
 
+#: The words of a reaction to the assistant's answer: what it gave ("tips", "the
+#: options"), taking it ("will definitely check them out", "keep that in mind") and
+#: judging it ("sounds great", "makes sense"). A fact with no other word than these
+#: and function words says nothing about the user (:func:`is_reaction`).
+_REACTION_WORDS = frozenset(
+    """user user's i i'm i'll i've i'd me my we also let sure it's that's don't
+    think thinks thought idea ideas great good nice cool awesome amazing perfect
+    wonderful fantastic helpful useful interesting definitely really certainly surely
+    absolutely totally probably maybe try trying tried check checking checked give
+    giving go going look looking forward appreciate appreciates appreciated thanks
+    thank thankful grateful help helps helping helped tip tips rec recs recommendation
+    recommendations suggestion suggestions advice info information sound sounds
+    sounded seem seems like likes love loves agree agrees agreed right okay ok stop
+    now again get gets got lot lots bit keep mind note noted reply response responses
+    answer answers question questions ask asking wondering wonder happy glad
+    excited fun lovely start know knows knew see sees saw make makes made sense
+    detailed detail details point points option options stuff thing things way ways
+    list lists input feedback clarification explanation assistant assistant's
+    apologize apologizes apology confusion mention mentioned suggest suggested
+    recommend recommended provide provided share shared""".split()
+)
+_WORDS = re.compile(r"[^\W\d_][\w'’-]*|\d")
+
+
+def is_reaction(fact: str) -> bool:
+    """Whether ``fact`` only reacts to what the assistant said ("User will definitely
+    check them out.", "User loves these tips.", "Let User try that again."): every
+    word is a function word or a word of taking or judging an answer, and no number."""
+    words = _WORDS.findall(fact)
+    for word in words:
+        low = word.lower().replace("’", "'")
+        if low not in STOPWORDS and low not in _REACTION_WORDS:
+            return False
+    return bool(words)  # no word at all: no reaction, an invalid fact
+
+
 def name_the_assistant(fact: str) -> str | None:
     """``fact`` with no "you" in it (see the module docstring); None when what is left
-    is no fact about the user (a request or a reply to the assistant)."""
+    is no fact about the user (a request, a reply or a reaction to the assistant)."""
+    if is_reaction(_QUOTED.sub("", fact)) and not _QUOTED.search(fact):
+        return None
     if not (_YOU.search(_QUOTED.sub("", fact)) or _OPENING_YOU.match(fact)):
         return fact
     if _REPLY.match(fact):

@@ -4,8 +4,9 @@ unless there was nothing to keep.
 * **Said**: the user's own statements, quoted as said — 'User said: "I got my own
   set of sculpting tools today."'. A statement is a sentence in the first person
   that is no question, no request, no order for the assistant, no mood of the
-  moment, and does not speak to the assistant ("you"). Quoting never changes the
-  meaning, which rewording can.
+  moment, does not speak to the assistant ("you") and is no reaction to its answer
+  ("I'll definitely check those out."). Quoting never changes the meaning, which
+  rewording can.
 * **Asked**: a request the assistant answered at length — 'User asked: "Brainstorm
   ideas for work from home jobs for seniors"', with the head of the answer in the
   memory's excerpt, so "what was the 7th job in the list you gave me?" finds it.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import re
 
+from sidecar.memory.language.addressee import is_reaction
 from sidecar.memory.language.directives import instructs_assistant
 from sidecar.memory.language.excerpts import tidy
 from sidecar.memory.language.heuristics import mood_of_the_moment
@@ -82,6 +84,7 @@ def _statements(user_text: str) -> list[str]:
             and len(tokens(sentence)) >= MIN_STATEMENT_WORDS
             and not instructs_assistant(sentence)
             and not mood_of_the_moment(sentence)
+            and not is_reaction(sentence)
         ):
             kept.append(sentence.translate(_QUOTES))
     return kept

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sidecar.memory.language.addressee import name_the_assistant
+from sidecar.memory.language.addressee import is_reaction, name_the_assistant
 
 
 @pytest.mark.parametrize(
@@ -100,3 +100,39 @@ def test_a_bare_reply_or_request_to_the_assistant_is_no_fact(fact: str) -> None:
 )
 def test_a_fact_without_an_addressed_you_is_left_as_it_is(fact: str) -> None:
     assert name_the_assistant(fact) == fact
+
+
+@pytest.mark.parametrize(
+    "fact",
+    [
+        "User will definitely check some of those out.",
+        "User loves these ideas.",
+        "User really appreciates the detailed recommendations.",
+        "Let User try that again.",
+        "User thinks that sounds great.",
+        "User will keep that in mind.",
+        "User totally agrees.",
+        "These tips are really helpful, User appreciates it.",
+        "User is glad User could help.",
+    ],
+)
+def test_a_reaction_to_the_answer_is_no_fact(fact: str) -> None:
+    assert is_reaction(fact)
+    assert name_the_assistant(fact) is None
+
+
+@pytest.mark.parametrize(
+    "fact",
+    [
+        "User will definitely check out the Ziptrek zipline in Whistler.",
+        "User loves Modern Family.",
+        "User feels vulnerable and scared.",
+        "User is in 10021.",
+        "User likes the idea of tracking User's expenses.",
+        "User's budget is around $500.",
+        "User thinks the trip to Kyoto was great.",
+        'User loves the tips in "Atomic Habits".',
+    ],
+)
+def test_a_fact_that_names_something_is_no_reaction(fact: str) -> None:
+    assert not is_reaction(fact)

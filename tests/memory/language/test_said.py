@@ -50,6 +50,9 @@ def test_statements_are_quoted(said: str, quoted: str) -> None:
         "I think you are wrong about that.",  # speaks to the assistant
         "How do I fix my bike chain?",
         "ok",
+        "I'll definitely check those out.",  # a reaction to the answer
+        "Great, I think I'll give that a try!",
+        "i totally agree, makes sense",
     ],
 )
 def test_no_statement_no_said_memory(said: str) -> None:
