@@ -45,7 +45,9 @@ _NOT_AMOUNTS = re.compile(
     r"|\b\d{1,2}(?::\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.)"
     r"|\b\d{1,2}:\d{2}\b"
     r"|\b\d+(?:st|nd|rd|th)\b"
-    r"|\b\d{4}-\d{2}-\d{2}\b",
+    r"|\b\d{4}-\d{2}-\d{2}\b"
+    r"|(?:^|(?<=\n))\s*\d{1,2}[.)](?=\s)"  # a list's item number
+    r"|\b(?:step|item|option|tip|number|no\.|#)\s*\d{1,2}\b",
     re.IGNORECASE,
 )
 _NUMBER_WORDS = (

@@ -86,6 +86,8 @@ def test_memories_that_state_an_amount(text: str) -> None:
         "User finally set up the TV on the weekend of 27 May 2023.",
         "User's flight is on March 3rd, 2024.",
         "User loved the 1990s sitcoms.",
+        "assistant: Here are some ideas:\n1. Visit the museum\n2) Walk along the river",
+        "Step 2 of the recipe is where User got stuck.",
     ],
 )
 def test_memories_without_an_amount(text: str) -> None:

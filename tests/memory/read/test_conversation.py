@@ -48,7 +48,7 @@ PICNIC = [
 
 def test_an_answer_is_read_with_the_question_before_it() -> None:
     corpus = Corpus.build(PICNIC, DIM)
-    q = query("which games at the picnic", 0.8, 0.3, 0.5, 0)
+    q = query("which games at the picnic", 0.8, 0.4, 0.5, 0)
     alone = ranked(corpus, q, OFF)
     together = ranked(corpus, q, RetrievalConfig())
     assert alone.index("a") > alone.index("x")
@@ -57,7 +57,7 @@ def test_an_answer_is_read_with_the_question_before_it() -> None:
 
 def test_a_corpus_without_sessions_ranks_as_without_the_stage() -> None:
     corpus = Corpus.build([m.with_changes(session_id="") for m in PICNIC], DIM)
-    q = query("which games at the picnic", 0.8, 0.3, 0.5, 0)
+    q = query("which games at the picnic", 0.8, 0.4, 0.5, 0)
     retriever = build_retrievers()["default"]
     assert isinstance(retriever, PipelineRetriever)
     on = retriever.rank(q, corpus, RetrievalConfig(), 5, "u")
@@ -127,7 +127,7 @@ def test_a_memory_that_keeps_its_words_is_scored_alone() -> None:
     nothing of its score, while a bare line beside it is still read with its priors."""
     facts = [m.with_changes(excerpt=f"said: {m.content}") for m in PICNIC]
     corpus = Corpus.build(facts, DIM)
-    q = query("which games at the picnic", 0.8, 0.3, 0.5, 0)
+    q = query("which games at the picnic", 0.8, 0.4, 0.5, 0)
     retriever = build_retrievers()["default"]
     assert isinstance(retriever, PipelineRetriever)
     on = retriever.rank(q, corpus, RetrievalConfig(cues=CueConfig(enabled=False)), 5, "u")

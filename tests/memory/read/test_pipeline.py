@@ -261,11 +261,12 @@ def test_a_bridge_and_the_fact_it_names_rise_together_above_look_alikes() -> Non
     corpus = bridge_corpus()
     direct = np.asarray([0.5, 0.9, 0.9, 0.88, 0.8, 0.6], dtype=np.float32)
     evidence = np.ones(corpus.size, dtype=bool)
-    final, _ = expand_links(corpus, direct, LinkConfig(support=1.0), 10, evidence)
+    cfg = LinkConfig(support=1.0)
+    final, _ = expand_links(corpus, direct, cfg, 10, evidence)
     order = [corpus.records[i].id for i in np.argsort(-final, kind="stable")]
     assert order[:2] == ["bridge", "target"]  # each 0.5 + 0.9
     # Two facts about the user lift each other only as linked memories always did.
-    assert final[5] == pytest.approx(max(0.6, 0.5 * 0.8 + 0.5 * 0.6))
+    assert final[5] == pytest.approx(max(0.6, cfg.blend * 0.8 + (1 - cfg.blend) * 0.6))
     # Without support the bridge stays below the look-alikes.
     plain, _ = expand_links(corpus, direct, LinkConfig(support=0.0), 10, evidence)
     assert plain[0] < plain[3]
@@ -294,6 +295,8 @@ def test_two_facts_that_both_speak_of_the_user_are_no_bridge() -> None:
     )
     direct = np.asarray([0.9, 0.5, 0.6], dtype=np.float32)
     evidence = np.ones(corpus.size, dtype=bool)
-    final, _ = expand_links(corpus, direct, LinkConfig(support=1.0), 10, evidence)
-    assert final[1] == pytest.approx(max(0.5, 0.5 * 0.9 + 0.5 * 0.5))  # blended, no support
+    cfg = LinkConfig(support=1.0)
+    final, _ = expand_links(corpus, direct, cfg, 10, evidence)
+    blended = cfg.blend * 0.9 + (1 - cfg.blend) * 0.5
+    assert final[1] == pytest.approx(max(0.5, blended))  # blended, no support
     assert final[1] < 0.9 + 0.5
