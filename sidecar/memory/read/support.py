@@ -42,11 +42,14 @@ def bridge_name(hit: Hit, found: Sequence[Hit]) -> str | None:
 
 
 def with_support(hits: Sequence[Hit], withheld: list[Hit], top_k: int) -> Iterator[Hit]:
-    """``hits`` (ranked) less the linked memories without a named bridge to one of
-    the ``top_k`` best memories found on their own evidence — the lines injected
-    beside it (appended to ``withheld``); a bridged one carries its bridge in
-    ``via``."""
-    found = distinct_hits((hit for hit in hits if found_on_its_own(hit)), top_k)
+    """``hits`` (ranked) less the linked memories without a named bridge to a
+    memory found on its own evidence that is sure to be injected beside it
+    (appended to ``withheld``); a bridged one carries its bridge in ``via``.
+
+    The memories sure to be injected are those found on their own among the first
+    ``top_k`` distinct hits: withholding a linked one only lets more in below. A
+    bridge to a memory ranked past them could name a line the model never sees."""
+    found = [hit for hit in distinct_hits(hits, top_k) if found_on_its_own(hit)]
     for hit in hits:
         if found_on_its_own(hit):
             yield hit

@@ -4,6 +4,7 @@ names someone or something a line found on its own evidence names."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from sidecar.memory.embedding.protocol import Embedder
@@ -44,6 +45,22 @@ def test_the_bridge_must_be_to_a_line_injected_beside_it() -> None:
     kept = list(with_support([*lines, retired, far], withheld, 5))
     assert retired not in kept
     assert withheld == [retired]
+
+
+def test_a_bridge_to_a_line_pushed_out_by_other_bridges_is_withheld() -> None:
+    # The father is among the five best found on their own evidence, but a bridge
+    # about Ana ranks above him: the block's five lines end before him, and "Piotr
+    # retired" would name someone the model never sees.
+    sister = hit("User's sister is Ana.")
+    lines = [sister, *(hit(f"User likes fact number {n}.") for n in range(2))]
+    porto = hit("Ana moved to Porto last spring.", via="link", cosine=0.1)
+    retired = hit("Piotr retired from teaching maths.", via="link", cosine=0.1)
+    father = hit("User's father is Piotr.")
+    withheld: list[Hit] = []
+    kept = list(with_support([*lines, porto, retired, father], withheld, 5))
+    assert withheld == [retired]
+    assert kept[:5] == [*lines, replace(porto, via="bridge: Ana"), father]
+    assert unsupported(kept[:5], 0.2, 0.15) == 0
 
 
 def test_unsupported_counts_from_the_signals_alone() -> None:
