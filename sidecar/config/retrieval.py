@@ -60,11 +60,12 @@ class LinkConfig(_Model):
     #: Hops followed from a direct hit (0: no expansion).
     max_link_depth: int = Field(default=1, ge=0, le=4)
     #: A linked memory scores ``blend * referrer + (1 - blend) * own``, times
-    #: ``hop_decay ** (hop - 1)``; final = max(direct, linked). A quarter: a
+    #: ``hop_decay ** (hop - 1)``; final = max(direct, linked). About a third: a
     #: neighbour of a strong hit rises, but not above direct hits of its own worth
     #: (half the referrer's score lifted a long session's neighbours over the
-    #: evidence; bridges rise by ``support``, not by this).
-    blend: float = Field(default=0.25, ge=0, le=1)
+    #: evidence; a quarter lost memories that code and notes reach only by links;
+    #: bridges rise by ``support``, not by this).
+    blend: float = Field(default=0.35, ge=0, le=1)
     #: Score factor per further hop (see ``blend``).
     hop_decay: float = Field(default=0.8, gt=0, le=1)
     #: Mutual support along bridge links (a persisted link between a fact about the
