@@ -56,11 +56,15 @@ _NUMBER_WORDS = (
     "seventy|eighty|ninety|hundred|hundreds|thousand|thousands|dozen|dozens|twice|"
     "thrice|half"
 )
-_AMOUNT = re.compile(
-    rf"[$€£¥]\s?\d|\b\d[\d,.]*(?:\s*-\s*\d[\d,.]*)?(?:\s*%|\b|[a-z])"
-    rf"|\b(?:{_NUMBER_WORDS})\b|\ba\s+couple\s+of\b|\bonce\s+a\b",
-    re.IGNORECASE,
+_NUMBER_WORD_SET = frozenset(_NUMBER_WORDS.split("|"))
+#: Substrings every text with a number word or phrase holds (a cheap first test).
+_NUMBER_PARTS = (*_NUMBER_WORD_SET, "couple", "once")
+_LETTERS = re.compile(r"[a-z]+")
+_PHRASE_AMOUNT = re.compile(r"\ba\s+couple\s+of\b|\bonce\s+a\b")
+_DIGIT_AMOUNT = re.compile(
+    r"[$€£¥]\s?\d|\b\d[\d,.]*(?:\s*-\s*\d[\d,.]*)?(?:\s*%|\b|[a-z])", re.IGNORECASE
 )
+_DIGIT = re.compile(r"\d")
 
 
 def asks_amount(question: str) -> bool:
@@ -77,4 +81,14 @@ def tells_amount(text: str) -> bool:
     """Whether ``text`` states an amount ("two weeks", "a 50-pound bag", "$120",
     "15%", "three times a week"); dates, years, times of day and ordinals are not
     amounts."""
-    return _AMOUNT.search(_NOT_AMOUNTS.sub(" ", text)) is not None
+    lower = text.lower()
+    # A substring test first: most memories hold no number word at all.
+    if any(part in lower for part in _NUMBER_PARTS) and (
+        not _NUMBER_WORD_SET.isdisjoint(_LETTERS.findall(lower))
+        or _PHRASE_AMOUNT.search(lower) is not None
+    ):
+        return True
+    # Dates are read only where there is a digit (most memories have none).
+    return _DIGIT.search(text) is not None and (
+        _DIGIT_AMOUNT.search(_NOT_AMOUNTS.sub(" ", text)) is not None
+    )
