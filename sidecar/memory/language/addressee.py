@@ -125,7 +125,7 @@ def is_reaction(fact: str) -> bool:
 def name_the_assistant(fact: str) -> str | None:
     """``fact`` with no "you" in it (see the module docstring); None when what is left
     is no fact about the user (a request, a reply or a reaction to the assistant)."""
-    if is_reaction(_QUOTED.sub("", fact)) and not _QUOTED.search(fact):
+    if not _QUOTED.search(fact) and is_reaction(fact):
         return None
     if not (_YOU.search(_QUOTED.sub("", fact)) or _OPENING_YOU.match(fact)):
         return fact

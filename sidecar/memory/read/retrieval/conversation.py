@@ -170,7 +170,7 @@ def in_context(
     mixed: Scores = ((1 - config.weight) * base + config.weight * fused).astype(np.float32)
     standalone = corpus.column("keeps-its-words", _keeps_its_words, np.bool_)
     if standalone.any():
-        mixed = np.where(standalone, base, mixed).astype(np.float32)
+        mixed = np.where(standalone, base, mixed)
     return mixed
 
 
