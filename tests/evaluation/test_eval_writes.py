@@ -132,3 +132,24 @@ async def test_changes_told_as_events_floor(
     assert scores["contradiction"]["old_injected"] <= 1
     assert scores["near_miss"]["merged"] == 0
     assert scores["negation"]["flipped"] == 0
+
+
+async def test_a_later_fact_on_the_same_topic_supersedes_nothing_floor(
+    config: SidecarConfig, embedder: Embedder
+) -> None:
+    """Long chats with an assistant (issue O, and N's evidence lost to supersession):
+    a request, a wish or a plan and a later fact on the same topic with "new", "now",
+    "since", "instead" ... are both kept; real changes told inside long turns still
+    supersede. The one pair left is a statement the extractor cannot read ("How do I
+    care for my new white dress shirt?" — a question — and "I spilled coffee on it")."""
+    run = await run_write_eval(
+        load_write_dataset(DATASET.with_name("write_keeps.json")),
+        config,
+        WriteEvalOptions(consolidate=False),
+        embedder=embedder,
+    )
+    scores = to_json(run)
+    assert scores["near_miss"]["merged"] <= 1
+    assert scores["contradiction"]["correct"] == 4
+    assert scores["contradiction"]["old_injected"] == 0
+    assert scores["junk"]["share"] <= 0.05

@@ -17,6 +17,7 @@ from functools import lru_cache
 
 from sidecar.memory.language.attributes import REGISTRY
 from sidecar.memory.language.facts import shape
+from sidecar.memory.language.intent import now_tells_change
 from sidecar.memory.language.text import tokens
 
 #: What tells that a value ended or was replaced: a move, a switch, leaving, selling,
@@ -59,6 +60,8 @@ _ENDS_NEXT = re.compile(
 )
 #: ... or just before it ("the lease in camden ended", "the leaf got written off").
 _ENDS_BEFORE = re.compile(r"\b(?:ended|written\s+off|ran\s+out|is\s+over)\b", re.IGNORECASE)
+#: "ended up" after an ending cue: where the user landed, not what ended.
+_UP = re.compile(r"\s+up\b", re.IGNORECASE)
 #: How far (in words) an ending reaches for what it names.
 _REACH = 5
 #: Words too common in facts to name a value ("User works at ...", "job").
@@ -76,8 +79,16 @@ def _outside_things(cues: re.Pattern[str], text: str) -> list[re.Match[str]]:
 
 def changes(text: str) -> bool:
     """Whether ``text`` tells that a value of the user's ended or was replaced (see
-    ``_CHANGE``), or that something stopped ("no longer drinks coffee")."""
-    return bool(_outside_things(_CHANGE, text)) or bool(shape(text).stopped)
+    ``_CHANGE``), or that something stopped ("no longer drinks coffee"). "Now" counts
+    where it sets what is against what was, not as a stretch of time ("for six weeks
+    now") or a reason ("now that it's warm"); "ended up" ends nothing."""
+    cues = [
+        m
+        for m in _outside_things(_CHANGE, text)
+        if (m.group(0).lower() != "now" or now_tells_change(text, m.start()))
+        and not (m.group(0).lower() == "ended" and _UP.match(text, m.end()))
+    ]
+    return bool(cues) or bool(shape(text).stopped)
 
 
 def _akin(a: str, b: str) -> bool:

@@ -13,7 +13,9 @@ A :class:`FactShape` holds
   Phoenix" -> ``residence`` = ``phoenix``); ``accumulates`` when the user may hold
   several values at once (allergies, languages, hobbies);
 * ``change``: a change cue ("moved", "switched", "now", "new", "anymore", "quit",
-  "started", "used to").
+  "started", "used to"); ``replacing`` when the cue says something took another's
+  place, not only that something began; ``wish`` when the fact is a request or a
+  wish rather than a state (:mod:`sidecar.memory.language.intent`).
 
 :func:`equivalent` says two facts state the same thing (the same slot and value and
 polarity, or the same content, entities and polarity); :func:`differs` says they can
@@ -29,6 +31,7 @@ from functools import lru_cache
 
 from sidecar.memory.language.attributes import REGISTRY
 from sidecar.memory.language.dates import canonical_dates
+from sidecar.memory.language.intent import replacing, wish
 from sidecar.memory.language.lexicon import (
     ACQUAINTANCES,
     EMAIL_PATTERN,
@@ -133,6 +136,10 @@ class FactShape:
     predicate: str | None = None
     #: Words for people other than the user the fact is about (sister, neighbour).
     roles: frozenset[str] = frozenset()
+    #: A cue that something took another's place ("switched", "is now", "instead").
+    replacing: bool = False
+    #: A request, wish or consideration ("looking for", "would love"), not a state.
+    wish: bool = False
 
 
 def _feature(word: str) -> str | None:
@@ -198,6 +205,8 @@ def shape(text: str) -> FactShape:
         stopped=stopped,
         predicate=_predicate(text),
         roles=frozenset(w.split("'")[0] for w in words if w.split("'")[0] in _ROLES),
+        replacing=replacing(text),
+        wish=wish(text),
     )
 
 
@@ -318,7 +327,7 @@ _CUE_WORDS = frozenset(
 _LIGHT = frozenset(
     """look think try want plan need like love enjoy get got go have make use consider
     interest start keep feel find see know hope wonder help recent really actual also
-    lot thing way well lately""".split()
+    lot thing way well lately other""".split()
 )
 
 
@@ -329,10 +338,13 @@ def _base(word: str) -> str:
 
 def replaces(new: FactShape, old: FactShape) -> bool:
     """Without a slot: ``new`` is the same statement as ``old`` with the other
-    polarity, or says, with a change cue ("now", "new", "switched", "no longer",
-    "quit", ...), another value of what ``old`` says — they share a content word
-    besides the cue (the same verb or noun: "drives", "number") and differ in a
-    name, number or content word on both sides."""
+    polarity, or says, with a cue that something took another's place ("switched",
+    "no longer", "is now", "instead", ...), another value of what ``old`` says —
+    they share a content word besides the cue (the same verb or noun: "drives",
+    "number") and differ in a name, number or content word on both sides. A wish or
+    a request on either side ("User is looking for ...", "would love to ...") is no
+    value that was replaced, nor a replacement: over a long conversation, one shared
+    word between such facts is a topic, not a change."""
     if new.slot is not None and new.slot == old.slot:
         return False
     if new.negated != old.negated and _same_content(new, old):
@@ -343,13 +355,13 @@ def replaces(new: FactShape, old: FactShape) -> bool:
         return True  # "User gave up caffeine" after "User drinks four espressos a day"
     if new.change and not new.negated and not old.negated and _swapped(new, old):
         return True  # "User switched to Monzo" after "User banks with Barclays"
-    if not new.change:
+    if not new.replacing or new.wish or old.wish:
         return False
     if new.negated != old.negated or _years(new) != _years(old):
         return False
     shared = {w for w in (new.signature & old.signature) - _CUE_WORDS if _base(w) not in _LIGHT}
-    if not shared:
-        return False
+    if not shared or shared <= new.entities:
+        return False  # nothing in common, or only a name: "now Luna is jealous" / "Luna's bed"
     return bool(new.signature - old.signature) and bool(old.signature - new.signature - _CUE_WORDS)
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 
+from sidecar.memory.language.clauses import statement_before_question
 from sidecar.memory.language.entities import named_subject
 from sidecar.memory.language.facts import shape
 from sidecar.memory.language.lexicon import IRREGULAR_PAST, SAME_IN_PRESENT
@@ -529,6 +530,7 @@ def extract_heuristic(user_text: str, *, max_facts: int) -> list[Fact]:
 
     for raw in _SENTENCE.split(user_text):
         sentence = _prepare(raw)
+        sentence = statement_before_question(sentence) or sentence
         if len(sentence) < 6 or sentence.rstrip().endswith("?"):
             continue
         context, before = before, sentence

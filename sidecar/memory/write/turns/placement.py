@@ -15,7 +15,9 @@ A new fact that changes something ("moved", "switched", "left", "sold", "now" ..
 memory of that attribute it is most like (placed by a rule or by its questions);
 in an accumulating attribute only one whose words it names as ending ("cancelled
 my PureGym membership"). Never another user's memory, never a shared one, never
-one about another person ("my brother's city" is not "my city"). The rules stay
+one about another person ("my brother's city" is not "my city"), and never a wish
+on either side ("User is looking for a new flat" is no home, and "User is hoping to
+move" moves nothing). The rules stay
 the first voice: the judge's own decision stands unless it added the fact.
 """
 
@@ -127,8 +129,8 @@ class AttributePlacer:
     ) -> MemoryRecord | None:
         """The memory among ``candidates`` (the owner's private active memories) that the
         change ``text`` supersedes, if any (see the module docstring)."""
-        if not candidates or not changes(text):
-            return None
+        if not candidates or not changes(text) or shape(text).wish:
+            return None  # a wish ("User is hoping to switch ...") changes nothing yet
         people = people_of(text)
         near = {"min_score": min_score, "margin": margin}
         [placed] = await self.place([text], np.asarray([vector], dtype=np.float32), **near)
@@ -140,6 +142,8 @@ class AttributePlacer:
         for candidate, where, cosine in zip(candidates, places, similarity.tolist(), strict=True):
             if not names_user(candidate.content) or people_of(candidate.content) != people:
                 continue  # another person's attribute ("Ana just moved to Porto.")
+            if shape(candidate.content).wish:
+                continue  # a request or wish is no value a change ends
             # The change names the old value as what ends ("left Amazon"), and the old
             # memory holds an attribute; or one of the two is clearly of an attribute
             # and the other at least near it.
