@@ -51,6 +51,15 @@ _PHRASE = re.compile(
     r")\b",
     re.IGNORECASE,
 )
+_MONTH_NAMES = "|".join(m[:3] + r"[a-z]*\.?" for m in MONTHS)
+#: The date itself, said just after the phrase ("last weekend, on Saturday, March
+#: 12th", "yesterday (the 3rd of May)"): the user's own date stands, unresolved.
+_SAID_DATE = re.compile(
+    r"\s*[,(]?\s*(?:on\s+)?(?:(?:" + _DAYS + r")[a-z]*,?\s+)?(?:the\s+)?"
+    r"(?:\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:" + _MONTH_NAMES + r")"
+    r"|(?:" + _MONTH_NAMES + r")\s+\d{1,2}(?:st|nd|rd|th)?\b)",
+    re.IGNORECASE,
+)
 #: Prepositions that already say how the resolved date reads ("since last week").
 _LEAD = re.compile(r"\b(?:since|until|till|before|after|by|from|through)\s+$", re.IGNORECASE)
 
@@ -149,6 +158,8 @@ def absolute_dates(text: str, said_at_ms: int) -> str:
     out: list[str] = []
     position = 0
     for match in _PHRASE.finditer(text):
+        if _SAID_DATE.match(text, match.end()):
+            continue  # the date is said: "last weekend, on Saturday, March 12th"
         preposition, when = _resolve(match, today)
         before = text[position : match.start()]
         # "since last week" -> "since the week of …": the text's own word leads.

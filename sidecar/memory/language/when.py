@@ -48,6 +48,25 @@ _DATE = re.compile(
     r")(?!\d)",
     re.IGNORECASE,
 )
+#: Holidays on a fixed day of the year ("on Valentine's Day", "at Christmas 2022"):
+#: that day, in the year said or in any year. Holidays that move (Easter,
+#: Thanksgiving) are left out rather than guessed.
+_HOLIDAYS = {
+    "valentine": (2, 14), "christmas eve": (12, 24), "christmas": (12, 25),
+    "xmas": (12, 25), "new year's eve": (12, 31), "new years eve": (12, 31),
+    "new year's day": (1, 1), "new years day": (1, 1), "halloween": (10, 31),
+    "st. patrick's day": (3, 17), "st patrick's day": (3, 17), "saint patrick's day": (3, 17),
+    "st. patricks day": (3, 17), "st patricks day": (3, 17), "saint patricks day": (3, 17),
+    "st. patrick day": (3, 17), "st patrick day": (3, 17), "saint patrick day": (3, 17),
+    "independence day": (7, 4), "fourth of july": (7, 4), "4th of july": (7, 4),
+}  # fmt: skip
+_HOLIDAY = re.compile(
+    r"\b(?:(?P<name>valentine)(?:['’]s|s\s+day|\s+day)(?:\s+day)?"
+    r"|(?P<other>christmas\s+eve|christmas|xmas|new\s+year['’]?s\s+(?:eve|day)|halloween|"
+    r"(?:st\.?|saint)\s+patrick(?:['’]?s)?\s+day|independence\s+day|(?:fourth|4th)\s+of\s+july))"
+    rf"(?:,?\s+(?P<year>{_YEAR}))?\b",
+    re.IGNORECASE,
+)
 #: Month names that are also everyday words ("you may", "we march"), and the words
 #: before one that make it the month ("in May", "last may").
 _AMBIGUOUS = frozenset({"may", "march", "mar"})
@@ -85,7 +104,8 @@ _TELLS_TIME = re.compile(
     rf"\b(?:yesterday|today|tonight|tomorrow|ago|recently|"
     rf"(?:last|next|this|past)\s+(?:week(?:end)?|month|year|night|summer|winter|spring|"
     rf"fall|autumn|{_WEEKDAY})|(?:on|since|by)\s+{_WEEKDAY}|"
-    rf"{_NAMED_MONTHS}|{_YEAR})\b",
+    rf"{_NAMED_MONTHS}|{_YEAR}|valentine['’]?s|christmas|xmas|halloween|thanksgiving|easter|"
+    r"new\s+year['’]?s\s+(?:eve|day))\b",
     re.IGNORECASE,
 )
 
@@ -160,8 +180,11 @@ def question_spans(text: str, now_ms: int) -> tuple[Span, ...]:
 
 
 def _dates(text: str) -> list[_Found]:
-    out: list[_Found] = []
+    out = _holidays(text)
+    taken = [(found.start, found.end) for found in out]
     for match in _DATE.finditer(text):
+        if any(start < match.end() and match.start() < end for start, end in taken):
+            continue  # "the 4th of July", "Christmas 2022": read as the holiday
         groups = match.groupdict()
         if groups["iso"]:
             iso_month, iso_day = int(groups["iso_m"]), int(groups["iso_d"])
@@ -188,6 +211,18 @@ def _dates(text: str) -> list[_Found]:
         out.append(
             _Found(match.start(), match.end(), int(year_text) if year_text else None, month, day)
         )
+    out.sort(key=lambda found: found.start)
+    return out
+
+
+def _holidays(text: str) -> list[_Found]:
+    """The fixed-day holidays ``text`` names (``_HOLIDAYS``)."""
+    out: list[_Found] = []
+    for match in _HOLIDAY.finditer(text):
+        said = match.group("name") or match.group("other")
+        month, day = _HOLIDAYS[re.sub(r"\s+", " ", said.lower().replace("’", "'"))]
+        year = int(match.group("year")) if match.group("year") else None
+        out.append(_Found(match.start(), match.end(), year, month, day))
     return out
 
 

@@ -61,3 +61,23 @@ def test_vague_or_no_dates_stay_as_said(fact: str) -> None:
 
 def test_no_time_no_change() -> None:
     assert absolute_dates("User went hiking yesterday.", 0) == "User went hiking yesterday."
+
+
+@pytest.mark.parametrize(
+    "fact",
+    [
+        "User set up the new TV last weekend, on Saturday, March 12th, after weeks.",
+        "User met her last Friday, May 26th.",
+        "User went there yesterday (the 29th of May) with Ana.",
+    ],
+)
+def test_a_phrase_the_user_dates_in_the_next_words_stays_as_said(fact: str) -> None:
+    # Resolving it as well would give the fact two dates ("on the weekend of 20 May
+    # 2023, on Saturday, March 12th"); the user's own date is the one to keep.
+    assert absolute_dates(fact, SAID) == fact
+
+
+def test_a_word_that_starts_like_a_month_is_no_date() -> None:
+    assert absolute_dates("User saw it last week, Mayhem was great.", SAID) == (
+        "User saw it in the week of 22 May 2023, Mayhem was great."
+    )

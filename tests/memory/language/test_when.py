@@ -48,6 +48,13 @@ def shown(text: str) -> list[str]:
         ("the doctor I saw last week", ["2026-11-16..2026-11-23"]),
         ("something from last month", ["2026-10-01..2026-11-01"]),
         ("two weeks ago I met someone", ["2026-11-10..2026-11-17"]),
+        # Holidays on a fixed day.
+        ("What was the airline that I flied with on Valentine's day?", ["every 2/14"]),
+        ("valentines day dinner plans", ["every 2/14"]),
+        ("What did I cook at Christmas 2022?", ["2022-12-25..2022-12-26"]),
+        ("what did we do on the 4th of July", ["every 7/4"]),
+        ("Where was I on New Year's Eve?", ["every 12/31"]),
+        ("any St. Patrick's Day plans?", ["every 3/17"]),
     ],
 )
 def test_dates_a_question_names(question: str, spans: list[str]) -> None:
@@ -64,6 +71,7 @@ def test_dates_a_question_names(question: str, spans: list[str]) -> None:
         "what did I march for",
         "Where does my sister live?",
         "room 1999 b",
+        "When did I last see Valentine?",  # a name, not the day
     ],
 )
 def test_no_date_is_read_into_a_question_without_one(question: str) -> None:
