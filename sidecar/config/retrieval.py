@@ -129,8 +129,9 @@ class ConversationConfig(_Model):
 class CueConfig(_Model):
     """Lifts for what a question names or asks (strategies ``default`` and
     ``associative``; sidecar/memory/read/retrieval/cues.py): whom it is about, the
-    date it names, and whether it asks when or for an amount. They add to
-    the fused score and admit nothing the evidence gate keeps out."""
+    date it names, and whether it asks when, for an amount or about the past. They
+    add to (or, for wishes under a question about the past, take from) the fused
+    score and admit nothing the evidence gate keeps out."""
 
     enabled: bool = True
     #: Lift of a memory whose subject (a transcript line's speaker, a fact's opening
@@ -148,6 +149,10 @@ class CueConfig(_Model):
     #: "$120"; not a date) for a question that asks how many, how much, how long,
     #: what size or what total.
     amount_weight: float = Field(default=0.1, ge=0, le=1)
+    #: Taken from a memory that tells a wish or request ("User is looking for …",
+    #: "would love to …") for a question about what the user did or was ("What did I
+    #: buy?", "How long was I in Japan?"): what happened answers it, not a wish.
+    past_weight: float = Field(default=0.15, ge=0, le=1)
 
 
 class RerankConfig(_Model):

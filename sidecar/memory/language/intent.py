@@ -12,7 +12,8 @@
 
 Read by :func:`sidecar.memory.language.facts.replaces`, whose word-overlap rule
 would otherwise supersede, across a long conversation, every earlier fact that shares
-one content word with a later one.
+one content word with a later one; and by retrieval's cues, with :func:`asks_past`:
+"What did I buy?" is not answered by "User is looking to buy …".
 """
 
 from __future__ import annotations
@@ -77,3 +78,38 @@ def wish(text: str) -> bool:
     """Whether ``text`` (a fact about "User") tells a wish, request or consideration
     of the user's rather than a state (see the module docstring)."""
     return _WISH.search(text) is not None
+
+
+#: Irregular past forms a question about what the user did uses ("what did I ...",
+#: "the airline I flew with", "how long was I ..."), besides any "-ed" form.
+_PAST_FORMS = (
+    "went|got|bought|saw|met|made|took|had|did|spent|flew|flied|ran|ate|wrote|read|"
+    "gave|sent|told|said|won|lost|wore|began|left|paid|sold|found|kept|brought|built|"
+    "caught|felt|heard|held|chose|drove|rode|sang|swam|threw|became|came|sat|slept|"
+    "taught|thought|put|set|cut|hit|let|quit|gone|gotten|seen|taken|done|eaten|"
+    "written|given|flown|been|worn|ridden|driven|chosen"
+)
+_ASKS_PAST = re.compile(
+    r"\b(?:did|was|were|had)\s+(?:I|we)\b"
+    rf"|\b(?:have|has)\s+(?:I|we)\s+(?:\w{{2,}}(?<!e)ed|{_PAST_FORMS})\b"
+    rf"|\b(?:I|we)\s+(?:(?:just|recently|also|once|first|last|finally|actually)\s+)?"
+    rf"(?:\w{{2,}}(?<!e)ed|{_PAST_FORMS})\b",
+    re.IGNORECASE,
+)
+
+
+#: A question about a wish itself ("What did I say I wanted to buy?", "Which trip
+#: was I planning?") is answered by one.
+_ASKS_WISH = re.compile(
+    r"\b(?:want(?:ed|s)?|plann?(?:ed|ing)?|hop(?:e|ed|ing)|wish(?:ed)?|thinking|considering|"
+    r"looking\s+(?:for|to|into)|interested|would\s+(?:like|love)|intend(?:ed)?|wonder(?:ed)?)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_past(question: str) -> bool:
+    """Whether ``question`` asks about something the user did or was ("When did I
+    ...", "How long was I in Japan?", "the feed I purchased", "How many weddings
+    have I attended?"): answered by what happened, not by a wish. A question that
+    asks about a wish ("What did I say I wanted ...") is not."""
+    return _ASKS_PAST.search(question) is not None and _ASKS_WISH.search(question) is None

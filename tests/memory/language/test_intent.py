@@ -10,7 +10,7 @@ import pytest
 from sidecar.memory.language.changes import changes
 from sidecar.memory.language.clauses import statement_before_question
 from sidecar.memory.language.facts import replaces, shape
-from sidecar.memory.language.intent import replacing, wish
+from sidecar.memory.language.intent import asks_past, replacing, wish
 
 
 @pytest.mark.parametrize(
@@ -138,3 +138,23 @@ def test_a_statement_before_a_question_in_one_sentence_is_read_alone(
     sentence: str, statement: str | None
 ) -> None:
     assert statement_before_question(sentence) == statement
+
+
+@pytest.mark.parametrize(
+    ("question", "past"),
+    [
+        ("How long was I in Japan for?", True),
+        ("When did I volunteer at the shelter's fundraising dinner?", True),
+        ("What was the airline that I flied with on Valentine's day?", True),
+        ("What is the total weight of the new feed I purchased?", True),
+        ("How many weddings have I attended this year?", True),
+        ("Can you suggest a hotel for my upcoming trip to Miami?", False),
+        ("I'm planning my meal prep next week, any suggestions?", False),
+        ("I need a gift idea, what do I like?", False),
+        ("Where do I currently keep my old sneakers?", False),
+        ("What did I say I wanted to buy for my sister?", False),
+        ("Which city was I planning to visit in June?", False),
+    ],
+)
+def test_a_question_about_what_the_user_did_asks_the_past(question: str, past: bool) -> None:
+    assert asks_past(question) is past

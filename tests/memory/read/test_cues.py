@@ -134,6 +134,24 @@ def test_a_question_that_asks_an_amount_lifts_memories_that_state_one() -> None:
         assert np.array_equal(lift_cues(base, q, corpus, CueConfig(when_weight=0), NOW), base)
 
 
+def test_a_question_about_the_past_is_not_answered_by_a_wish() -> None:
+    corpus = Corpus.build(
+        [
+            memory("a-wish", "User is considering visiting other parts of Asia after Japan."),
+            memory("b-said", "User visited the Fushimi Inari Shrine when User was in Japan."),
+        ],
+        DIM,
+    )
+    base = np.zeros(2, dtype=np.float32)
+    cues = CueConfig(amount_weight=0, when_weight=0, past_weight=0.1)
+    asked = Query("How long was I in Japan for?", np.asarray(SAME, dtype=np.float32))
+    assert lift_cues(base, asked, corpus, cues, NOW).tolist() == pytest.approx([-0.1, 0.0])
+    assert order(corpus, "How long was I in Japan for?")[0] == "b-said"
+    # A question about what the user wants is answered by wishes as well.
+    planning = Query("Any ideas for my trip to Japan?", np.asarray(SAME, dtype=np.float32))
+    assert np.array_equal(lift_cues(base, planning, corpus, cues, NOW), base)
+
+
 def test_a_question_naming_nothing_is_ranked_as_without_cues() -> None:
     corpus = Corpus.build([*SPEAKERS, memory("t", "I went hiking last weekend.")], DIM)
     base = np.asarray([0.1, 0.2, 0.3, 0.4], dtype=np.float32)

@@ -19,6 +19,12 @@
   that states an amount ("two weeks", "a 55-inch TV", "$120"; a date is not one):
   such memories gain ``amount_weight``.
 
+* **Past.** A question about what the user did or was ("What did I buy?", "How long
+  was I in Japan?"; :func:`~sidecar.memory.language.intent.asks_past`) is not
+  answered by a wish or request ("User is looking to buy …", "User is considering
+  visiting Japan"; :func:`~sidecar.memory.language.intent.wish`): such memories lose
+  ``past_weight``.
+
 Lifts add to the fused score; they admit nothing the evidence gate keeps out, and a
 question that names no one and no date is ranked as without them.
 """
@@ -37,6 +43,7 @@ from sidecar.memory.corpus.bm25 import new_positions
 from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.language.amounts import asks_amount, tells_amount
 from sidecar.memory.language.entities import names, subject
+from sidecar.memory.language.intent import asks_past, wish
 from sidecar.memory.language.text import STOPWORDS
 from sidecar.memory.language.when import DAY_MS, Span, asks_when, question_spans, tells_time
 from sidecar.memory.read.retrieval.base import Query
@@ -50,7 +57,7 @@ _POSSESSIVE = re.compile(r"['’]s$")
 
 
 def lift_cues(base: Scores, query: Query, corpus: Corpus, config: CueConfig, now_ms: int) -> Scores:
-    """``base`` with the subject, date and when lifts for ``query`` added."""
+    """``base`` with the subject, date, when, amount and past cues for ``query``."""
     if corpus.size == 0:
         return base
     out = base
@@ -66,6 +73,8 @@ def lift_cues(base: Scores, query: Query, corpus: Corpus, config: CueConfig, now
         out = out + config.when_weight * _timed(corpus)
     if config.amount_weight > 0 and asks_amount(query.text):
         out = out + config.amount_weight * _amounts(corpus)
+    if config.past_weight > 0 and asks_past(query.text):
+        out = out - config.past_weight * _wishes(corpus)
     lifted: Scores = out.astype(np.float32)
     return lifted
 
@@ -86,6 +95,15 @@ def _amounts(corpus: Corpus) -> Scores:
 
 def _tells_amount(record: MemoryRecord) -> bool:
     return tells_amount(record.content)
+
+
+def _wishes(corpus: Corpus) -> Scores:
+    """1 for the memories that tell a wish or request, else 0."""
+    return corpus.column("wish", _wish, np.float32)
+
+
+def _wish(record: MemoryRecord) -> bool:
+    return wish(record.content)
 
 
 def subject_share(text: str, corpus: Corpus) -> Scores | None:
