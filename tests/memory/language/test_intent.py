@@ -132,6 +132,10 @@ def test_now_as_a_stretch_of_time_or_a_reason_and_ended_up_are_no_change() -> No
         ("Can you help me plan my week?", None),
         ("I live in Austin.", None),
         ("What is the best way, in your view, to learn?", None),
+        ("Since I'm still new to this, what should I read first?", None),
+        ("Since I'm going to Miami in December, can you suggest a hotel?",
+         "I'm going to Miami in December."),
+        ("I'd like to ask, is it safe for dogs?", None),
     ],
 )  # fmt: skip
 def test_a_statement_before_a_question_in_one_sentence_is_read_alone(
