@@ -156,3 +156,23 @@ async def test_a_later_fact_on_the_same_topic_supersedes_nothing_floor(
     assert scores["contradiction"]["correct"] == 4
     assert scores["contradiction"]["old_injected"] == 0
     assert scores["junk"]["share"] <= 0.05
+
+
+async def test_a_change_told_as_a_beginning_floor(
+    config: SidecarConfig, embedder: Embedder
+) -> None:
+    """Changes told with "new", "since", "started", "these days" or a stop ("cut out
+    coffee"): where the later fact says what the earlier one said with another value,
+    it supersedes it, though over a long chat such cues alone supersede nothing. Two
+    are missed, as they were before the rule was narrowed: hours of sleep whose new
+    fact adds its reason, and a child starting first grade."""
+    run = await run_write_eval(
+        load_write_dataset(DATASET.with_name("write_events_3.json")),
+        config,
+        WriteEvalOptions(consolidate=False),
+        embedder=embedder,
+    )
+    scores = to_json(run)
+    assert scores["contradiction"]["correct"] >= 14
+    assert scores["contradiction"]["old_injected"] <= 2
+    assert scores["negation"]["flipped"] == 0

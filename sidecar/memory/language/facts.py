@@ -77,6 +77,7 @@ _NOT_NAMES = frozenset(
 #: "quit vaping", "stopped doing yoga", "no longer drinks coffee": what the user stopped.
 _STOPPED = re.compile(
     r"\b(?:quit|quitted|stopped|gave\s+up|given\s+up|kicked|no\s+longer|no\s+more|sold|"
+    r"cut\s+out|"
     r"got\s+rid\s+of|traded\s+in|ditched|dropped\s+out\s+of|moved\s+out\s+of|"
     r"moved\s+away\s+from)\s+"
     r"(?:the\s+|User['’]s\s+|doing\s+|going\s+to\s+)?(?P<what>[^,.;:!?]+)|"
@@ -327,7 +328,7 @@ _CUE_WORDS = frozenset(
 _LIGHT = frozenset(
     """look think try want plan need like love enjoy get got go have make use consider
     interest start keep feel find see know hope wonder help recent really actual also
-    lot thing way well lately other""".split()
+    lot thing way well lately other found""".split()
 )
 
 
@@ -355,14 +356,44 @@ def replaces(new: FactShape, old: FactShape) -> bool:
         return True  # "User gave up caffeine" after "User drinks four espressos a day"
     if new.change and not new.negated and not old.negated and _swapped(new, old):
         return True  # "User switched to Monzo" after "User banks with Barclays"
-    if not new.replacing or new.wish or old.wish:
+    if not new.change or new.wish or old.wish:
         return False
     if new.negated != old.negated or _years(new) != _years(old):
         return False
     shared = {w for w in (new.signature & old.signature) - _CUE_WORDS if _base(w) not in _LIGHT}
     if not shared or shared <= new.entities:
         return False  # nothing in common, or only a name: "now Luna is jealous" / "Luna's bed"
+    if not new.replacing and not _one_value_for_another(new, old):
+        return False  # "since March", "a new ...": something began, and ended nothing said
     return bool(new.signature - old.signature) and bool(old.signature - new.signature - _CUE_WORDS)
+
+
+#: Words that say when, not what: left out when two facts' own words are counted.
+_TIME_WORDS = frozenset(
+    {"since", "ago", "week", "month", "year", "day", "last", "recent", "late", "until"}
+).union(*_KINDS)
+#: A fact with a cue that something began replaces one that says the same with
+#: another value: at most this many words of its own on the old side (the value
+#: that ends: "Notion", "Dr. Patel on Elm Street") and on the new side.
+_OLD_OWN, _NEW_OWN = 3, 3
+
+
+def _one_value_for_another(new: FactShape, old: FactShape) -> bool:
+    """``new`` says what ``old`` says with another value ("User has been using Obsidian
+    for User's notes since January" / "User uses Notion for all User's notes"; "User
+    found a new dentist, Dr. Nguyen" / "User's dentist is Dr. Patel"): few words of
+    its own on either side, when and cue words aside. Two facts of a long chat that
+    share a topic word say much else besides."""
+
+    def own(a: FactShape, b: FactShape) -> set[str]:
+        return {
+            w
+            for w in a.signature - b.signature - _CUE_WORDS - _TIME_WORDS
+            if _base(w) not in _LIGHT and not (len(w) == 4 and w.isdigit())
+        }
+
+    old_own, new_own = own(old, new), own(new, old)
+    return 0 < len(old_own) <= _OLD_OWN and 0 < len(new_own) <= _NEW_OWN
 
 
 def _same_stem(a: str, b: str) -> bool:

@@ -1,7 +1,8 @@
 """Two readings of a fact that decide whether its words may end another fact.
 
 * :func:`wish`: the fact tells what the user is looking for, thinking of, interested
-  in, would love, wants or needs — a request, a wish, a consideration. A wish is
+  in, would love, wants, needs or will do — a request, a wish, a consideration, a
+  plan. A wish is
   neither a state that a later fact makes false nor a change that ends one: "User is
   looking for some book recommendations" stays true when the user later starts a
   book club, and "User is thinking of learning the saxophone now" ends no trumpet.
@@ -51,7 +52,9 @@ _WISH = re.compile(
     r"trying\s+to\s+(?:find|decide|figure|get|plan|choose|pick|learn)|interested|curious|"
     r"keen|eager|open\s+to|in\s+the\s+mood|on\s+the\s+hunt|"
     r"(?:would|'d|’d)\s+(?:love|like|really\s+like|prefer)|wants?|needs?|wish(?:es)?|"
-    r"wonders?|hopes?|plans?\s+to|intends?\s+to)\b",
+    r"wonders?|hopes?|plans?\s+to|intends?\s+to|"
+    # a plan: "User will check out ...", "User thinks User will ...", "is going to"
+    r"(?:thinks\s+User\s+)?(?:will|'ll|’ll|might|may|going\s+to|gonna)\b(?!\s+have\s+been))\b",
     re.IGNORECASE,
 )
 

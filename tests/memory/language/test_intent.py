@@ -162,3 +162,24 @@ def test_a_statement_before_a_question_in_one_sentence_is_read_alone(
 )
 def test_a_question_about_what_the_user_did_asks_the_past(question: str, past: bool) -> None:
     assert asks_past(question) is past
+
+
+@pytest.mark.parametrize(
+    ("new", "old"),
+    [
+        ("User has been using Obsidian for User's notes since January.",
+         "User uses Notion for all User's notes."),
+        ("User found a new dentist, Dr. Nguyen near the office.",
+         "User's dentist is Dr. Patel on Elm Street."),
+        ("User has cut out coffee completely since March.",
+         "User drinks a lot of coffee, like four cups a day."),
+    ],
+)  # fmt: skip
+def test_a_beginning_that_says_the_same_with_another_value_replaces(new: str, old: str) -> None:
+    assert replaces(shape(new), shape(old))
+
+
+def test_a_plan_is_a_wish() -> None:
+    assert wish("User thinks User will go with QuickBooks since it fits User's budget.")
+    assert wish("User will definitely invest in a good case for User's banjo.")
+    assert not wish("User works at Amazon.")
