@@ -18,7 +18,8 @@ from __future__ import annotations
 from sidecar.memory.language.attributes import REGISTRY
 from sidecar.memory.language.changes import changes, people_of, told
 from sidecar.memory.language.entities import names_user
-from sidecar.memory.language.facts import product_kind, slot_of
+from sidecar.memory.language.facts import slot_of
+from sidecar.memory.language.replacement import product_kind
 
 
 def attribute_words(slot: str | None) -> str | None:

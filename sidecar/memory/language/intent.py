@@ -11,7 +11,7 @@
   routine", "is now a ..."), not only that something began or is new ("started",
   "since March", "a new pair", "finally", "for six weeks now", "now that it's warm").
 
-Read by :func:`sidecar.memory.language.facts.replaces`, whose word-overlap rule
+Read by :func:`sidecar.memory.language.replacement.replaces`, whose word-overlap rule
 would otherwise supersede, across a long conversation, every earlier fact that shares
 one content word with a later one; and by retrieval's cues, with :func:`asks_past`:
 "What did I buy?" is not answered by "User is looking to buy …".

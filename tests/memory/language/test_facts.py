@@ -10,12 +10,12 @@ from sidecar.memory.language.facts import (
     contrasts,
     differs,
     equivalent,
-    replaces,
     restates,
     richer,
     shape,
     slot_of,
 )
+from sidecar.memory.language.replacement import replaces
 from sidecar.memory.language.slots import find_slot
 
 

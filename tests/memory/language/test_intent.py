@@ -9,8 +9,9 @@ import pytest
 
 from sidecar.memory.language.changes import changes
 from sidecar.memory.language.clauses import statement_before_question
-from sidecar.memory.language.facts import replaces, shape
+from sidecar.memory.language.facts import shape
 from sidecar.memory.language.intent import asks_past, replacing, wish
+from sidecar.memory.language.replacement import replaces
 
 
 @pytest.mark.parametrize(

@@ -49,12 +49,12 @@ from sidecar.memory.language.facts import (
     contrasts,
     differs,
     equivalent,
-    replaces,
     richer,
     same_value,
     shape,
     slot_of,
 )
+from sidecar.memory.language.replacement import replaces
 from sidecar.memory.language.said import QUOTED
 from sidecar.memory.records.records import MemoryRecord, Status, Visibility, memory_id
 from sidecar.memory.records.vectors import top_indices
