@@ -113,6 +113,20 @@ async def test_the_report_has_the_documented_keys(dev_run: Any, tmp_path: Path) 
     json.dumps(document)  # serialisable as it is
 
 
+async def _unconsolidated_scores(
+    name: str, config: SidecarConfig, embedder: Embedder
+) -> dict[str, Any]:
+    """The scores of the project's write set ``name`` (in tests/data), without the
+    consolidation pass."""
+    run = await run_write_eval(
+        load_write_dataset(DATASET.with_name(name)),
+        config,
+        WriteEvalOptions(consolidate=False),
+        embedder=embedder,
+    )
+    return to_json(run)
+
+
 @pytest.mark.parametrize("name", ["write_events.json", "write_events_2.json"])
 async def test_changes_told_as_events_floor(
     name: str, config: SidecarConfig, embedder: Embedder
@@ -121,13 +135,7 @@ async def test_changes_told_as_events_floor(
     that reach them: the old value superseded and never injected, the new one found
     for the question; a change cue about something else (a sister's move, headphones
     left at the gym, desks moved at work) supersedes nothing."""
-    run = await run_write_eval(
-        load_write_dataset(DATASET.with_name(name)),
-        config,
-        WriteEvalOptions(consolidate=False),
-        embedder=embedder,
-    )
-    scores = to_json(run)
+    scores = await _unconsolidated_scores(name, config, embedder)
     assert scores["contradiction"]["correct"] >= 13
     assert scores["contradiction"]["old_injected"] <= 1
     assert scores["near_miss"]["merged"] == 0
@@ -145,13 +153,7 @@ async def test_a_later_fact_on_the_same_topic_supersedes_nothing_floor(
     and "Since I'm going to Miami in December now, can you suggest a hotel with a
     view?", whose fact is kept ("User is going to Miami in December now.") but holds
     under 60 % of the turn's own words, the question's among them."""
-    run = await run_write_eval(
-        load_write_dataset(DATASET.with_name("write_keeps.json")),
-        config,
-        WriteEvalOptions(consolidate=False),
-        embedder=embedder,
-    )
-    scores = to_json(run)
+    scores = await _unconsolidated_scores("write_keeps.json", config, embedder)
     assert scores["near_miss"]["merged"] <= 2
     assert scores["contradiction"]["correct"] == 4
     assert scores["contradiction"]["old_injected"] == 0
@@ -166,13 +168,7 @@ async def test_a_change_told_as_a_beginning_floor(
     it supersedes it, though over a long chat such cues alone supersede nothing. Two
     are missed, as they were before the rule was narrowed: hours of sleep whose new
     fact adds its reason, and a child starting first grade."""
-    run = await run_write_eval(
-        load_write_dataset(DATASET.with_name("write_events_3.json")),
-        config,
-        WriteEvalOptions(consolidate=False),
-        embedder=embedder,
-    )
-    scores = to_json(run)
+    scores = await _unconsolidated_scores("write_events_3.json", config, embedder)
     assert scores["contradiction"]["correct"] >= 14
     assert scores["contradiction"]["old_injected"] <= 2
     assert scores["negation"]["flipped"] == 0

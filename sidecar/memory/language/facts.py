@@ -186,9 +186,14 @@ def word_features(text: str) -> frozenset[str]:
     return _signature(_words(text))
 
 
+def base_of(feature: str) -> str:
+    """A feature without its tense mark ("got@past": "got")."""
+    return feature.split("@", 1)[0]
+
+
 def word_bases(features: frozenset[str]) -> frozenset[str]:
     """Features without their tense mark ("switch@past" -> "switch")."""
-    return frozenset(f.split("@")[0] for f in features)
+    return frozenset(base_of(f) for f in features)
 
 
 @lru_cache(maxsize=8192)

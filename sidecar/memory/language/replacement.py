@@ -15,6 +15,7 @@ from __future__ import annotations
 from sidecar.memory.language.facts import (
     KINDS,
     FactShape,
+    base_of,
     same_stem,
     word_bases,
     word_features,
@@ -39,9 +40,9 @@ _LIGHT = frozenset(
 )
 
 
-def _base(word: str) -> str:
-    """A signature word without its tense mark ("got@past": "got")."""
-    return word.split("@", 1)[0]
+def _telling(words: frozenset[str]) -> set[str]:
+    """``words`` less the cue words and the light ones: what they say a fact is about."""
+    return {w for w in words - _CUE_WORDS if base_of(w) not in _LIGHT}
 
 
 def replaces(new: FactShape, old: FactShape) -> bool:
@@ -67,7 +68,7 @@ def replaces(new: FactShape, old: FactShape) -> bool:
         return False
     if new.negated != old.negated or years_of(new) != years_of(old):
         return False
-    shared = {w for w in (new.signature & old.signature) - _CUE_WORDS if _base(w) not in _LIGHT}
+    shared = _telling(new.signature & old.signature)
     if not shared or shared <= new.entities:
         return False  # nothing in common, or only a name: "now Luna is jealous" / "Luna's bed"
     if not new.replacing and not _one_value_for_another(new, old):
@@ -93,11 +94,8 @@ def _one_value_for_another(new: FactShape, old: FactShape) -> bool:
     share a topic word say much else besides."""
 
     def own(a: FactShape, b: FactShape) -> set[str]:
-        return {
-            w
-            for w in a.signature - b.signature - _CUE_WORDS - _TIME_WORDS
-            if _base(w) not in _LIGHT and not (len(w) == 4 and w.isdigit())
-        }
+        found = _telling(a.signature - b.signature - _TIME_WORDS)
+        return {w for w in found if not (len(w) == 4 and w.isdigit())}
 
     old_own, new_own = own(old, new), own(new, old)
     return 0 < len(old_own) <= _OLD_OWN and 0 < len(new_own) <= _NEW_OWN

@@ -49,21 +49,14 @@ _DATE = re.compile(
     re.IGNORECASE,
 )
 #: Holidays on a fixed day of the year ("on Valentine's Day", "at Christmas 2022"):
-#: that day, in the year said or in any year. Holidays that move (Easter,
-#: Thanksgiving) are left out rather than guessed.
-_HOLIDAYS = {
-    "valentine": (2, 14), "christmas eve": (12, 24), "christmas": (12, 25),
-    "xmas": (12, 25), "new year's eve": (12, 31), "new years eve": (12, 31),
-    "new year's day": (1, 1), "new years day": (1, 1), "halloween": (10, 31),
-    "st. patrick's day": (3, 17), "st patrick's day": (3, 17), "saint patrick's day": (3, 17),
-    "st. patricks day": (3, 17), "st patricks day": (3, 17), "saint patricks day": (3, 17),
-    "st. patrick day": (3, 17), "st patrick day": (3, 17), "saint patrick day": (3, 17),
-    "independence day": (7, 4), "fourth of july": (7, 4), "4th of july": (7, 4),
-}  # fmt: skip
+#: that day, in the year said or in any year; each named group is ``d<MMDD>``.
+#: Holidays that move (Easter, Thanksgiving) are left out rather than guessed.
 _HOLIDAY = re.compile(
-    r"\b(?:(?P<name>valentine)(?:['’]s|s\s+day|\s+day)(?:\s+day)?"
-    r"|(?P<other>christmas\s+eve|christmas|xmas|new\s+year['’]?s\s+(?:eve|day)|halloween|"
-    r"(?:st\.?|saint)\s+patrick(?:['’]?s)?\s+day|independence\s+day|(?:fourth|4th)\s+of\s+july))"
+    r"\b(?:(?P<d0214>valentine(?:['’]s|s\s+day|\s+day)(?:\s+day)?)"
+    r"|(?P<d1224>christmas\s+eve)|(?P<d1225>christmas|xmas)"
+    r"|(?P<d1231>new\s+year['’]?s\s+eve)|(?P<d0101>new\s+year['’]?s\s+day)"
+    r"|(?P<d1031>halloween)|(?P<d0317>(?:st\.?|saint)\s+patrick(?:['’]?s)?\s+day)"
+    r"|(?P<d0704>independence\s+day|(?:fourth|4th)\s+of\s+july))"
     rf"(?:,?\s+(?P<year>{_YEAR}))?\b",
     re.IGNORECASE,
 )
@@ -216,13 +209,12 @@ def _dates(text: str) -> list[_Found]:
 
 
 def _holidays(text: str) -> list[_Found]:
-    """The fixed-day holidays ``text`` names (``_HOLIDAYS``)."""
+    """The fixed-day holidays ``text`` names (``_HOLIDAY``)."""
     out: list[_Found] = []
     for match in _HOLIDAY.finditer(text):
-        said = match.group("name") or match.group("other")
-        month, day = _HOLIDAYS[re.sub(r"\s+", " ", said.lower().replace("’", "'"))]
+        group = next(k for k, v in match.groupdict().items() if v and k.startswith("d"))
         year = int(match.group("year")) if match.group("year") else None
-        out.append(_Found(match.start(), match.end(), year, month, day))
+        out.append(_Found(match.start(), match.end(), year, int(group[1:3]), int(group[3:])))
     return out
 
 

@@ -129,8 +129,12 @@ class AttributePlacer:
     ) -> MemoryRecord | None:
         """The memory among ``candidates`` (the owner's private active memories) that the
         change ``text`` supersedes, if any (see the module docstring)."""
-        if not candidates or not changes(text) or shape(text).wish:
+        if not changes(text) or shape(text).wish:
             return None  # a wish ("User is hoping to switch ...") changes nothing yet
+        # A request or wish is no value a change ends: not placed, not judged.
+        candidates = [c for c in candidates if not shape(c.content).wish]
+        if not candidates:
+            return None
         people = people_of(text)
         near = {"min_score": min_score, "margin": margin}
         [placed] = await self.place([text], np.asarray([vector], dtype=np.float32), **near)
@@ -142,8 +146,6 @@ class AttributePlacer:
         for candidate, where, cosine in zip(candidates, places, similarity.tolist(), strict=True):
             if not names_user(candidate.content) or people_of(candidate.content) != people:
                 continue  # another person's attribute ("Ana just moved to Porto.")
-            if shape(candidate.content).wish:
-                continue  # a request or wish is no value a change ends
             # The change names the old value as what ends ("left Amazon"), and the old
             # memory holds an attribute; or one of the two is clearly of an attribute
             # and the other at least near it.
