@@ -34,6 +34,7 @@ if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
     )
 
 from selenium import webdriver  # noqa: E402
+from selenium.common.exceptions import WebDriverException  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
@@ -120,7 +121,11 @@ def navigate(browser: WebDriver, element: WebElement, *, submit: bool = False) -
         element.submit()
     else:
         element.click()
-    WebDriverWait(browser, 15).until(expected_conditions.staleness_of(page))
+    # Chrome can answer a question about the old page with an "unhandled inspector
+    # error" while that page is being replaced: ask again rather than fail.
+    WebDriverWait(browser, 15, ignored_exceptions=(WebDriverException,)).until(
+        expected_conditions.staleness_of(page)
+    )
 
 
 def sign_in(browser: WebDriver, stack: Stack, token: str) -> None:
