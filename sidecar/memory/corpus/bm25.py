@@ -5,9 +5,9 @@ frequency, sorted by term then document, with each term's slice found through an
 offsets array. Building it is O(total tokens) (one dictionary lookup per token, the
 rest vectorised); appending documents merges their pairs in without touching the
 old documents' tokens, removing or replacing some moves the others' postings
-(:meth:`BM25Index.remapped`), and an index of documents joined from another's
-(each memory with the ones said before it) is made from that one's postings
-(:meth:`BM25Index.joined`) without reading a token. A query costs O(sum of the
+(:meth:`BM25Index.remapped`), and documents joined from an index's (each memory
+with the ones said before it) are scored from that index's postings
+(:class:`JoinedBM25`): nothing is indexed twice. A query costs O(sum of the
 query terms' posting lengths). It grows with the user's visible corpus, never with
 other users' data, and never quadratically. IDF is computed over exactly the
 documents the scope may see.
@@ -125,34 +125,16 @@ class BM25Index:
             np.concatenate([old_keys, keys]),
             np.concatenate([self._tf[alive], counts]),
             lengths,
-            repeats=False,  # each document's pairs are counted once, kept or added
         )
         return out
 
-    def joined(self, priors: Ints) -> BM25Index:
-        """An index whose document ``i`` is this one's document ``i`` followed by its
-        ``priors[i]`` (-1: none), as if the joined texts were tokenised — made from
-        this index's postings: a term's count in a joined document is the sum of its
-        counts in the parts. A document is the prior of at most one document per
-        position (a memory's priors are the ones before it in its session)."""
-        size = self.size
-        width = max(size, 1)
-        keys = [self._terms * width + self._docs]
-        tf = [self._tf]
-        lengths = self._lengths.copy()
-        for t in range(priors.shape[1]):
-            has = np.flatnonzero(priors[:, t] >= 0)
-            follower = np.full(size, -1, dtype=np.int64)
-            follower[priors[has, t]] = has
-            into = follower[self._docs]
-            reached = into >= 0
-            keys.append(self._terms[reached] * width + into[reached])
-            tf.append(self._tf[reached])
-            lengths[has] += self._lengths[priors[has, t]]
-        out = self._like()
-        out._documents = None
-        out._postings(self._vocab, np.concatenate(keys), np.concatenate(tf), lengths)
-        return out
+    def joined(self, priors: Ints) -> JoinedBM25:
+        """BM25 over documents joined from this index's: document ``i`` followed by
+        its ``priors[i]`` (-1: none), scored as an index of the joined texts would
+        score them, from this index's postings at query time (:class:`JoinedBM25`).
+        A document is the prior of at most one document per position (a memory's
+        priors are the ones before it in its session)."""
+        return JoinedBM25(self, priors)
 
     def _postings(
         self,
@@ -160,36 +142,20 @@ class BM25Index:
         keys: Ints,
         tf: Floats,
         lengths: Floats,
-        *,
-        repeats: bool = True,
     ) -> None:
-        """Set this index from (term * size + document) keys, any order, a key
-        given more than once adding up (``repeats``: whether one may be), and the
-        documents' lengths."""
+        """Set this index from (term * size + document) keys, each given once, in
+        any order, and the documents' lengths."""
         self.size = len(lengths)
         self._lengths = lengths
-        self._norm = self._length_norms()
+        self._norm = _length_norms(lengths, self.k1, self.b)
         self._vocab = vocab
         width = max(self.size, 1)
         order = np.argsort(keys, kind="stable")
         keys, tf = keys[order], tf[order]
-        if repeats and len(keys):
-            starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
-            tf = np.add.reduceat(tf, starts).astype(np.float32)
-            keys = keys[starts]
         self._terms = keys // width
         self._docs = keys % width
         self._tf = tf.astype(np.float32)
         self._index_terms()
-
-    def _length_norms(self) -> Floats:
-        """``k1 * (1 - b + b * length / average length)`` of every document."""
-        lengths = self._lengths
-        average = float(lengths.mean()) if self.size else 0.0
-        if average <= 0:
-            return np.full(self.size, self.k1, dtype=np.float32)
-        norms: Floats = self.k1 * (1 - self.b + self.b * lengths / average)
-        return norms
 
     def _set(
         self,
@@ -220,7 +186,6 @@ class BM25Index:
             np.concatenate([terms * width + docs, keys]),
             np.concatenate([tf, counts]),
             lengths,
-            repeats=False,  # the kept documents' pairs, then the added ones'
         )
 
     def _index_terms(self) -> None:
@@ -300,6 +265,15 @@ def new_positions(sources: Ints, old_size: int) -> Ints:
     return out
 
 
+def _length_norms(lengths: Floats, k1: float, b: float) -> Floats:
+    """``k1 * (1 - b + b * length / average length)`` of every document."""
+    average = float(lengths.mean()) if len(lengths) else 0.0
+    if average <= 0:
+        return np.full(len(lengths), k1, dtype=np.float32)
+    norms: Floats = k1 * (1 - b + b * lengths / average)
+    return norms
+
+
 def _counted(
     vocab: dict[str, int],
     documents: Documents,
@@ -327,3 +301,60 @@ def _counted(
     )
     keys, counts = np.unique(terms * width + docs, return_counts=True)
     return keys, counts.astype(np.float32)
+
+
+class JoinedBM25:
+    """BM25 over joined documents (:meth:`BM25Index.joined`), read from the parts'
+    index when a query comes: a term's count in a joined document is the sum of its
+    counts in the parts, its document frequency the number of joined documents
+    holding it. Nothing is indexed twice, so a new snapshot (a cold build, an
+    update) costs a few array operations over its documents instead of moving a
+    joined posting table, and the scores are the ones an index built over the
+    joined texts gives (the same arithmetic, in the same order)."""
+
+    def __init__(self, parts: BM25Index, priors: Ints) -> None:
+        self._parts = parts
+        self.size = parts.size
+        self.k1, self.b = parts.k1, parts.b
+        lengths = parts._lengths.copy()
+        #: Per prior position t: the joined document that takes each part as its
+        #: t-th prior (-1: none), one entry more so that -1 reads -1.
+        self._followers: list[Ints] = []
+        for t in range(priors.shape[1]):
+            has = np.flatnonzero(priors[:, t] >= 0)
+            follower = np.full(self.size + 1, -1, dtype=np.int64)
+            follower[priors[has, t]] = has
+            self._followers.append(follower)
+            lengths[has] += parts._lengths[priors[has, t]]
+        self._lengths = lengths
+        self._norm = _length_norms(lengths, self.k1, self.b)
+
+    def scores(self, query: Sequence[str]) -> npt.NDArray[np.float32]:
+        """BM25 score of every joined document for the query tokens (0: no match)."""
+        out = np.zeros(self.size, dtype=np.float32)
+        parts = self._parts
+        for term, qtf in Counter(query).items():
+            start, end = parts._df(term)
+            if start == end:
+                continue
+            docs = parts._docs[start:end]
+            tf = parts._tf[start:end]
+            if self._followers:
+                into = np.concatenate([docs, *(f[docs] for f in self._followers)])
+                reached = into >= 0
+                counts = np.tile(tf, len(self._followers) + 1)[reached]
+                into = into[reached]
+                # Integer counts: the float64 sums are exact. A rare term's few
+                # documents are sorted; a common one's are counted over the corpus.
+                if 8 * len(into) < self.size:
+                    docs, where = np.unique(into, return_inverse=True)
+                    summed = np.bincount(where, weights=counts)
+                else:
+                    summed = np.bincount(into, weights=counts, minlength=self.size)
+                    docs = np.flatnonzero(summed)
+                    summed = summed[docs]
+                tf = summed.astype(np.float32)
+            df = len(docs)
+            weight = math.log(1 + (self.size - df + 0.5) / (df + 0.5)) * qtf
+            out[docs] += weight * tf * (self.k1 + 1) / (tf + self._norm[docs])
+        return out

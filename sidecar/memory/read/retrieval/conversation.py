@@ -43,7 +43,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.config import ConversationConfig, HybridConfig
-from sidecar.memory.corpus.bm25 import BM25Index, new_positions
+from sidecar.memory.corpus.bm25 import JoinedBM25, new_positions
 from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.read.retrieval.base import Query
 from sidecar.memory.read.retrieval.signals import Scores, Signals, fuse
@@ -56,13 +56,13 @@ Ints = npt.NDArray[np.int64]
 class ContextIndex:
     """Per memory: its priors (``-1`` past the session's start), the weights of its
     own and its priors' cosines (divided by the joined vector's norm), and BM25 over
-    its tokens joined with its priors'."""
+    its tokens joined with its priors' (read from the corpus' index per query)."""
 
     turns: int
     decay: float
     priors: Ints
     weights: npt.NDArray[np.float32]
-    bm25: BM25Index
+    bm25: JoinedBM25
     #: A group number per memory, the same for the memories of one session.
     sessions: Ints
     #: Whether any memory has a prior (else every context is the memory alone).
@@ -74,7 +74,6 @@ class ContextIndex:
         own = np.arange(corpus.size, dtype=np.int64)
         weights = _weights(corpus, own, priors, decay)
         sessions = _sessions(corpus, np.zeros(0, dtype=np.int64))
-        # The joined documents' index from the memories' postings: no token is read.
         joined = corpus.bm25.joined(priors)
         return cls(turns, decay, priors, weights, joined, sessions, _together(priors))
 
@@ -82,23 +81,23 @@ class ContextIndex:
         """This index for ``corpus``, which holds this index's memories followed by
         new ones."""
         start = len(self.priors)
-        priors, weights, documents = _rows(corpus, start, self.turns, self.decay)
+        own = np.arange(start, corpus.size, dtype=np.int64)
+        priors = _priors(corpus, self.turns)
         return ContextIndex(
             self.turns,
             self.decay,
-            np.concatenate([self.priors, priors]),
-            np.concatenate([self.weights, weights]),
-            self.bm25.extended(documents),
+            priors,
+            np.concatenate([self.weights, _weights(corpus, own, priors[own], self.decay)]),
+            corpus.bm25.joined(priors),
             _sessions(corpus, self.sessions),
-            self.read_together or _together(priors),
+            self.read_together or _together(priors[own]),
         )
 
     def remapped(self, corpus: Corpus, sources: Sequence[int]) -> ContextIndex:
         """This index for ``corpus``, whose memory ``i`` is this index's memory
         ``sources[i]`` (-1: new or changed): a memory whose priors are the same
-        unchanged memories keeps its weights and joined document; the others (new
-        ones, and those after a removed or changed memory in its session) are read
-        again."""
+        unchanged memories keeps its weights; the others (new ones, and those after a
+        removed or changed memory in its session) are read again."""
         source = np.asarray(sources, dtype=np.int64)
         new_of_old = new_positions(source, len(self.priors))
         kept = np.flatnonzero(source >= 0)
@@ -110,18 +109,16 @@ class ContextIndex:
             moved[(before >= 0) & (moved < 0)] = -2  # a prior gone or changed
             same[kept] = (moved == priors[kept]).all(axis=1)
         again = np.flatnonzero(~same)
-        _, fresh_weights, documents = _rows_at(corpus, again, self.turns, self.decay)
         weights = np.empty((corpus.size, self.turns + 1), dtype=np.float32)
         reused = np.flatnonzero(same)
         weights[reused] = self.weights[source[reused]]
-        weights[again] = fresh_weights
-        context_sources = np.where(same, source, -1)
+        weights[again] = _weights(corpus, again, priors[again], self.decay)
         return ContextIndex(
             self.turns,
             self.decay,
             priors,
             weights,
-            self.bm25.remapped(context_sources.tolist(), documents),
+            corpus.bm25.joined(priors),
             _sessions(corpus, np.zeros(0, dtype=np.int64)),
             _together(priors),
         )
@@ -209,13 +206,6 @@ def _sessions(corpus: Corpus, known: Ints) -> Ints:
     return groups
 
 
-def _rows(
-    corpus: Corpus, start: int, turns: int, decay: float
-) -> tuple[Ints, npt.NDArray[np.float32], list[list[str]]]:
-    """Priors, cosine weights and joined documents of memories ``start`` onwards."""
-    return _rows_at(corpus, np.arange(start, corpus.size, dtype=np.int64), turns, decay)
-
-
 def _priors(corpus: Corpus, turns: int) -> Ints:
     """Every memory's priors, newest first (-1 past its session's start)."""
     priors = np.full((corpus.size, turns), -1, dtype=np.int64)
@@ -226,22 +216,6 @@ def _priors(corpus: Corpus, turns: int) -> Ints:
     for t in range(1, turns):
         priors[:, t] = prev[priors[:, t - 1]]
     return priors
-
-
-def _rows_at(
-    corpus: Corpus, own: Ints, turns: int, decay: float
-) -> tuple[Ints, npt.NDArray[np.float32], list[list[str]]]:
-    """Priors, cosine weights and joined documents of the memories ``own``."""
-    priors = _priors(corpus, turns)[own]
-    documents: list[list[str]] = []
-    for row, i in enumerate(own.tolist()):
-        document = list(corpus.bm25.document(i))
-        for j in priors[row].tolist():
-            if j < 0:
-                break
-            document.extend(corpus.bm25.document(j))
-        documents.append(document)
-    return priors, _weights(corpus, own, priors, decay), documents
 
 
 def _weights(corpus: Corpus, own: Ints, priors: Ints, decay: float) -> npt.NDArray[np.float32]:

@@ -25,6 +25,7 @@ from sidecar.config import LinkConfig
 from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.language.entities import names_user
 from sidecar.memory.read.retrieval.signals import Scores
+from sidecar.memory.records.records import MemoryRecord
 from sidecar.memory.records.vectors import top_indices
 
 
@@ -182,15 +183,27 @@ def _support(
     question do not rise on each other. Only the referrers' links are read (no pass
     over the corpus)."""
     records = corpus.records
+
+    def about_user(index: int) -> bool:  # read once per memory (the memo), not per query
+        return bool(corpus.read(NAMES_USER, records[index], _names_user))
+
     reached: list[int] = []
     shares: list[float] = []
     for referrer, score in zip(referrers, scores, strict=True):
-        mine = names_user(records[referrer].content)
+        mine = about_user(referrer)
         for other in corpus.links[referrer]:
-            if (evidence is None or evidence[other]) and names_user(records[other].content) != mine:
+            if (evidence is None or evidence[other]) and about_user(other) != mine:
                 reached.append(other)
                 shares.append(support * score)
     if not reached:
         return
     index = np.asarray(reached, dtype=np.intp)
     np.maximum.at(final, index, direct[index] + np.asarray(shares, dtype=direct.dtype))
+
+
+#: The memo's name for whether a memory speaks of the user.
+NAMES_USER = "names-user"
+
+
+def _names_user(record: MemoryRecord) -> bool:
+    return names_user(record.content)
