@@ -11,7 +11,9 @@ from collections.abc import Iterator
 import pytest
 
 from sidecar.config import ServerConfig
-from sidecar.memory.corpus.bm25 import BM25Index
+from sidecar.memory.corpus.corpus import DOCUMENT, Corpus
+from sidecar.memory.corpus.features import FeatureMemo
+from sidecar.memory.records.records import MemoryRecord
 from sidecar.metrics import Metrics
 from sidecar.runtime.gc_control import GCControl
 
@@ -148,7 +150,15 @@ def test_survivors_are_frozen_at_most_every_interval_and_thawed(thawed: None) ->
 
 def test_a_corpus_keeps_no_tracked_token_lists() -> None:
     """A full collection walks every tracked object the process keeps: a corpus's
-    documents must not add one per memory (tuples of strings are untracked)."""
-    index = BM25Index([["alpha", "beta"], ["gamma"]]).extended([["delta"]])
+    documents must not add one per memory (tuples of strings are untracked; a BM25
+    index keeps postings, no tokens)."""
+    memo = FeatureMemo(10)
+    rows = [
+        MemoryRecord(id=f"m{i}", user_id="u", content=text, embedding=(1.0, 0.0))
+        for i, text in enumerate(["alpha beta", "gamma", "delta"])
+    ]
+    Corpus.build(rows, 2, memo=memo)
     gc.collect()
-    assert all(not gc.is_tracked(index.document(i)) for i in range(index.size))
+    kept = [memo.value(DOCUMENT, r, lambda _: pytest.fail("read again")) for r in rows]
+    assert len(kept) == 3
+    assert all(isinstance(d, tuple) and not gc.is_tracked(d) for d in kept)

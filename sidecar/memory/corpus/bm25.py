@@ -25,18 +25,20 @@ import numpy.typing as npt
 Ints = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float32]
 TermIds = npt.NDArray[np.int32]
-Documents = tuple[tuple[str, ...], ...]
+Documents = Sequence[Sequence[str]]
 
 
 class BM25Index:
-    """``vocabulary``: term ids shared with other indexes (the corpus cache's, so a
-    memory's tokens are looked up once, :mod:`~sidecar.memory.corpus.features`);
-    ``ids``: each document's term ids in it, given instead of looked up. An index
-    reads only the ids its documents have: the shared vocabulary may grow."""
+    """``documents``: each document's tokens; ``vocabulary``: term ids shared with
+    other indexes (the corpus cache's, so a memory's tokens are looked up once,
+    :mod:`~sidecar.memory.corpus.features`); ``ids``: each document's term ids in
+    it, given instead of its tokens (``documents`` may then be None). An index
+    reads only the ids its documents have: the shared vocabulary may grow. It keeps
+    no token: postings and lengths only."""
 
     def __init__(
         self,
-        documents: Sequence[Sequence[str]],
+        documents: Documents | None,
         *,
         k1: float = 1.2,
         b: float = 0.75,
@@ -48,7 +50,6 @@ class BM25Index:
         empty = np.zeros(0, dtype=np.int64)
         vocab = {} if vocabulary is None else vocabulary
         self._set(
-            (),
             np.zeros(0, np.float32),
             vocab,
             empty,
@@ -64,14 +65,13 @@ class BM25Index:
         return out
 
     def extended(
-        self, documents: Sequence[Sequence[str]], ids: Sequence[TermIds] | None = None
+        self, documents: Documents | None, ids: Sequence[TermIds] | None = None
     ) -> BM25Index:
         """A new index over this one's documents followed by ``documents`` (indices
         continue from ``size``); the old documents are not tokenised or counted
         again. This index is unchanged."""
         out = self._like()
         out._set(
-            self._documents,
             self._lengths,
             self._vocab,
             self._terms,
@@ -85,7 +85,7 @@ class BM25Index:
     def remapped(
         self,
         sources: Sequence[int],
-        documents: Sequence[Sequence[str]],
+        documents: Documents | None,
         ids: Sequence[TermIds] | None = None,
     ) -> BM25Index:
         """A new index whose document ``i`` is this one's document ``sources[i]``,
@@ -99,24 +99,15 @@ class BM25Index:
         new_of_old = new_positions(source, self.size)
         alive = new_of_old[self._docs] >= 0
         fresh = np.flatnonzero(source < 0)
-        if len(fresh) != len(documents):
+        added = _parts(documents, ids)
+        if len(fresh) != len(added):
             raise ValueError("one document per new position (-1) is needed")
-        added = tuple(tuple(doc) for doc in documents)
         out = self._like()
         lengths = np.empty(size, dtype=np.float32)
         lengths[kept] = self._lengths[source[kept]]
-        lengths[fresh] = np.fromiter((len(d) for d in added), np.float32, len(added))
-        if self._documents is None:
-            out._documents = None
-        else:
-            merged: list[tuple[str, ...]] = [()] * size
-            for i in kept.tolist():
-                merged[i] = self._documents[int(source[i])]
-            for i, doc in zip(fresh.tolist(), added, strict=True):
-                merged[i] = doc
-            out._documents = tuple(merged)
+        lengths[fresh] = _lengths(added)
         width = max(size, 1)
-        keys, counts = _counted(self._vocab, added, fresh, width, ids)
+        keys, counts = _counted(self._vocab, added, fresh, width)
         old_keys = self._terms[alive] * width + new_of_old[self._docs[alive]]
         # The moved postings keep their order unless documents were reordered, and
         # the added ones are one sorted run: a stable sort merges them.
@@ -159,28 +150,22 @@ class BM25Index:
 
     def _set(
         self,
-        kept: Documents | None,
         kept_lengths: Floats,
         vocab: dict[str, int],
         terms: Ints,
         docs: Ints,
         tf: Floats,
-        documents: Sequence[Sequence[str]],
+        documents: Documents | None,
         ids: Sequence[TermIds] | None,
     ) -> None:
         """Set this index to the kept documents (their postings ``terms``, ``docs``,
-        ``tf``) followed by ``documents``, which are counted."""
+        ``tf``) followed by ``documents`` (or their ``ids``), which are counted."""
         start = len(kept_lengths)
-        # Tuples of strings, not lists: the cyclic GC stops tracking them, and a full
-        # collection then need not walk every cached document's tokens.
-        added = tuple(tuple(doc) for doc in documents)
-        self._documents: Documents | None = None if kept is None else (*kept, *added)
-        lengths = np.concatenate(
-            [kept_lengths, np.fromiter((len(d) for d in added), np.float32, len(added))]
-        )
+        added = _parts(documents, ids)
+        lengths = np.concatenate([kept_lengths, _lengths(added)])
         # (term, document) pairs counted: a key orders them by term, then document.
         width = max(len(lengths), 1)
-        keys, counts = _counted(vocab, added, np.arange(start, len(lengths)), width, ids)
+        keys, counts = _counted(vocab, added, np.arange(start, len(lengths)), width)
         self._postings(
             vocab,
             np.concatenate([terms * width + docs, keys]),
@@ -195,13 +180,6 @@ class BM25Index:
         starts = starts[: len(terms)]  # none when there are no postings
         self._present: Ints = terms[starts]
         self._offsets: Ints = np.append(starts, len(terms)).astype(np.int64)
-
-    def document(self, index: int) -> tuple[str, ...]:
-        """The tokens of document ``index`` (kept to rebuild without re-tokenising);
-        an index made from another's postings keeps none."""
-        if self._documents is None:
-            raise LookupError("this index keeps no documents (made from postings)")
-        return self._documents[index]
 
     @property
     def vocabulary(self) -> dict[str, int]:
@@ -274,30 +252,42 @@ def _length_norms(lengths: Floats, k1: float, b: float) -> Floats:
     return norms
 
 
+def _parts(
+    documents: Documents | None, ids: Sequence[TermIds] | None
+) -> Documents | Sequence[TermIds]:
+    """What is counted of new documents: their term ids when given, else tokens."""
+    if ids is not None:
+        return ids
+    if documents is None:
+        raise ValueError("documents or their term ids are needed")
+    return documents
+
+
+def _lengths(parts: Documents | Sequence[TermIds]) -> Floats:
+    return np.fromiter((len(p) for p in parts), np.float32, len(parts))
+
+
 def _counted(
     vocab: dict[str, int],
-    documents: Documents,
+    parts: Documents | Sequence[TermIds],
     positions: npt.ArrayLike,
     width: int,
-    ids: Sequence[TermIds] | None = None,
 ) -> tuple[Ints, Floats]:
-    """``documents`` as sorted (term * ``width`` + position) keys with their counts:
-    their term ids from ``ids`` when given, else looked up (new terms are added to
-    ``vocab``)."""
-    if ids is not None:
-        terms = (
-            np.concatenate(list(ids)).astype(np.int64) if len(ids) else np.zeros(0, dtype=np.int64)
-        )
+    """Documents as sorted (term * ``width`` + position) keys with their counts:
+    ``parts`` are their term ids, or their tokens (looked up; new terms are added
+    to ``vocab``)."""
+    if parts and isinstance(parts[0], np.ndarray):
+        terms = np.concatenate(list(parts)).astype(np.int64)
     else:
         lookup = vocab.setdefault
         terms = np.fromiter(
-            (lookup(t, len(vocab)) for doc in documents for t in doc),
+            (lookup(t, len(vocab)) for doc in parts for t in doc),
             np.int64,
-            sum(len(doc) for doc in documents),
+            sum(len(doc) for doc in parts),
         )
     docs = np.repeat(
         np.asarray(positions, dtype=np.int64),
-        np.fromiter((len(doc) for doc in documents), np.int64, len(documents)),
+        np.fromiter((len(doc) for doc in parts), np.int64, len(parts)),
     )
     keys, counts = np.unique(terms * width + docs, return_counts=True)
     return keys, counts.astype(np.float32)

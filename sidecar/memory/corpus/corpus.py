@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.memory.corpus.bm25 import BM25Index, TermIds, term_ids
-from sidecar.memory.corpus.features import FeatureMemo, Reader
+from sidecar.memory.corpus.features import FeatureMemo, MemoryFeatures, Reader
 from sidecar.memory.language.embedding_text import changed_words
 from sidecar.memory.language.text import char_ngrams, tokens
 from sidecar.memory.records.records import MemoryRecord, NodeType, Status
@@ -43,9 +43,10 @@ def document(record: MemoryRecord) -> list[str]:
     return tokens("\n".join(parts)) if len(parts) > 1 else tokens(record.content)
 
 
-#: The memo's names for a memory's BM25 document and its term ids.
+#: The memo's names for a memory's BM25 document, its term ids and its vector.
 DOCUMENT = "document"
 TERM_IDS = "term-ids"
+VECTOR = "vector"
 
 
 def _document_tokens(record: MemoryRecord) -> tuple[str, ...]:
@@ -71,6 +72,8 @@ class Corpus:
     #: What was read of each memory, shared with the snapshots before and after
     #: this one (the corpus cache's); None: read per snapshot.
     memo: FeatureMemo | None = field(default=None, repr=False, compare=False)
+    #: The memo's entry of each memory (None without a memo): a read is a lookup.
+    _features: tuple[MemoryFeatures, ...] | None = field(default=None, repr=False, compare=False)
     _ngrams: dict[int, frozenset[str]] = field(default_factory=dict, repr=False)
     #: Values computed from this snapshot (topic groups, category trees, link
     #: adjacency), built on first use and dropped with the snapshot.
@@ -125,12 +128,13 @@ class Corpus:
         )
         return by_id.get(category_id)
 
-    def read(self, name: str, record: MemoryRecord, read: Reader) -> Any:
-        """``read(record)``, through the memo when the snapshot has one (``read``
-        must depend on the record's text alone)."""
-        if self.memo is None:
-            return read(record)
-        return self.memo.value(name, record, read)
+    def read(self, name: str, index: int, read: Reader) -> Any:
+        """``read(record)`` of memory ``index``, kept in the memo when the snapshot
+        has one (``read`` must depend on the record's text alone, and be the only
+        reader named ``name``)."""
+        if self._features is None:
+            return read(self.records[index])
+        return self._features[index].value(name, self.records[index], read)
 
     @classmethod
     def build(
@@ -166,25 +170,28 @@ class Corpus:
                 records=tuple(memories),
                 categories=tuple(categories),
                 memo=memo,
+                _features=previous._features
+                if previous.memo is memo
+                else _features(memo, memories),
                 _derived={},
                 _structural=set(),
             )
+        features = _features(memo, memories)
 
-        def documents(records: Sequence[MemoryRecord]) -> list[Sequence[str]]:
-            if memo is None:
-                return [document(r) for r in records]
-            return [memo.value(DOCUMENT, r, _document_tokens) for r in records]
-
-        def ids(records: Sequence[MemoryRecord], into: BM25Index | None) -> list[TermIds] | None:
-            """The records' term ids from the memo, for an index on its vocabulary."""
-            if memo is None or (into is not None and into.vocabulary is not memo.vocabulary):
-                return None
+        def terms(
+            positions: Sequence[int], into: BM25Index | None
+        ) -> tuple[list[Sequence[str]] | None, list[TermIds] | None]:
+            """What an index counts of these memories: their term ids from the memo,
+            for an index on its vocabulary (read once per memory), else their
+            tokens."""
+            if memo is None or features is None:
+                return [document(memories[i]) for i in positions], None
+            if into is not None and into.vocabulary is not memo.vocabulary:
+                return [
+                    features[i].value(DOCUMENT, memories[i], _document_tokens) for i in positions
+                ], None
             vocabulary = memo.vocabulary
-
-            def read(record: MemoryRecord) -> TermIds:
-                return term_ids(vocabulary, memo.value(DOCUMENT, record, _document_tokens))
-
-            return [memo.value(TERM_IDS, r, read) for r in records]
+            return None, [_term_ids(features[i], memories[i], vocabulary) for i in positions]
 
         start = _appended_after(previous, memories) if previous is not None else None
         extended = previous if start is not None else None
@@ -193,26 +200,27 @@ class Corpus:
             # New memories after the old ones (the usual write): reuse the old rows'
             # vectors, BM25 postings and n-grams; links and sessions are recomputed
             # (back-links change old rows' related_ids).
-            tail = memories[start:]
+            tail = range(start, len(memories))
             vectors = (
-                np.concatenate([previous.vectors, _matrix(tail, dim)]) if tail else previous.vectors
+                np.concatenate([previous.vectors, _matrix(memories, dim, features, tail)])
+                if tail
+                else previous.vectors
             )
-            bm25 = previous.bm25.extended(documents(tail), ids(tail, previous.bm25))
+            bm25 = previous.bm25.extended(*terms(tail, previous.bm25))
             ngrams = dict(previous._ngrams)
         elif previous is not None:
             # Rows removed, replaced or reordered (a supersede, a delete, a
             # consolidation pass, a delta refresh): the vectors, tokens and postings
             # of every row the previous corpus had move to their new places.
-            vectors, sources = _reuse(previous, memories, dim)
-            changed = [memories[i] for i, j in enumerate(sources) if j < 0]
-            bm25 = previous.bm25.remapped(sources, documents(changed), ids(changed, previous.bm25))
+            vectors, sources = _reuse(previous, memories, dim, features)
+            changed = [i for i, j in enumerate(sources) if j < 0]
+            bm25 = previous.bm25.remapped(sources, *terms(changed, previous.bm25))
             ngrams = {}
         else:
-            vectors = _matrix(memories, dim)
+            vectors = _matrix(memories, dim, features)
+            documents, ids = terms(range(len(memories)), None)
             bm25 = BM25Index(
-                documents(memories),
-                vocabulary=memo.vocabulary if memo is not None else None,
-                ids=ids(memories, None),
+                documents, vocabulary=memo.vocabulary if memo is not None else None, ids=ids
             )
             ngrams = {}
         index_of = {r.id: i for i, r in enumerate(memories)}
@@ -244,6 +252,7 @@ class Corpus:
             categories=tuple(categories),
             category_vectors=_category_matrix(previous, categories, dim),
             memo=memo,
+            _features=features,
             _ngrams=ngrams,
         )
         if extended is not None:
@@ -316,7 +325,7 @@ class MemoryColumn:
         only the new ones are read."""
         start = len(self.values)
         tail = np.asarray(
-            [corpus.read(self.name, r, self.read) for r in corpus.records[start:]],
+            [corpus.read(self.name, i, self.read) for i in range(start, corpus.size)],
             dtype=self.values.dtype,
         )
         return MemoryColumn(self.name, self.read, np.concatenate([self.values, tail]))
@@ -327,7 +336,7 @@ class MemoryColumn:
         values = np.empty(corpus.size, dtype=self.values.dtype)
         for i, j in enumerate(sources):
             values[i] = (
-                self.values[j] if j >= 0 else corpus.read(self.name, corpus.records[i], self.read)
+                self.values[j] if j >= 0 else corpus.read(self.name, i, self.read)
             )
         return MemoryColumn(self.name, self.read, values)
 
@@ -346,7 +355,12 @@ def _category_matrix(old: Corpus | None, categories: Sequence[MemoryRecord], dim
     return _matrix(categories, dim)
 
 
-def _reuse(old: Corpus, memories: Sequence[MemoryRecord], dim: int) -> tuple[Matrix, list[int]]:
+def _reuse(
+    old: Corpus,
+    memories: Sequence[MemoryRecord],
+    dim: int,
+    features: Sequence[MemoryFeatures] | None,
+) -> tuple[Matrix, list[int]]:
     """The matrix of ``memories``, and each one's index in ``old`` when it has the
     same text and vector there (-1 otherwise): converting tuples of floats and
     tokenising are most of a rebuild's cost."""
@@ -361,7 +375,7 @@ def _reuse(old: Corpus, memories: Sequence[MemoryRecord], dim: int) -> tuple[Mat
         vectors[taken] = old.vectors[[sources[i] for i in taken]]
     fresh = [i for i, j in enumerate(sources) if j < 0]
     if fresh:
-        vectors[fresh] = _matrix([memories[i] for i in fresh], dim)
+        vectors[fresh] = _matrix(memories, dim, features, fresh)
     return vectors, sources
 
 
@@ -403,15 +417,72 @@ def _same_structure(
     return True
 
 
-def _matrix(records: Sequence[MemoryRecord], dim: int) -> Matrix:
-    """The records' embeddings as rows (zeros where one is missing). Python floats
-    convert to float64 several times faster than to float32, and the cast gives the
-    same float32 values."""
-    if records and all(r.embedding is not None and len(r.embedding) == dim for r in records):
-        rows = [r.embedding for r in records]
-        return np.array(rows, dtype=np.float64).astype(np.float32)
-    matrix = np.zeros((len(records), dim), dtype=np.float32)
-    for i, record in enumerate(records):
+def _matrix(
+    records: Sequence[MemoryRecord],
+    dim: int,
+    features: Sequence[MemoryFeatures] | None = None,
+    positions: Sequence[int] | None = None,
+) -> Matrix:
+    """The embeddings of the records (those at ``positions``, default all) as rows,
+    zeros where one is missing; each vector converted once, kept in its memory's
+    ``features`` when given (tuples of Python floats convert at about 10 µs a row:
+    most of a cold snapshot's cost)."""
+    at = range(len(records)) if positions is None else positions
+    if not at:
+        return np.zeros((0, dim), dtype=np.float32)
+    if features is not None:
+        return np.stack([_vector(features[i], records[i], dim) for i in at])
+    chosen = [records[i] for i in at]
+    if all(r.embedding is not None and len(r.embedding) == dim for r in chosen):
+        # Python floats convert to float64 several times faster than to float32,
+        # and the cast gives the same float32 values.
+        return np.array([r.embedding for r in chosen], dtype=np.float64).astype(np.float32)
+    matrix = np.zeros((len(chosen), dim), dtype=np.float32)
+    for i, record in enumerate(chosen):
         if record.embedding is not None:
             matrix[i] = record.embedding
     return matrix
+
+
+def _features(
+    memo: FeatureMemo | None, memories: Sequence[MemoryRecord]
+) -> tuple[MemoryFeatures, ...] | None:
+    if memo is None:
+        return None
+    entry = memo.features
+    return tuple(entry(r) for r in memories)
+
+
+def _term_ids(
+    features: MemoryFeatures, record: MemoryRecord, vocabulary: dict[str, int]
+) -> TermIds:
+    ids: TermIds | None = features.values.get(TERM_IDS)
+    if ids is None:
+        tokens = features.value(DOCUMENT, record, _document_tokens)
+        ids = features.values[TERM_IDS] = term_ids(vocabulary, tokens)
+    return ids
+
+
+def _vector(features: MemoryFeatures, record: MemoryRecord, dim: int) -> npt.NDArray[np.float32]:
+    kept: Vector | None = features.values.get(VECTOR)
+    if kept is None or not _same_vector(kept, record):
+        kept = features.values[VECTOR] = _row(record, dim)
+    return kept[1]
+
+
+#: A memory's vector as stored (its tuple) and as a row of the matrix.
+Vector = tuple[tuple[float, ...] | None, npt.NDArray[np.float32]]
+
+
+def _row(record: MemoryRecord, dim: int) -> Vector:
+    embedding = record.embedding
+    if embedding is None or len(embedding) != dim:
+        return embedding, np.zeros(dim, dtype=np.float32)
+    return embedding, np.asarray(embedding, dtype=np.float64).astype(np.float32)
+
+
+def _same_vector(kept: Vector, record: MemoryRecord) -> bool:
+    """Whether the kept row is of the record's vector (a memory re-embedded with
+    the same text has another)."""
+    stored = kept[0]
+    return stored is record.embedding or stored == record.embedding

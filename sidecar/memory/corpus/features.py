@@ -12,7 +12,6 @@ only the memories it has not seen.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -33,20 +32,32 @@ class MemoryFeatures:
         self.excerpt = excerpt
         self.values: dict[str, Any] = {}
 
+    def value(self, name: str, record: MemoryRecord, read: Reader) -> Any:
+        """``read(record)``, read once (``record`` has this text)."""
+        values = self.values
+        try:
+            return values[name]
+        except KeyError:
+            value = values[name] = read(record)
+            return value
+
     def reads(self, record: MemoryRecord) -> bool:
         """Whether these values were read from ``record``'s text."""
-        return (self.content is record.content or self.content == record.content) and (
-            self.excerpt is record.excerpt or self.excerpt == record.excerpt
+        # Identity first: the same strings are most often the same objects.
+        return (self.content is record.content and self.excerpt is record.excerpt) or (
+            self.content == record.content and self.excerpt == record.excerpt
         )
 
 
 class FeatureMemo:
-    """Per memory id, the values read from its current text; the least recently
-    used memory's are dropped past ``capacity`` memories."""
+    """Per memory id, the values read from its current text; past ``capacity``
+    memories, those of the memory read first go (it is read again when a snapshot
+    needs it: keeping the order of use would cost a move per value read, a third
+    of reading a kept value)."""
 
     def __init__(self, capacity: int) -> None:
         self._capacity = capacity
-        self._memories: OrderedDict[str, MemoryFeatures] = OrderedDict()
+        self._memories: dict[str, MemoryFeatures] = {}
         #: Term ids for every BM25 index built with this memo: a memory's tokens
         #: are looked up once. It holds words of the memories read, so it goes
         #: whenever a user is forgotten (a new one replaces it; indexes built on
@@ -56,21 +67,25 @@ class FeatureMemo:
     def __len__(self) -> int:
         return len(self._memories)
 
+    def features(self, record: MemoryRecord) -> MemoryFeatures:
+        """What was read of ``record``'s text so far (new, empty, for a memory or
+        text not seen). A snapshot keeps the ones of its memories, so each of its
+        reads is a dictionary lookup (:meth:`Corpus.read
+        <sidecar.memory.corpus.corpus.Corpus.read>`)."""
+        memories = self._memories
+        features = memories.get(record.id)
+        if features is None or not features.reads(record):
+            features = MemoryFeatures(record.user_id, record.content, record.excerpt)
+            memories.pop(record.id, None)  # a new text goes last
+            memories[record.id] = features
+            if len(memories) > self._capacity:
+                del memories[next(iter(memories))]
+        return features
+
     def value(self, name: str, record: MemoryRecord, read: Reader) -> Any:
         """``read(record)``, read once per version of the memory's text (``read``
         must depend on the text alone, and be the only reader named ``name``)."""
-        features = self._memories.get(record.id)
-        if features is None or not features.reads(record):
-            features = MemoryFeatures(record.user_id, record.content, record.excerpt)
-            self._memories[record.id] = features
-            if len(self._memories) > self._capacity:
-                self._memories.popitem(last=False)
-        else:
-            self._memories.move_to_end(record.id)
-        values = features.values
-        if name not in values:
-            values[name] = read(record)
-        return values[name]
+        return self.features(record).value(name, record, read)
 
     def drop(self, ids: list[str]) -> None:
         """Forget what was read of these memories (deleted ones)."""

@@ -153,3 +153,21 @@ def test_a_new_snapshot_reads_only_memories_it_has_not_seen(
     assert np.array_equal(share, subject_share("What did Melanie paint?", plain))
     assert memo.forget_user("u") == 30  # one entry per memory: its latest text
     assert len(memo) == 0
+
+
+def test_a_memory_re_embedded_with_the_same_text_gets_its_new_vector() -> None:
+    """The memo keeps each memory's vector as a matrix row; a new vector for the same
+    text (another model, a re-embed) is not read from the old row."""
+    from sidecar.memory.corpus.features import FeatureMemo
+
+    rows = memories(6)
+    memo = FeatureMemo(100)
+    Corpus.build(rows, DIM, memo=memo)
+    moved = tuple(-x for x in rows[2].embedding or ())
+    again = Corpus.build(
+        [*rows[:2], rows[2].with_changes(embedding=moved), *rows[3:]], DIM, memo=memo
+    )
+    assert np.array_equal(again.vectors[2], np.asarray(moved, dtype=np.float32))
+    assert np.array_equal(
+        again.vectors[[0, 1, 3, 4, 5]], Corpus.build(rows, DIM).vectors[[0, 1, 3, 4, 5]]
+    )

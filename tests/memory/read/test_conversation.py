@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from sidecar.config import ConversationConfig, CueConfig, RetrievalConfig
-from sidecar.memory.corpus.corpus import Corpus
+from sidecar.memory.corpus.corpus import Corpus, document
 from sidecar.memory.read.retrieval.base import Query
 from sidecar.memory.read.retrieval.conversation import ContextIndex, context_index, lift_sessions
 from sidecar.memory.read.retrieval.pipeline import PipelineRetriever
@@ -114,7 +114,7 @@ def test_context_cosine_is_the_joined_vectors_cosine() -> None:
     index = context_index(corpus, ConversationConfig(turns=2, decay=0.5))
     q = np.asarray(unit(0.3, 0.7, 0.2, 0.1), dtype=np.float32)
     own = corpus.vectors @ q
-    lengths = [max(len(corpus.bm25.document(i)), 1) for i in range(2)]
+    lengths = [max(len(document(corpus.records[i])), 1) for i in range(2)]
     joined = lengths[1] * corpus.vectors[1] + lengths[0] * corpus.vectors[0]
     expected = float(joined @ q / np.linalg.norm(joined))
     assert abs(index.cosine(own)[1] - expected) < 1e-6

@@ -224,13 +224,17 @@ def _weights(corpus: Corpus, own: Ints, priors: Ints, decay: float) -> npt.NDArr
     divided by the norm of the joined vector."""
     turns = priors.shape[1]
     lengths = np.maximum(corpus.bm25.lengths, 1.0).astype(np.float32)
+    vectors = corpus.vectors
     weights = np.zeros((len(own), turns + 1), dtype=np.float32)
     weights[:, 0] = lengths[own]
-    joined = corpus.vectors[own] * weights[:, :1]
+    joined = vectors[own] * weights[:, :1]
     for t in range(turns):
+        # No prior (-1): row 0 read with a weight of 0 adds exactly nothing, and
+        # costs no masked copies.
         has = priors[:, t] >= 0
-        weights[has, t + 1] = decay**t * lengths[priors[has, t]]
-        joined[has] += corpus.vectors[priors[has, t]] * weights[has, t + 1 : t + 2]
+        at = np.where(has, priors[:, t], 0)
+        weights[:, t + 1] = np.where(has, np.float32(decay**t) * lengths[at], np.float32(0))
+        joined += vectors[at] * weights[:, t + 1 : t + 2]
     norms = np.linalg.norm(joined, axis=1)
     norms[norms == 0] = 1.0
     weights /= norms[:, None]

@@ -158,7 +158,7 @@ class Subjects:
     def appended(self, corpus: Corpus) -> Subjects:
         found: dict[str, list[int]] = {}
         for i in range(self.size, corpus.size):
-            about = corpus.read("subject", corpus.records[i], _subject)
+            about = corpus.read("subject", i, _subject)
             if about is not None:
                 found.setdefault(about, []).append(i)
         members = dict(self.members)
@@ -178,7 +178,7 @@ class Subjects:
             found.setdefault(key, []).append(moved[moved >= 0])
         for i, j in enumerate(sources):
             if j < 0:
-                about = corpus.read("subject", corpus.records[i], _subject)
+                about = corpus.read("subject", i, _subject)
                 if about is not None:
                     found.setdefault(about, []).append(np.asarray([i], dtype=np.int64))
         members = {}

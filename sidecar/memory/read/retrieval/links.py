@@ -182,10 +182,9 @@ def _support(
     evidence of their own take support: two linked memories that are each off the
     question do not rise on each other. Only the referrers' links are read (no pass
     over the corpus)."""
-    records = corpus.records
 
     def about_user(index: int) -> bool:  # read once per memory (the memo), not per query
-        return bool(corpus.read(NAMES_USER, records[index], _names_user))
+        return bool(corpus.read(NAMES_USER, index, _names_user))
 
     reached: list[int] = []
     shares: list[float] = []
