@@ -335,9 +335,7 @@ class MemoryColumn:
         changed memories are read."""
         values = np.empty(corpus.size, dtype=self.values.dtype)
         for i, j in enumerate(sources):
-            values[i] = (
-                self.values[j] if j >= 0 else corpus.read(self.name, i, self.read)
-            )
+            values[i] = self.values[j] if j >= 0 else corpus.read(self.name, i, self.read)
         return MemoryColumn(self.name, self.read, values)
 
 
