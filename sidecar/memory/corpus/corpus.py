@@ -170,13 +170,15 @@ class Corpus:
                 records=tuple(memories),
                 categories=tuple(categories),
                 memo=memo,
-                _features=previous._features
-                if previous.memo is memo
-                else _features(memo, memories),
+                _features=_features(memo, memories, previous, len(memories), None),
                 _derived={},
                 _structural=set(),
             )
-        features = _features(memo, memories)
+        start = _appended_after(previous, memories) if previous is not None else None
+        sources: list[int] | None = None
+        if previous is not None and start is None:
+            sources = _sources(previous, memories)
+        features = _features(memo, memories, previous, start, sources)
 
         def terms(
             positions: Sequence[int], into: BM25Index | None
@@ -193,9 +195,7 @@ class Corpus:
             vocabulary = memo.vocabulary
             return None, [_term_ids(features[i], memories[i], vocabulary) for i in positions]
 
-        start = _appended_after(previous, memories) if previous is not None else None
         extended = previous if start is not None else None
-        sources: list[int] | None = None
         if previous is not None and start is not None:
             # New memories after the old ones (the usual write): reuse the old rows'
             # vectors, BM25 postings and n-grams; links and sessions are recomputed
@@ -208,11 +208,11 @@ class Corpus:
             )
             bm25 = previous.bm25.extended(*terms(tail, previous.bm25))
             ngrams = dict(previous._ngrams)
-        elif previous is not None:
+        elif previous is not None and sources is not None:
             # Rows removed, replaced or reordered (a supersede, a delete, a
             # consolidation pass, a delta refresh): the vectors, tokens and postings
             # of every row the previous corpus had move to their new places.
-            vectors, sources = _reuse(previous, memories, dim, features)
+            vectors = _reuse(previous, memories, dim, features, sources)
             changed = [i for i, j in enumerate(sources) if j < 0]
             bm25 = previous.bm25.remapped(sources, *terms(changed, previous.bm25))
             ngrams = {}
@@ -353,28 +353,38 @@ def _category_matrix(old: Corpus | None, categories: Sequence[MemoryRecord], dim
     return _matrix(categories, dim)
 
 
+def _sources(old: Corpus, memories: Sequence[MemoryRecord]) -> list[int]:
+    """Each memory's index in ``old`` when it has the same text and vector there
+    (-1 otherwise): its matrix row, postings and memo entry can be moved."""
+    if old.vectors.shape[0] != len(old.records):
+        return [-1] * len(memories)
+    index_of, records = old.index_of, old.records
+    sources: list[int] = []
+    for record in memories:
+        j = index_of.get(record.id, -1)
+        sources.append(j if j >= 0 and _same_document(record, records[j]) else -1)
+    return sources
+
+
 def _reuse(
     old: Corpus,
     memories: Sequence[MemoryRecord],
     dim: int,
     features: Sequence[MemoryFeatures] | None,
-) -> tuple[Matrix, list[int]]:
-    """The matrix of ``memories``, and each one's index in ``old`` when it has the
-    same text and vector there (-1 otherwise): converting tuples of floats and
-    tokenising are most of a rebuild's cost."""
+    sources: Sequence[int],
+) -> Matrix:
+    """The matrix of ``memories``: ``old``'s rows moved where ``sources`` has one,
+    converting tuples of floats only for the others."""
     vectors = np.empty((len(memories), dim), dtype=np.float32)
-    sources: list[int] = []
-    usable = old.vectors.shape == (len(old.records), dim)
-    for record in memories:
-        j = old.index_of.get(record.id, -1) if usable else -1
-        sources.append(j if j >= 0 and _same_document(record, old.records[j]) else -1)
+    if old.vectors.shape[1:] != (dim,):
+        sources = [-1] * len(memories)
     taken = [i for i, j in enumerate(sources) if j >= 0]
     if taken:
         vectors[taken] = old.vectors[[sources[i] for i in taken]]
     fresh = [i for i, j in enumerate(sources) if j < 0]
     if fresh:
         vectors[fresh] = _matrix(memories, dim, features, fresh)
-    return vectors, sources
+    return vectors
 
 
 def _appended_after(old: Corpus, memories: Sequence[MemoryRecord]) -> int | None:
@@ -443,11 +453,24 @@ def _matrix(
 
 
 def _features(
-    memo: FeatureMemo | None, memories: Sequence[MemoryRecord]
+    memo: FeatureMemo | None,
+    memories: Sequence[MemoryRecord],
+    previous: Corpus | None,
+    start: int | None,
+    sources: Sequence[int] | None,
 ) -> tuple[MemoryFeatures, ...] | None:
+    """The memo's entry of each memory: ``previous``'s for the memories it had with
+    the same text (its first ``start``, or where ``sources`` says), else looked up."""
     if memo is None:
         return None
     entry = memo.features
+    known = previous._features if previous is not None and previous.memo is memo else None
+    if known is not None and start is not None:
+        return known + tuple(entry(r) for r in memories[start:])
+    if known is not None and sources is not None:
+        return tuple(
+            known[j] if j >= 0 else entry(r) for r, j in zip(memories, sources, strict=True)
+        )
     return tuple(entry(r) for r in memories)
 
 

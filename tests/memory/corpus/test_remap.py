@@ -171,3 +171,21 @@ def test_a_memory_re_embedded_with_the_same_text_gets_its_new_vector() -> None:
     assert np.array_equal(
         again.vectors[[0, 1, 3, 4, 5]], Corpus.build(rows, DIM).vectors[[0, 1, 3, 4, 5]]
     )
+
+
+def test_link_adjacency_holds_links_and_session_neighbours_once() -> None:
+    from sidecar.memory.read.retrieval.links import adjacency
+
+    rows = memories(12)
+    rows[4] = rows[4].with_changes(related_ids=(rows[3].id, rows[9].id))
+    corpus = Corpus.build(rows, DIM)
+    with_sessions = adjacency(corpus, session_neighbors=True)
+    plain = adjacency(corpus, session_neighbors=False)
+    for i in range(corpus.size):
+        around = {int(corpus.session_prev[i]), int(corpus.session_next[i])} - {-1}
+        assert plain[i] == corpus.links[i]
+        assert sorted(with_sessions[i]) == sorted(set(corpus.links[i]) | around)
+        assert len(set(with_sessions[i])) == len(with_sessions[i])
+        assert i not in with_sessions[i]
+    # 3 is linked and the previous turn (once); 4 ends its session (5 opens the next).
+    assert sorted(with_sessions[4]) == [3, 9]

@@ -29,26 +29,40 @@ from sidecar.memory.records.records import MemoryRecord
 from sidecar.memory.records.vectors import top_indices
 
 
-def adjacency(corpus: Corpus, session_neighbors: bool) -> tuple[tuple[int, ...], ...]:
+def adjacency(corpus: Corpus, session_neighbors: bool) -> Adjacency:
     """Every memory's neighbours, each once: its links, plus the previous/next memory
-    of its session when asked. Built once per corpus snapshot."""
+    of its session when asked. One table per corpus snapshot, its rows made when
+    first read."""
     return corpus.derived(
         ("link-adjacency", session_neighbors),
-        lambda: _build_adjacency(corpus, session_neighbors),
+        lambda: Adjacency(corpus, session_neighbors),
         structural=True,
     )
 
 
-def _build_adjacency(corpus: Corpus, session_neighbors: bool) -> tuple[tuple[int, ...], ...]:
-    if not session_neighbors:
-        return corpus.links
-    rows: list[tuple[int, ...]] = []
-    for linked, prev, nxt in zip(
-        corpus.links, corpus.session_prev.tolist(), corpus.session_next.tolist(), strict=True
-    ):
-        extra = [j for j in (prev, nxt) if j >= 0 and j not in linked]
-        rows.append(linked + tuple(extra) if extra else linked)
-    return tuple(rows)
+class Adjacency:
+    """Neighbour rows of a snapshot's memories (never the memory itself), each made
+    the first time a walk reads it: a request reads a few dozen rows, and making
+    every row for each new snapshot cost about 2 µs a memory."""
+
+    __slots__ = ("_links", "_next", "_prev", "_rows")
+
+    def __init__(self, corpus: Corpus, session_neighbors: bool) -> None:
+        self._links = corpus.links
+        self._prev = corpus.session_prev if session_neighbors else None
+        self._next = corpus.session_next
+        self._rows: dict[int, tuple[int, ...]] = {}
+
+    def __getitem__(self, index: int) -> tuple[int, ...]:
+        row = self._rows.get(index)
+        if row is None:
+            row = linked = self._links[index]
+            if self._prev is not None:
+                around = (int(self._prev[index]), int(self._next[index]))
+                extra = tuple(j for j in around if j >= 0 and j not in linked)
+                row = linked + extra if extra else linked
+            self._rows[index] = row
+        return row
 
 
 def expand_links(
@@ -94,7 +108,7 @@ Walk = tuple[list[int], list[float], list[float]]  # reached, shares, decays
 
 
 def _one_hop(
-    neighbours: tuple[tuple[int, ...], ...],
+    neighbours: Adjacency,
     referrers: list[int],
     scores: list[float],
     config: LinkConfig,
@@ -111,7 +125,7 @@ def _one_hop(
 
 
 def _walk(
-    neighbours: tuple[tuple[int, ...], ...],
+    neighbours: Adjacency,
     referrers: list[int],
     scores: list[float],
     config: LinkConfig,
