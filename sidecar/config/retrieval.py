@@ -124,6 +124,15 @@ class ConversationConfig(_Model):
     decay: float = Field(default=0.5, gt=0, le=1)
     #: Each memory gains this times the best score in its session.
     session_lift: float = Field(default=0.2, ge=0, le=1)
+    #: Read a memory with its priors only when it replies to the line before it: a
+    #: transcript line that follows one of its own speaker's ("user: …" after
+    #: "user: …") is read alone (one user's requests to an assistant each stand
+    #: alone; two people chatting answer each other). Facts and notes, which name
+    #: no speaker, are unaffected.
+    replies_only: bool = True
+    #: A prior's words count, for BM25, at most as many as the memory's own (a long
+    #: answer said before a short line does not drown the line's words).
+    cap_prior_words: bool = True
 
 
 class CueConfig(_Model):

@@ -119,13 +119,14 @@ class BM25Index:
         )
         return out
 
-    def joined(self, priors: Ints) -> JoinedBM25:
+    def joined(self, priors: Ints, *, capped: bool = False) -> JoinedBM25:
         """BM25 over documents joined from this index's: document ``i`` followed by
         its ``priors[i]`` (-1: none), scored as an index of the joined texts would
         score them, from this index's postings at query time (:class:`JoinedBM25`).
         A document is the prior of at most one document per position (a memory's
-        priors are the ones before it in its session)."""
-        return JoinedBM25(self, priors)
+        priors are the ones before it in its session). ``capped``: a prior longer
+        than the document counts as that many tokens (its counts scaled down)."""
+        return JoinedBM25(self, priors, capped=capped)
 
     def _postings(
         self,
@@ -300,9 +301,12 @@ class JoinedBM25:
     holding it. Nothing is indexed twice, so a new snapshot (a cold build, an
     update) costs a few array operations over its documents instead of moving a
     joined posting table, and the scores are the ones an index built over the
-    joined texts gives (the same arithmetic, in the same order)."""
+    joined texts gives (the same arithmetic, in the same order). ``capped``: each
+    prior weighs at most as much as the document it is joined to, its counts and
+    length scaled by ``min(1, own length / its length)``, so a long answer said
+    before a short line does not drown the line's own words."""
 
-    def __init__(self, parts: BM25Index, priors: Ints) -> None:
+    def __init__(self, parts: BM25Index, priors: Ints, *, capped: bool = False) -> None:
         self._parts = parts
         self.size = parts.size
         self.k1, self.b = parts.k1, parts.b
@@ -310,12 +314,22 @@ class JoinedBM25:
         #: Per prior position t: the joined document that takes each part as its
         #: t-th prior (-1: none), one entry more so that -1 reads -1.
         self._followers: list[Ints] = []
+        #: Per prior position t, when capped: the share of each part's counts its
+        #: follower takes in.
+        self._shares: list[Floats] | None = [] if capped else None
+        own = parts._lengths
         for t in range(priors.shape[1]):
             has = np.flatnonzero(priors[:, t] >= 0)
             follower = np.full(self.size + 1, -1, dtype=np.int64)
             follower[priors[has, t]] = has
             self._followers.append(follower)
-            lengths[has] += parts._lengths[priors[has, t]]
+            part = own[priors[has, t]]
+            if self._shares is not None:
+                share = np.zeros(self.size + 1, dtype=np.float32)
+                share[priors[has, t]] = np.minimum(1.0, own[has] / np.maximum(part, 1.0))
+                self._shares.append(share)
+                part = part * share[priors[has, t]]
+            lengths[has] += part
         self._lengths = lengths
         self._norm = _length_norms(lengths, self.k1, self.b)
 
@@ -332,13 +346,19 @@ class JoinedBM25:
             if self._followers:
                 into = np.concatenate([docs, *(f[docs] for f in self._followers)])
                 reached = into >= 0
-                counts = np.tile(tf, len(self._followers) + 1)[reached]
+                if self._shares is not None:
+                    counts = np.concatenate([tf, *(tf * sh[docs] for sh in self._shares)])[reached]
+                else:
+                    counts = np.tile(tf, len(self._followers) + 1)[reached]
                 into = into[reached]
-                # Integer counts: the float64 sums are exact. A rare term's few
-                # documents are sorted; a common one's are counted over the corpus.
+                # Uncapped, the counts are integers and their float64 sums exact. A
+                # rare term's few documents are sorted; a common one's are counted
+                # over the corpus.
                 if 8 * len(into) < self.size:
                     docs, where = np.unique(into, return_inverse=True)
                     summed = np.bincount(where, weights=counts)
+                    held = summed > 0  # a share of 0 (an empty line) holds nothing
+                    docs, summed = docs[held], summed[held]
                 else:
                     summed = np.bincount(into, weights=counts, minlength=self.size)
                     docs = np.flatnonzero(summed)

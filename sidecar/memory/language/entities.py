@@ -187,6 +187,18 @@ def names_user(text: str) -> bool:
 _SPEAKER = re.compile(r"([A-Z][\w'’.\-]*(?:[ \t][A-Z][\w'’.\-]*){0,2}):[ \t]")
 
 
+#: A transcript line's speaker, any case ("user: …", "Melanie: …"): one to three words.
+_SAID_BY = re.compile(r"([^\W\d_][\w'’.\-]*(?:[ \t][^\W\d_][\w'’.\-]*){0,2}):[ \t]")
+
+
+def speaker(text: str) -> str | None:
+    """Who said ``text``, when it is a transcript line ("melanie" of "Melanie: we
+    went camping", "assistant" of "assistant: Sure ..."), lower case; None for
+    anything else (a fact, a note)."""
+    said = _SAID_BY.match(text)
+    return said.group(1).lower() if said is not None else None
+
+
 def subject(text: str) -> str | None:
     """Whom ``text`` is about: a transcript line's speaker ("Melanie" of "Melanie: we
     went camping"), else the proper name it opens with (:func:`named_subject`); None

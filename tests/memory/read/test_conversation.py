@@ -139,3 +139,51 @@ def test_a_memory_that_keeps_its_words_is_scored_alone() -> None:
     mixed = Corpus.build([facts[0], PICNIC[1], *facts[2:]], DIM)
     with_line = ranked(mixed, q, RetrievalConfig())
     assert with_line.index("a") < with_line.index("x")
+
+
+def test_a_line_is_read_with_what_it_replies_to_not_with_its_own_speakers() -> None:
+    """One user's consecutive requests to an assistant each stand alone; an answer to
+    someone else's line reads with it; facts (no speaker) keep their priors."""
+    rows = [
+        memory("u1", "user: Any tips for the marathon in Lisbon?", unit(1, 0, 0, 0), "s", 1),
+        memory("a1", "assistant: Hydrate, and taper the last week.", unit(0, 1, 0, 0), "s", 2),
+        memory("u2", "user: I adopted a beagle called Rex.", unit(0, 0, 1, 0), "s", 3),
+        memory("u3", "user: Also, what wine goes with fish?", unit(0, 0, 0, 1), "s", 4),
+        memory("f1", "User lives in Porto.", unit(1, 1, 0, 0), "t", 5),
+        memory("f2", "User works as a nurse.", unit(0, 1, 1, 0), "t", 6),
+    ]
+    corpus = Corpus.build(rows, DIM)
+    index = context_index(corpus, ConversationConfig())
+    priors = {corpus.records[i].id: index.priors[i].tolist() for i in range(corpus.size)}
+    at = corpus.index_of
+    assert priors["a1"] == [at["u1"], -1]  # the answer reads with the question
+    assert priors["u2"] == [at["a1"], at["u1"]]  # a reply to the assistant
+    assert priors["u3"] == [-1, -1]  # the user again: read alone
+    assert priors["f2"] == [at["f1"], -1]  # no speaker: as before
+    every = context_index(corpus, ConversationConfig(replies_only=False))
+    assert every.priors[at["u3"]].tolist() == [at["u2"], at["a1"]]
+
+
+def test_a_long_prior_does_not_drown_a_short_lines_words() -> None:
+    """Capped, a prior's BM25 counts weigh at most as the line's own: the short line
+    after a long answer keeps its own words' weight; priors no longer than the line
+    score exactly as uncapped."""
+    long_answer = "assistant: " + " ".join(f"word{i} tip" for i in range(60))
+    rows = [
+        memory("a", long_answer, unit(1, 0, 0, 0), "s", 1),
+        memory("u", "user: my beagle Rex", unit(0, 1, 0, 0), "s", 2),
+        memory("b", "assistant: beagle food tips", unit(0, 0, 1, 0), "t", 3),
+        memory("v", "user: beagle walks daily please", unit(0, 0, 0, 1), "t", 4),
+    ]
+    corpus = Corpus.build(rows, DIM)
+    capped = context_index(corpus, ConversationConfig(cap_prior_words=True)).bm25
+    plain = context_index(corpus, ConversationConfig(cap_prior_words=False)).bm25
+    u = corpus.index_of["u"]
+    assert capped.scores(["beagle"])[u] > plain.scores(["beagle"])[u]
+    # Priors no longer than their lines: the same joined documents either way.
+    short = Corpus.build(rows[2:], DIM)
+    for terms in (["beagle"], ["beagle", "walk"], ["food", "tip"]):
+        assert np.array_equal(
+            context_index(short, ConversationConfig(cap_prior_words=True)).bm25.scores(terms),
+            context_index(short, ConversationConfig(cap_prior_words=False)).bm25.scores(terms),
+        )

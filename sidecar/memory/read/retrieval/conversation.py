@@ -18,7 +18,19 @@ memories of its session, newest first, ``turns`` = T):
   scores would count it twice over);
 
 and the memory's score becomes ``(1 - weight) * own + weight * context``, both fused
-as the hybrid fuses its signals. A memory that keeps the words it was made from (an
+as the hybrid fuses its signals. Two rules keep the context to what a memory needs:
+
+* a memory is read with what it replies to (``replies_only``): a transcript line
+  said by the speaker of the line before it ("user: …" after "user: …") continues
+  its own speaker and is read alone. Two people chatting answer each other; one
+  user's consecutive requests to an assistant each stand alone, and their priors
+  only took words from other topics;
+* a prior's words count at most as many as the memory's own (``cap_prior_words``):
+  for BM25 each prior's counts and length are scaled by ``min(1, own length / its
+  length)``, so a long assistant answer said before a short user line does not
+  drown the line's words in its own (the vector weights already weigh each part by
+  its length).
+ A memory that keeps the words it was made from (an
 excerpt: a fact the write path extracted from a turn) is read in its conversation
 already — its BM25 document holds the turn, and the fact was written to stand alone —
 so it keeps its own score: joined with the facts stored before it, it would only take
@@ -45,6 +57,7 @@ import numpy.typing as npt
 from sidecar.config import ConversationConfig, HybridConfig
 from sidecar.memory.corpus.bm25 import JoinedBM25, new_positions
 from sidecar.memory.corpus.corpus import Corpus
+from sidecar.memory.language.entities import speaker
 from sidecar.memory.read.retrieval.base import Query
 from sidecar.memory.read.retrieval.signals import Scores, Signals, fuse
 from sidecar.memory.records.records import MemoryRecord
@@ -56,10 +69,14 @@ Ints = npt.NDArray[np.int64]
 class ContextIndex:
     """Per memory: its priors (``-1`` past the session's start), the weights of its
     own and its priors' cosines (divided by the joined vector's norm), and BM25 over
-    its tokens joined with its priors' (read from the corpus' index per query)."""
+    its tokens joined with its priors' (read from the corpus' index per query).
+    ``replies``: priors only for a memory that replies to the line before it;
+    ``capped``: a prior's BM25 counts weigh at most as the memory's own."""
 
     turns: int
     decay: float
+    replies: bool
+    capped: bool
     priors: Ints
     weights: npt.NDArray[np.float32]
     bm25: JoinedBM25
@@ -69,26 +86,38 @@ class ContextIndex:
     read_together: bool
 
     @classmethod
-    def build(cls, corpus: Corpus, turns: int, decay: float) -> ContextIndex:
-        priors = _priors(corpus, turns)
+    def build(
+        cls,
+        corpus: Corpus,
+        turns: int,
+        decay: float,
+        *,
+        replies: bool = True,
+        capped: bool = True,
+    ) -> ContextIndex:
+        priors = _priors(corpus, turns, replies)
         own = np.arange(corpus.size, dtype=np.int64)
         weights = _weights(corpus, own, priors, decay)
         sessions = _sessions(corpus, np.zeros(0, dtype=np.int64))
-        joined = corpus.bm25.joined(priors)
-        return cls(turns, decay, priors, weights, joined, sessions, _together(priors))
+        joined = corpus.bm25.joined(priors, capped=capped)
+        return cls(
+            turns, decay, replies, capped, priors, weights, joined, sessions, _together(priors)
+        )
 
     def appended(self, corpus: Corpus) -> ContextIndex:
         """This index for ``corpus``, which holds this index's memories followed by
         new ones."""
         start = len(self.priors)
         own = np.arange(start, corpus.size, dtype=np.int64)
-        priors = _priors(corpus, self.turns)
+        priors = _priors(corpus, self.turns, self.replies)
         return ContextIndex(
             self.turns,
             self.decay,
+            self.replies,
+            self.capped,
             priors,
             np.concatenate([self.weights, _weights(corpus, own, priors[own], self.decay)]),
-            corpus.bm25.joined(priors),
+            corpus.bm25.joined(priors, capped=self.capped),
             _sessions(corpus, self.sessions),
             self.read_together or _together(priors[own]),
         )
@@ -101,7 +130,7 @@ class ContextIndex:
         source = np.asarray(sources, dtype=np.int64)
         new_of_old = new_positions(source, len(self.priors))
         kept = np.flatnonzero(source >= 0)
-        priors = _priors(corpus, self.turns)
+        priors = _priors(corpus, self.turns, self.replies)
         same = source >= 0
         if len(kept):
             before = self.priors[source[kept]]
@@ -116,9 +145,11 @@ class ContextIndex:
         return ContextIndex(
             self.turns,
             self.decay,
+            self.replies,
+            self.capped,
             priors,
             weights,
-            corpus.bm25.joined(priors),
+            corpus.bm25.joined(priors, capped=self.capped),
             _sessions(corpus, np.zeros(0, dtype=np.int64)),
             _together(priors),
         )
@@ -135,8 +166,14 @@ class ContextIndex:
 def context_index(corpus: Corpus, config: ConversationConfig) -> ContextIndex:
     """The corpus' context index for these settings (built once per snapshot)."""
     return corpus.derived(
-        ("context", config.turns, config.decay),
-        lambda: ContextIndex.build(corpus, config.turns, config.decay),
+        ("context", config.turns, config.decay, config.replies_only, config.cap_prior_words),
+        lambda: ContextIndex.build(
+            corpus,
+            config.turns,
+            config.decay,
+            replies=config.replies_only,
+            capped=config.cap_prior_words,
+        ),
         structural=True,
     )
 
@@ -206,8 +243,9 @@ def _sessions(corpus: Corpus, known: Ints) -> Ints:
     return groups
 
 
-def _priors(corpus: Corpus, turns: int) -> Ints:
-    """Every memory's priors, newest first (-1 past its session's start)."""
+def _priors(corpus: Corpus, turns: int, replies: bool = False) -> Ints:
+    """Every memory's priors, newest first (-1 past its session's start);
+    ``replies``: none for a transcript line whose prior has its speaker."""
     priors = np.full((corpus.size, turns), -1, dtype=np.int64)
     if turns == 0 or corpus.size == 0:
         return priors
@@ -215,7 +253,20 @@ def _priors(corpus: Corpus, turns: int) -> Ints:
     priors[:, 0] = prev[:-1]
     for t in range(1, turns):
         priors[:, t] = prev[priors[:, t - 1]]
+    if replies:
+        said = corpus.column("speaker", _speaker, np.object_)
+        before = np.append(said, np.asarray([None], dtype=np.object_))[priors[:, 0]]
+        continues = np.fromiter(
+            (who is not None and who == last for who, last in zip(said, before, strict=True)),
+            np.bool_,
+            corpus.size,
+        )
+        priors[continues, :] = -1
     return priors
+
+
+def _speaker(record: MemoryRecord) -> str | None:
+    return speaker(record.content)
 
 
 def _weights(corpus: Corpus, own: Ints, priors: Ints, decay: float) -> npt.NDArray[np.float32]:
