@@ -20,6 +20,7 @@ name in a transcript) are left out by the caller.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from sidecar.memory.language.lexicon import CALENDAR_WORDS
 from sidecar.memory.language.text import STOPWORDS
@@ -64,8 +65,13 @@ _NOT_OPENING_NAMES = _OPENERS | _NEVER
 def names(text: str) -> frozenset[str]:
     """The proper names ``text`` mentions, as written (case kept: "Pixel" the cat is
     not "pixel art"), possessives and surrounding punctuation dropped."""
+    return _names(text, _RUN.finditer(text))
+
+
+def _names(text: str, matches: Iterable[re.Match[str]]) -> frozenset[str]:
+    """The names of these runs of capitalised words of ``text``."""
     found: set[str] = set()
-    for match in _RUN.finditer(text):
+    for match in matches:
         opens_sentence = _opens_sentence(text, match.start())
         for run, end in _runs(match.group(0), match.start()):
             words = [_bare(w) for w in run]
@@ -212,5 +218,11 @@ def subject(text: str) -> str | None:
 def named_subject(text: str) -> str | None:
     """The proper name ``text`` opens with as its subject ("Ana" of "Ana lives in
     Porto."; "Helix Labs" of "Helix Labs is based in Rotterdam."), if any."""
-    found = [n for n in names(text) if text.startswith(n)]
+    if _RUN.match(text) is None:
+        return None
+    # A name the text opens with starts with its first two letters: only the runs
+    # that hold them are read, not every name of a long text.
+    head = text[:2]
+    runs = (m for m in _RUN.finditer(text) if head in m.group(0))
+    found = [n for n in _names(text, runs) if text.startswith(n)]
     return max(found, key=len) if found else None

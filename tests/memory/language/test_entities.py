@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from sidecar.memory.language.entities import is_user_fact, mentions, names, subject
+from sidecar.memory.language.entities import (
+    is_user_fact,
+    mentions,
+    named_subject,
+    names,
+    speaker,
+    subject,
+)
 
 
 @pytest.mark.parametrize(
@@ -61,3 +68,20 @@ def test_user_facts_are_the_write_paths_wording() -> None:
 )
 def test_subject_is_the_speaker_or_the_opening_name(text: str, about: str | None) -> None:
     assert subject(text) == about
+
+
+def test_the_subject_a_text_opens_with_is_found_without_reading_every_name() -> None:
+    """Only the runs of capitalised words that hold the text's first letters are
+    read; a name the opening rule drops counts when the text names it later."""
+    long_tail = " ".join(f"Then Zed{i} met Quinn{i} in Oslo." for i in range(200))
+    assert named_subject(f"Ana lives in Porto. {long_tail}") == "Ana"
+    assert named_subject("Caroline: Glad you agree, Caroline. Thanks.") == "Caroline"
+    assert named_subject(f"Switched to Rust. {long_tail}") is None
+
+
+def test_a_transcript_line_names_its_speaker() -> None:
+    assert speaker("user: I moved to Lisbon") == "user"
+    assert speaker("Melanie: we went camping") == "melanie"
+    assert speaker("assistant: Sure: here are three") == "assistant"
+    assert speaker("User lives in Lisbon.") is None
+    assert speaker("2024: a good year") is None
