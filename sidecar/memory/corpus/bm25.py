@@ -109,14 +109,27 @@ class BM25Index:
         width = max(size, 1)
         keys, counts = _counted(self._vocab, added, fresh, width)
         old_keys = self._terms[alive] * width + new_of_old[self._docs[alive]]
-        # The moved postings keep their order unless documents were reordered, and
-        # the added ones are one sorted run: a stable sort merges them.
-        out._postings(
-            self._vocab,
-            np.concatenate([old_keys, keys]),
-            np.concatenate([self._tf[alive], counts]),
-            lengths,
-        )
+        old_tf = self._tf[alive]
+        kept_from = source[kept]
+        if len(kept_from) < 2 or bool((kept_from[1:] > kept_from[:-1]).all()):
+            # Kept documents in their old order (a removal, a replacement, an
+            # append): the moved postings are still sorted, and the added ones, one
+            # sorted run, are inserted where they go; no sort of every posting.
+            at = np.searchsorted(old_keys, keys)
+            out._postings(
+                self._vocab,
+                np.insert(old_keys, at, keys),
+                np.insert(old_tf, at, counts),
+                lengths,
+                ordered=True,
+            )
+        else:
+            out._postings(
+                self._vocab,
+                np.concatenate([old_keys, keys]),
+                np.concatenate([old_tf, counts]),
+                lengths,
+            )
         return out
 
     def joined(self, priors: Ints, *, capped: bool = False) -> JoinedBM25:
@@ -134,16 +147,19 @@ class BM25Index:
         keys: Ints,
         tf: Floats,
         lengths: Floats,
+        *,
+        ordered: bool = False,
     ) -> None:
         """Set this index from (term * size + document) keys, each given once, in
-        any order, and the documents' lengths."""
+        any order (``ordered``: already sorted), and the documents' lengths."""
         self.size = len(lengths)
         self._lengths = lengths
         self._norm = _length_norms(lengths, self.k1, self.b)
         self._vocab = vocab
         width = max(self.size, 1)
-        order = np.argsort(keys, kind="stable")
-        keys, tf = keys[order], tf[order]
+        if not ordered:
+            order = np.argsort(keys, kind="stable")
+            keys, tf = keys[order], tf[order]
         self._terms = keys // width
         self._docs = keys % width
         self._tf = tf.astype(np.float32)
@@ -167,11 +183,12 @@ class BM25Index:
         # (term, document) pairs counted: a key orders them by term, then document.
         width = max(len(lengths), 1)
         keys, counts = _counted(vocab, added, np.arange(start, len(lengths)), width)
+        # The kept postings are sorted, the added ones one sorted run: inserted
+        # where they go, not sorted again with every posting.
+        kept_keys = terms * width + docs
+        at = np.searchsorted(kept_keys, keys)
         self._postings(
-            vocab,
-            np.concatenate([terms * width + docs, keys]),
-            np.concatenate([tf, counts]),
-            lengths,
+            vocab, np.insert(kept_keys, at, keys), np.insert(tf, at, counts), lengths, ordered=True
         )
 
     def _index_terms(self) -> None:

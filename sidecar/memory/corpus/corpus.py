@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
@@ -159,7 +160,7 @@ class Corpus:
         active = [r for r in unique.values() if r.status == Status.ACTIVE]
         memories = sorted(
             (r for r in active if r.node_type == NodeType.MEMORY),
-            key=lambda r: (r.created_at, r.id),
+            key=attrgetter("created_at", "id"),
         )
         categories = sorted(
             (r for r in active if r.node_type == NodeType.CATEGORY), key=lambda r: r.id
@@ -224,13 +225,18 @@ class Corpus:
             )
             ngrams = {}
         index_of = {r.id: i for i, r in enumerate(memories)}
-        links: list[set[int]] = [set() for _ in memories]
+        # Sets only for the memories with links: one per memory was most of a large
+        # snapshot's allocations (and the collections they set off).
+        linked: dict[int, set[int]] = {}
         for i, record in enumerate(memories):
             for other in record.related_ids:
                 j = index_of.get(other)
                 if j is not None and j != i:
-                    links[i].add(j)
-                    links[j].add(i)
+                    linked.setdefault(i, set()).add(j)
+                    linked.setdefault(j, set()).add(i)
+        links: list[tuple[int, ...]] = [()] * len(memories)
+        for i, found in linked.items():
+            links[i] = tuple(sorted(found))
         prev = np.full(len(memories), -1, dtype=np.int32)
         nxt = np.full(len(memories), -1, dtype=np.int32)
         last_in_session: dict[str, int] = {}
@@ -246,7 +252,7 @@ class Corpus:
             vectors=vectors,
             bm25=bm25,
             index_of=index_of,
-            links=tuple(tuple(sorted(s)) for s in links),
+            links=tuple(links),
             session_prev=prev,
             session_next=nxt,
             categories=tuple(categories),
@@ -333,9 +339,12 @@ class MemoryColumn:
     def remapped(self, corpus: Corpus, sources: Sequence[int]) -> MemoryColumn:
         """This column for ``corpus`` (see :class:`Remappable`): only the new or
         changed memories are read."""
+        source = np.asarray(sources, dtype=np.int64)
         values = np.empty(corpus.size, dtype=self.values.dtype)
-        for i, j in enumerate(sources):
-            values[i] = self.values[j] if j >= 0 else corpus.read(self.name, i, self.read)
+        kept = np.flatnonzero(source >= 0)
+        values[kept] = self.values[source[kept]]
+        for i in np.flatnonzero(source < 0).tolist():
+            values[i] = corpus.read(self.name, i, self.read)
         return MemoryColumn(self.name, self.read, values)
 
 
@@ -376,12 +385,13 @@ def _reuse(
     """The matrix of ``memories``: ``old``'s rows moved where ``sources`` has one,
     converting tuples of floats only for the others."""
     vectors = np.empty((len(memories), dim), dtype=np.float32)
+    source = np.asarray(sources, dtype=np.int64)
     if old.vectors.shape[1:] != (dim,):
-        sources = [-1] * len(memories)
-    taken = [i for i, j in enumerate(sources) if j >= 0]
-    if taken:
-        vectors[taken] = old.vectors[[sources[i] for i in taken]]
-    fresh = [i for i, j in enumerate(sources) if j < 0]
+        source = np.full(len(memories), -1, dtype=np.int64)
+    taken = np.flatnonzero(source >= 0)
+    if len(taken):
+        vectors[taken] = old.vectors[source[taken]]
+    fresh = np.flatnonzero(source < 0).tolist()
     if fresh:
         vectors[fresh] = _matrix(memories, dim, features, fresh)
     return vectors

@@ -48,6 +48,7 @@ were in are read again.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -254,19 +255,18 @@ def _priors(corpus: Corpus, turns: int, replies: bool = False) -> Ints:
     for t in range(1, turns):
         priors[:, t] = prev[priors[:, t - 1]]
     if replies:
-        said = corpus.column("speaker", _speaker, np.object_)
-        before = np.append(said, np.asarray([None], dtype=np.object_))[priors[:, 0]]
-        continues = np.fromiter(
-            (who is not None and who == last for who, last in zip(said, before, strict=True)),
-            np.bool_,
-            corpus.size,
-        )
-        priors[continues, :] = -1
+        said = corpus.column("speaker", _speaker, np.int64)
+        before = np.append(said, -1)[priors[:, 0]]  # index -1 reads -1 (no speaker)
+        priors[(said >= 0) & (before == said), :] = -1
     return priors
 
 
-def _speaker(record: MemoryRecord) -> str | None:
-    return speaker(record.content)
+def _speaker(record: MemoryRecord) -> int:
+    """The memory's speaker as a number (-1: none): a checksum of the name, so a
+    column of them compares as integers (two names sharing one is a 2^-31 chance,
+    and reads a line alone)."""
+    who = speaker(record.content)
+    return -1 if who is None else zlib.crc32(who.encode()) & 0x7FFFFFFF
 
 
 def _weights(corpus: Corpus, own: Ints, priors: Ints, decay: float) -> npt.NDArray[np.float32]:
