@@ -261,6 +261,11 @@ def new_positions(sources: Ints, old_size: int) -> Ints:
     return out
 
 
+#: How many joined postings per document a :class:`JoinedBM25` keeps for the
+#: terms it was asked (a few times the joined postings of a typical question).
+_KEPT_PER_DOCUMENT = 4
+
+
 def _length_norms(lengths: Floats, k1: float, b: float) -> Floats:
     """``k1 * (1 - b + b * length / average length)`` of every document."""
     average = float(lengths.mean()) if len(lengths) else 0.0
@@ -349,39 +354,57 @@ class JoinedBM25:
             lengths[has] += part
         self._lengths = lengths
         self._norm = _length_norms(lengths, self.k1, self.b)
+        #: Each term's joined postings, made when first asked (a user's questions
+        #: share words); dropped with the snapshot, or when they hold more than
+        #: ``_KEPT_PER_DOCUMENT`` entries per document.
+        self._postings: dict[str, tuple[Ints, Floats]] = {}
+        self._kept = 0
 
     def scores(self, query: Sequence[str]) -> npt.NDArray[np.float32]:
         """BM25 score of every joined document for the query tokens (0: no match)."""
         out = np.zeros(self.size, dtype=np.float32)
-        parts = self._parts
         for term, qtf in Counter(query).items():
-            start, end = parts._df(term)
-            if start == end:
+            found = self._postings.get(term)
+            if found is None:
+                found = self._joined_postings(term)
+                self._kept += len(found[0])
+                if self._kept > _KEPT_PER_DOCUMENT * max(self.size, 1024):
+                    self._postings.clear()
+                    self._kept = len(found[0])
+                self._postings[term] = found
+            docs, tf = found
+            if not len(docs):
                 continue
-            docs = parts._docs[start:end]
-            tf = parts._tf[start:end]
-            if self._followers:
-                into = np.concatenate([docs, *(f[docs] for f in self._followers)])
-                reached = into >= 0
-                if self._shares is not None:
-                    counts = np.concatenate([tf, *(tf * sh[docs] for sh in self._shares)])[reached]
-                else:
-                    counts = np.tile(tf, len(self._followers) + 1)[reached]
-                into = into[reached]
-                # Uncapped, the counts are integers and their float64 sums exact. A
-                # rare term's few documents are sorted; a common one's are counted
-                # over the corpus.
-                if 8 * len(into) < self.size:
-                    docs, where = np.unique(into, return_inverse=True)
-                    summed = np.bincount(where, weights=counts)
-                    held = summed > 0  # a share of 0 (an empty line) holds nothing
-                    docs, summed = docs[held], summed[held]
-                else:
-                    summed = np.bincount(into, weights=counts, minlength=self.size)
-                    docs = np.flatnonzero(summed)
-                    summed = summed[docs]
-                tf = summed.astype(np.float32)
             df = len(docs)
             weight = math.log(1 + (self.size - df + 0.5) / (df + 0.5)) * qtf
             out[docs] += weight * tf * (self.k1 + 1) / (tf + self._norm[docs])
         return out
+
+    def _joined_postings(self, term: str) -> tuple[Ints, Floats]:
+        """The joined documents holding ``term``, and its count in each."""
+        parts = self._parts
+        start, end = parts._df(term)
+        docs = parts._docs[start:end]
+        tf = parts._tf[start:end]
+        if start < end and self._followers:
+            into = np.concatenate([docs, *(f[docs] for f in self._followers)])
+            reached = into >= 0
+            if self._shares is not None:
+                counts = np.concatenate([tf, *(tf * sh[docs] for sh in self._shares)])[reached]
+            else:
+                counts = np.tile(tf, len(self._followers) + 1)[reached]
+            into = into[reached]
+            # Uncapped, the counts are integers and their float64 sums exact. A
+            # rare term's few documents are sorted; a common one's are counted
+            # over the corpus.
+            if 8 * len(into) < self.size:
+                docs, where = np.unique(into, return_inverse=True)
+                summed = np.bincount(where, weights=counts)
+                held = summed > 0  # a share of 0 (an empty line) holds nothing
+                docs, summed = docs[held], summed[held]
+            else:
+                summed = np.bincount(into, weights=counts, minlength=self.size)
+                docs = np.flatnonzero(summed)
+                summed = summed[docs]
+            tf = summed.astype(np.float32)
+        return docs, tf
