@@ -11,8 +11,9 @@ from collections.abc import Iterator
 import pytest
 
 from sidecar.config import ServerConfig
-from sidecar.memory.corpus.corpus import DOCUMENT, Corpus
+from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.corpus.features import FeatureMemo
+from sidecar.memory.corpus.rows import DOCUMENT
 from sidecar.memory.records.records import MemoryRecord
 from sidecar.metrics import Metrics
 from sidecar.runtime.gc_control import GCControl

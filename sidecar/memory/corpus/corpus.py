@@ -18,41 +18,20 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from sidecar.memory.corpus.bm25 import BM25Index, TermIds, term_ids
+from sidecar.memory.corpus.bm25 import BM25Index, TermIds
 from sidecar.memory.corpus.features import FeatureMemo, MemoryFeatures, Reader
-from sidecar.memory.language.embedding_text import changed_words
-from sidecar.memory.language.text import char_ngrams, tokens
+from sidecar.memory.corpus.rows import (
+    DOCUMENT,
+    Matrix,
+    document,
+    document_tokens,
+    matrix,
+    memo_term_ids,
+)
+from sidecar.memory.language.text import char_ngrams
 from sidecar.memory.records.records import MemoryRecord, NodeType, Status
 
-Matrix = npt.NDArray[np.float32]
 T = TypeVar("T")
-
-
-def document(record: MemoryRecord) -> list[str]:
-    """A memory's BM25 document: its fact and what was said (its excerpt) — one
-    value, two keys, so a question worded like the conversation finds the fact —
-    and, for a change told as an event, the words of the attribute it changes (as
-    its vector has them: :func:`~sidecar.memory.language.embedding_text.changed_words`),
-    so "Where do I work?" finds "User handed in User's notice at Deloitte, starting
-    at KPMG" by its words too."""
-    parts = [record.content]
-    if record.excerpt:
-        parts.append(record.excerpt)
-    changed = changed_words(record.content)
-    if changed:
-        parts.append(changed)
-    return tokens("\n".join(parts)) if len(parts) > 1 else tokens(record.content)
-
-
-#: The memo's names for a memory's BM25 document, its term ids and its vector.
-DOCUMENT = "document"
-TERM_IDS = "term-ids"
-VECTOR = "vector"
-
-
-def _document_tokens(record: MemoryRecord) -> tuple[str, ...]:
-    # Tuples of strings, not lists: the cyclic GC does not track them.
-    return tuple(document(record))
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,10 +170,10 @@ class Corpus:
                 return [document(memories[i]) for i in positions], None
             if into is not None and into.vocabulary is not memo.vocabulary:
                 return [
-                    features[i].value(DOCUMENT, memories[i], _document_tokens) for i in positions
+                    features[i].value(DOCUMENT, memories[i], document_tokens) for i in positions
                 ], None
             vocabulary = memo.vocabulary
-            return None, [_term_ids(features[i], memories[i], vocabulary) for i in positions]
+            return None, [memo_term_ids(features[i], memories[i], vocabulary) for i in positions]
 
         extended = previous if start is not None else None
         if previous is not None and start is not None:
@@ -203,7 +182,7 @@ class Corpus:
             # (back-links change old rows' related_ids).
             tail = range(start, len(memories))
             vectors = (
-                np.concatenate([previous.vectors, _matrix(memories, dim, features, tail)])
+                np.concatenate([previous.vectors, matrix(memories, dim, features, tail)])
                 if tail
                 else previous.vectors
             )
@@ -218,7 +197,7 @@ class Corpus:
             bm25 = previous.bm25.remapped(sources, *terms(changed, previous.bm25))
             ngrams = {}
         else:
-            vectors = _matrix(memories, dim, features)
+            vectors = matrix(memories, dim, features)
             documents, ids = terms(range(len(memories)), None)
             bm25 = BM25Index(
                 documents, vocabulary=memo.vocabulary if memo is not None else None, ids=ids
@@ -256,7 +235,7 @@ class Corpus:
             session_prev=prev,
             session_next=nxt,
             categories=tuple(categories),
-            category_vectors=_category_matrix(previous, categories, dim),
+            category_vectors=_categorymatrix(previous, categories, dim),
             memo=memo,
             _features=features,
             _ngrams=ngrams,
@@ -348,7 +327,7 @@ class MemoryColumn:
         return MemoryColumn(self.name, self.read, values)
 
 
-def _category_matrix(old: Corpus | None, categories: Sequence[MemoryRecord], dim: int) -> Matrix:
+def _categorymatrix(old: Corpus | None, categories: Sequence[MemoryRecord], dim: int) -> Matrix:
     """The categories' vectors, ``old``'s matrix when they are the same rows."""
     if (
         old is not None
@@ -359,7 +338,7 @@ def _category_matrix(old: Corpus | None, categories: Sequence[MemoryRecord], dim
         )
     ):
         return old.category_vectors
-    return _matrix(categories, dim)
+    return matrix(categories, dim)
 
 
 def _sources(old: Corpus, memories: Sequence[MemoryRecord]) -> list[int]:
@@ -393,7 +372,7 @@ def _reuse(
         vectors[taken] = old.vectors[source[taken]]
     fresh = np.flatnonzero(source < 0).tolist()
     if fresh:
-        vectors[fresh] = _matrix(memories, dim, features, fresh)
+        vectors[fresh] = matrix(memories, dim, features, fresh)
     return vectors
 
 
@@ -435,33 +414,6 @@ def _same_structure(
     return True
 
 
-def _matrix(
-    records: Sequence[MemoryRecord],
-    dim: int,
-    features: Sequence[MemoryFeatures] | None = None,
-    positions: Sequence[int] | None = None,
-) -> Matrix:
-    """The embeddings of the records (those at ``positions``, default all) as rows,
-    zeros where one is missing; each vector converted once, kept in its memory's
-    ``features`` when given (tuples of Python floats convert at about 10 µs a row:
-    most of a cold snapshot's cost)."""
-    at = range(len(records)) if positions is None else positions
-    if not at:
-        return np.zeros((0, dim), dtype=np.float32)
-    if features is not None:
-        return np.stack([_vector(features[i], records[i], dim) for i in at])
-    chosen = [records[i] for i in at]
-    if all(r.embedding is not None and len(r.embedding) == dim for r in chosen):
-        # Python floats convert to float64 several times faster than to float32,
-        # and the cast gives the same float32 values.
-        return np.array([r.embedding for r in chosen], dtype=np.float64).astype(np.float32)
-    matrix = np.zeros((len(chosen), dim), dtype=np.float32)
-    for i, record in enumerate(chosen):
-        if record.embedding is not None:
-            matrix[i] = record.embedding
-    return matrix
-
-
 def _features(
     memo: FeatureMemo | None,
     memories: Sequence[MemoryRecord],
@@ -482,38 +434,3 @@ def _features(
             known[j] if j >= 0 else entry(r) for r, j in zip(memories, sources, strict=True)
         )
     return tuple(entry(r) for r in memories)
-
-
-def _term_ids(
-    features: MemoryFeatures, record: MemoryRecord, vocabulary: dict[str, int]
-) -> TermIds:
-    ids: TermIds | None = features.values.get(TERM_IDS)
-    if ids is None:
-        tokens = features.value(DOCUMENT, record, _document_tokens)
-        ids = features.values[TERM_IDS] = term_ids(vocabulary, tokens)
-    return ids
-
-
-def _vector(features: MemoryFeatures, record: MemoryRecord, dim: int) -> npt.NDArray[np.float32]:
-    kept: Vector | None = features.values.get(VECTOR)
-    if kept is None or not _same_vector(kept, record):
-        kept = features.values[VECTOR] = _row(record, dim)
-    return kept[1]
-
-
-#: A memory's vector as stored (its tuple) and as a row of the matrix.
-Vector = tuple[tuple[float, ...] | None, npt.NDArray[np.float32]]
-
-
-def _row(record: MemoryRecord, dim: int) -> Vector:
-    embedding = record.embedding
-    if embedding is None or len(embedding) != dim:
-        return embedding, np.zeros(dim, dtype=np.float32)
-    return embedding, np.asarray(embedding, dtype=np.float64).astype(np.float32)
-
-
-def _same_vector(kept: Vector, record: MemoryRecord) -> bool:
-    """Whether the kept row is of the record's vector (a memory re-embedded with
-    the same text has another)."""
-    stored = kept[0]
-    return stored is record.embedding or stored == record.embedding

@@ -127,7 +127,7 @@ def test_a_new_snapshot_reads_only_memories_it_has_not_seen(
 ) -> None:
     """Each memory is tokenised and read once per version of its text (issue S, item
     2), whichever snapshot reads it first; the snapshots equal ones built without."""
-    from sidecar.memory.corpus import corpus as corpus_module
+    from sidecar.memory.corpus import rows as rows_module
     from sidecar.memory.corpus.features import FeatureMemo
 
     rows = memories(30)
@@ -135,13 +135,13 @@ def test_a_new_snapshot_reads_only_memories_it_has_not_seen(
     first = Corpus.build(rows, DIM, memo=memo)
     subject_share("What did Melanie paint?", first)
     read: list[str] = []
-    original = corpus_module.document
+    original = rows_module.document
 
     def counted(record: MemoryRecord) -> list[str]:
         read.append(record.id)
         return original(record)
 
-    monkeypatch.setattr(corpus_module, "document", counted)
+    monkeypatch.setattr(rows_module, "document", counted)
     edited = rows[3].with_changes(content="User paints juniper trees.")
     again = Corpus.build([*rows[:3], edited, *rows[4:]], DIM, memo=memo)  # no previous
     assert read == [edited.id]  # the changed one only

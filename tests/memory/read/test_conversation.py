@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from sidecar.config import ConversationConfig, CueConfig, RetrievalConfig
-from sidecar.memory.corpus.corpus import Corpus, document
+from sidecar.memory.corpus.corpus import Corpus
+from sidecar.memory.corpus.rows import document
 from sidecar.memory.read.retrieval.base import Query
 from sidecar.memory.read.retrieval.conversation import ContextIndex, context_index, lift_sessions
 from sidecar.memory.read.retrieval.pipeline import PipelineRetriever
