@@ -107,7 +107,7 @@ class BM25Index:
         lengths[kept] = self._lengths[source[kept]]
         lengths[fresh] = _lengths(added)
         width = max(size, 1)
-        keys, counts = _counted(self._vocab, added, fresh, width)
+        keys, counts = _counted(self._vocab, added, fresh, width, ids=ids is not None)
         old_keys = self._terms[alive] * width + new_of_old[self._docs[alive]]
         old_tf = self._tf[alive]
         kept_from = source[kept]
@@ -182,7 +182,8 @@ class BM25Index:
         lengths = np.concatenate([kept_lengths, _lengths(added)])
         # (term, document) pairs counted: a key orders them by term, then document.
         width = max(len(lengths), 1)
-        keys, counts = _counted(vocab, added, np.arange(start, len(lengths)), width)
+        positions = np.arange(start, len(lengths))
+        keys, counts = _counted(vocab, added, positions, width, ids=ids is not None)
         # The kept postings are sorted, the added ones one sorted run: inserted
         # where they go, not sorted again with every posting.
         kept_keys = terms * width + docs
@@ -295,11 +296,13 @@ def _counted(
     parts: Documents | Sequence[TermIds],
     positions: npt.ArrayLike,
     width: int,
+    *,
+    ids: bool,
 ) -> tuple[Ints, Floats]:
     """Documents as sorted (term * ``width`` + position) keys with their counts:
-    ``parts`` are their term ids, or their tokens (looked up; new terms are added
-    to ``vocab``)."""
-    if parts and isinstance(parts[0], np.ndarray):
+    ``parts`` are their term ids (``ids``), or their tokens (looked up; new terms
+    are added to ``vocab``)."""
+    if ids and parts:
         terms = np.concatenate(list(parts)).astype(np.int64)
     else:
         lookup = vocab.setdefault

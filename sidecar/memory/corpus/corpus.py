@@ -235,7 +235,7 @@ class Corpus:
             session_prev=prev,
             session_next=nxt,
             categories=tuple(categories),
-            category_vectors=_categorymatrix(previous, categories, dim),
+            category_vectors=_category_matrix(previous, categories, dim),
             memo=memo,
             _features=features,
             _ngrams=ngrams,
@@ -327,7 +327,7 @@ class MemoryColumn:
         return MemoryColumn(self.name, self.read, values)
 
 
-def _categorymatrix(old: Corpus | None, categories: Sequence[MemoryRecord], dim: int) -> Matrix:
+def _category_matrix(old: Corpus | None, categories: Sequence[MemoryRecord], dim: int) -> Matrix:
     """The categories' vectors, ``old``'s matrix when they are the same rows."""
     if (
         old is not None

@@ -28,16 +28,17 @@ as the hybrid fuses its signals. Two rules keep the context to what a memory nee
 * a prior's words count at most as many as the memory's own (``cap_prior_words``):
   for BM25 each prior's counts and length are scaled by ``min(1, own length / its
   length)``, so a long assistant answer said before a short user line does not
-  drown the line's words in its own (the vector weights already weigh each part by
-  its length).
- A memory that keeps the words it was made from (an
-excerpt: a fact the write path extracted from a turn) is read in its conversation
-already — its BM25 document holds the turn, and the fact was written to stand alone —
-so it keeps its own score: joined with the facts stored before it, it would only take
-in other turns' words. Then each memory is lifted by ``session_lift``
-times the best score in its session: of two equally good memories, the one from the
-conversation the best evidence came from goes first. A memory without a session is
-its own session; a corpus without sessions is ranked as without this stage.
+  drown the line's words in its own (the vector weights stay by length: capping
+  them cost short answers the questions they answer).
+
+A memory that keeps the words it was made from (an excerpt: a fact the write path
+extracted from a turn) is read in its conversation already — its BM25 document holds
+the turn, and the fact was written to stand alone — so it keeps its own score:
+joined with the facts stored before it, it would only take in other turns' words.
+Then each memory is lifted by ``session_lift`` times the best score in its session:
+of two equally good memories, the one from the conversation the best evidence came
+from goes first. A memory without a session is its own session; a corpus without
+sessions is ranked as without this stage.
 
 Only the scope's corpus is read. The context index is built once per corpus
 snapshot; when a write only appends memories, it is extended rather than rebuilt
