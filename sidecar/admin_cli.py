@@ -1,5 +1,5 @@
 """The operator commands: ``sidecar memories ...``, ``sidecar store migrate``,
-``sidecar admin openapi``.
+``sidecar admin openapi``, ``sidecar admin ready``.
 
 ``sidecar memories`` runs the same :class:`~sidecar.admin.service.MemoryAdmin`
 calls as the HTTP admin API: through a running sidecar's admin API when one
@@ -308,6 +308,30 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     return asyncio.run(_run_migrate(config, args))
 
 
+def _cmd_ready(args: argparse.Namespace) -> int:
+    """GET the configured admin listener's ``/ready`` on this host: 0 when it answers
+    200 (the container image's health check; the port comes from the config, so a
+    config that moves it keeps its check)."""
+    import urllib.error
+    import urllib.request
+
+    config = load_config(args.config)
+    host = config.admin.host
+    if host in ("", "0.0.0.0", "::"):
+        host = "127.0.0.1"
+    url = f"http://{host if ':' not in host else f'[{host}]'}:{config.admin.port}/ready"
+    try:
+        with urllib.request.urlopen(url, timeout=args.timeout) as response:
+            body, status = response.read(), response.status
+    except urllib.error.HTTPError as exc:
+        body, status = exc.read(), exc.code
+    except OSError as exc:
+        print(f"not ready: {url}: {exc}", file=sys.stderr)
+        return 1
+    sys.stdout.write(body.decode("utf-8", "replace") + "\n")
+    return 0 if status == 200 else 1
+
+
 def _cmd_openapi(args: argparse.Namespace) -> int:
     from sidecar.admin.openapi import render_openapi
 
@@ -432,3 +456,9 @@ def add_commands(commands: Any) -> None:
     admin_commands = admin.add_subparsers(dest="admin_command", required=True)
     openapi = admin_commands.add_parser("openapi", help="print the admin API's OpenAPI document")
     openapi.set_defaults(func=_cmd_openapi)
+    ready = admin_commands.add_parser(
+        "ready", help="exit 0 when the sidecar on this host answers /ready (a health check)"
+    )
+    ready.add_argument("--config", help="YAML config file (default: all defaults)")
+    ready.add_argument("--timeout", type=float, default=2.0, help="seconds (default 2)")
+    ready.set_defaults(func=_cmd_ready)

@@ -86,6 +86,20 @@ def _variant(value: str) -> tuple[str, dict[str, object]]:
     return name.strip(), changes
 
 
+def _cmd_prepare_model(args: argparse.Namespace) -> int:
+    from sidecar.memory.embedding.onnx import OnnxEncoder
+
+    config = load_config(args.config)
+    if args.cache_dir:
+        config = config.model_copy(
+            update={"embedding": config.embedding.model_copy(update={"cache_dir": args.cache_dir})}
+        )
+    for artifact in OnnxEncoder.prepare(config.embedding):
+        state = "exported" if artifact.built else "present"
+        print(f"{state}: {artifact.path} (sha256 {artifact.sha256[:12]})")
+    return 0
+
+
 def _cmd_eval(args: argparse.Namespace) -> int:
     import warnings
 
@@ -207,6 +221,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     envoy.add_argument("--out", help="write to this file instead of stdout")
     envoy.set_defaults(func=_cmd_envoy_config)
+
+    prepare = commands.add_parser(
+        "prepare-model",
+        help="export the embedding model's ONNX files into embedding.cache_dir",
+        description="Export (and quantize) the embedding model for the configured ONNX "
+        "backend, every variant a CPU may need, so that `serve` writes nothing at start: "
+        "the container image runs this at build time.",
+    )
+    prepare.add_argument("--config", help="YAML config file (default: all defaults)")
+    prepare.add_argument("--cache-dir", help="instead of the config's embedding.cache_dir")
+    prepare.set_defaults(func=_cmd_prepare_model)
 
     evaluate = commands.add_parser(
         "eval",

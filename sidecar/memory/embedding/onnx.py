@@ -106,6 +106,24 @@ class OnnxEncoder:
             raise EmbeddingError("the ONNX model's output does not match its pooling config")
         return encoder
 
+    @staticmethod
+    def prepare(config: EmbeddingConfig) -> list[CachedModel]:
+        """Every file the configured ONNX backend may load, in ``embedding.cache_dir``:
+        the export and, for ``onnx-int8``, both quantizations (the one a CPU without
+        VNNI needs and the other), so that a start on any CPU finds its file. For
+        images, which prepare them at build time and start with nothing to write.
+        Blocking, tens of seconds when nothing is cached."""
+        if config.backend == "torch":
+            raise EmbeddingError("the torch backend has no files to prepare")
+        set_offline_env()
+        model_dir = Path(resolve_model_path(config.model))
+        if not model_dir.is_dir():
+            raise EmbeddingError(f"embedding model {model_dir} is not a local directory")
+        pipeline = read_pipeline(model_dir)
+        args = (model_dir, Path(config.cache_dir), config.backend, pipeline)
+        variants = (False, True) if config.backend == "onnx-int8" else (False,)
+        return [ensure_model(*args, reduce_range=r)[0] for r in variants]
+
     @property
     def dim(self) -> int:
         return self._pipeline.dim
