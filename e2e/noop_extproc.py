@@ -27,7 +27,7 @@ async def serve(host: str, port: int) -> None:
             ("grpc.so_reuseport", 0),
         ]
     )
-    service = ExternalProcessorService(lambda metadata: Processor(), Metrics())
+    service = ExternalProcessorService(lambda metadata, path: Processor(), Metrics())
     pb_grpc.add_ExternalProcessorServicer_to_server(service, server)
     bound = server.add_insecure_port(f"{host}:{port}")
     await server.start()

@@ -29,24 +29,42 @@ from sidecar.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
-ProcessorFactory = Callable[[Sequence[tuple[str, Any]]], Processor]
+#: A stream's processor from its gRPC metadata and its request path (None: the
+#: stream did not open with request headers).
+ProcessorFactory = Callable[[Sequence[tuple[str, Any]], str | None], Processor]
 
 
 class ProfileRouter:
     """Picks the processor for a stream from the profile Envoy names in the
-    stream's gRPC metadata (set per route); an unknown profile passes through."""
+    stream's gRPC metadata (set per route). Where the metadata names none (gateways
+    that cannot set it per route: Envoy Gateway, Istio), the profile whose ``paths``
+    or ``responses_paths`` list the request's path, else the default profile. An
+    unknown profile passes through."""
 
     def __init__(self, config: SidecarConfig, deps: ChatDeps) -> None:
         self._config = config
         self._deps = deps
         self._key = config.server.profile_metadata_key
+        #: The first profile (in the file's order) listing each path the default
+        #: profile does not (profiles inherit the default's paths unless they set
+        #: their own).
+        default = config.profile(config.default_profile)
+        served = {*default.paths, *default.responses_paths} if default is not None else set()
+        self._by_path: dict[str, str] = {}
+        for name, profile in config.profiles.items():
+            for path in (*profile.paths, *profile.responses_paths):
+                if path not in served:
+                    self._by_path.setdefault(path, name)
 
-    def __call__(self, metadata: Sequence[tuple[str, Any]]) -> Processor:
-        name = self._config.default_profile
+    def __call__(self, metadata: Sequence[tuple[str, Any]], path: str | None = None) -> Processor:
+        name: str | None = None
         for key, value in metadata:
             if key.lower() == self._key:
                 name = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
                 break
+        if name is None:
+            bare = (path or "").split("?", 1)[0]
+            name = self._by_path.get(bare, self._config.default_profile)
         profile = self._config.profile(name)
         if profile is None:
             self._deps.metrics.passthrough.labels(reason="unknown_profile").inc()
@@ -76,10 +94,12 @@ class ExternalProcessorService(pb_grpc.ExternalProcessorServicer):  # type: igno
             async for request in request_iterator:
                 phase = request.WhichOneof("request")
                 if processor is None:
+                    path = None
                     if phase == "request_headers":
                         headers = header_dict(request.request_headers.headers)
                         REQUEST_ID.set(clean_request_id(headers.get("x-request-id")))
-                    processor = self._factory(tuple(context.invocation_metadata() or ()))
+                        path = headers.get(":path")
+                    processor = self._factory(tuple(context.invocation_metadata() or ()), path)
                 if phase not in PHASES:
                     log.warning("ext_proc message without a known phase: %s", phase)
                     continue

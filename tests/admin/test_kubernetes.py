@@ -5,6 +5,7 @@ Envoy bootstrap. They are not applied to a cluster here."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from e2e.container import CONFIG_PATH, IMAGE_UID, MODELS_DIR, STATE_DIR
 from e2e.stack import BIN_DIR
 from sidecar.config import ENV_OVERRIDES, SidecarConfig, load_config
 from sidecar.envoy_config import render_yaml
@@ -88,6 +90,7 @@ def test_every_file_parses_and_every_resource_is_listed(
         ("Service", "vllm"),
         ("Deployment", "llm-gateway"),
         ("Service", "llm-gateway"),
+        ("PodDisruptionBudget", "llm-gateway"),
     }
     (generated,) = kustomization["configMapGenerator"]
     assert generated["name"] == "memory-sidecar-config"
@@ -115,12 +118,22 @@ def test_sidecar_container_matches_its_config(
     assert live["path"] == "/healthz"
     assert port_number(sidecar, ready["port"]) == config.admin.port
     assert config.admin.host == "0.0.0.0"  # the kubelet probes the pod IP
-    assert sidecar["args"][-1] == "/etc/memory-sidecar/sidecar.yaml"
+    # The image's entrypoint serves the config at CONFIG_PATH: no command, no args.
+    assert "command" not in sidecar
+    assert "args" not in sidecar
+    assert sidecar["image"] == "memory-sidecar"  # named by the kustomization's images:
     mounts = {m["mountPath"]: m for m in sidecar["volumeMounts"]}
-    assert mounts["/etc/memory-sidecar/sidecar.yaml"]["subPath"] == "sidecar.yaml"
-    state = next(path for path in mounts if path.startswith("/var/lib/memory-sidecar"))
-    assert config.write_queue.journal_path.startswith(state + "/")
-    assert config.embedding.cache_dir.startswith(state + "/")
+    assert mounts[CONFIG_PATH]["subPath"] == "sidecar.yaml"
+    assert mounts[STATE_DIR]["name"] == "state"
+    assert config.write_queue.journal_path.startswith(STATE_DIR + "/")
+    # The model files the image prepared at build time: nothing is exported at start.
+    assert config.embedding.cache_dir == MODELS_DIR
+    # Read-only root filesystem as the image's user; /tmp is a volume.
+    security = sidecar["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["runAsNonRoot"] is True
+    assert security["runAsUser"] == IMAGE_UID
+    assert "/tmp" in mounts
     pod = objects[("Deployment", "llm-gateway")]["spec"]["template"]
     grace = config.server.shutdown_grace_s + config.write_queue.drain_timeout_s
     assert pod["spec"]["terminationGracePeriodSeconds"] > grace
@@ -216,3 +229,25 @@ def test_envoy_accepts_the_kubernetes_bootstrap(config: SidecarConfig, tmp_path:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "OK" in result.stdout + result.stderr
+
+
+def test_the_pods_disruption_budget_keeps_a_replica(objects: dict[tuple[str, str], Doc]) -> None:
+    gateway = objects[("Deployment", "llm-gateway")]["spec"]
+    budget = objects[("PodDisruptionBudget", "llm-gateway")]["spec"]
+    assert budget["selector"] == gateway["selector"]
+    assert 1 <= budget["minAvailable"] < gateway["replicas"]
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs kubectl (its kustomize)")
+def test_kustomize_builds_with_the_image_override() -> None:
+    built = subprocess.run(
+        ["kubectl", "kustomize", str(DEPLOY)], capture_output=True, text=True, check=True
+    ).stdout
+    docs = [d for d in yaml.safe_load_all(built) if d]
+    (gateway,) = [
+        d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "llm-gateway"
+    ]
+    images = {c["name"]: c["image"] for c in gateway["spec"]["template"]["spec"]["containers"]}
+    (override,) = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["images"]
+    assert images["memory-sidecar"] == f"{override['newName']}:{override['newTag']}"
+    assert all(d["metadata"].get("namespace") in (None, "llm-memory") for d in docs)

@@ -39,6 +39,12 @@ def make_config(tmp: Path) -> SidecarConfig:
             "closed": {"fail_open": False},
             "bodyuser": {"identity": {"allow_body_user": True}},
             "explained": {"injection": {"explain_last": 3}},
+            # Chosen by its path where the metadata names no profile (gateways that
+            # cannot set it per route).
+            "bypath": {
+                "paths": ["/ro/v1/chat/completions"],
+                "extraction": {"enabled": False},
+            },
         },
     )
 
@@ -283,6 +289,38 @@ async def test_readonly_profile_never_stores(sidecar: Sidecar, channel: grpc.aio
     assert replies[2].mode_override.response_body_mode == BodySendMode.NONE
     assert await sidecar.components.write.queue.wait_idle(10)
     assert await sidecar.components.store.count(build_filter(scope=Scope(user))) == 0
+
+
+async def test_without_metadata_the_profile_listing_the_path_is_chosen(
+    sidecar: Sidecar, channel: grpc.aio.Channel
+) -> None:
+    user = new_user()
+    await remember(sidecar, user, "I live in Oslo.")
+    assert await sidecar.components.write.queue.wait_idle(10)
+    before = await sidecar.components.store.count(build_filter(scope=Scope(user)))
+    replies = await exchange(
+        channel,
+        [
+            msg.request_headers("/ro/v1/chat/completions?x=1", user=user),
+            msg.request_body(msg.chat_body("Where do I live?")),
+            msg.response_headers(),
+            msg.response_body(msg.completion_json("In Oslo. Also, I moved to Rome.")),
+        ],
+    )
+    assert "Oslo" in json.dumps(mutated_body(replies[1]))  # injected
+    assert replies[2].mode_override.response_body_mode == BodySendMode.NONE  # read-only
+    # The default profile does not serve that path: without the profile it passes through.
+    plain = await exchange(
+        channel,
+        [
+            msg.request_headers("/ro/v1/chat/completions", user=user),
+            msg.request_body(msg.chat_body("Where do I live?")),
+        ],
+        profile="default",
+    )
+    assert plain[1].request_body == pb.BodyResponse()
+    assert await sidecar.components.write.queue.wait_idle(10)
+    assert await sidecar.components.store.count(build_filter(scope=Scope(user))) == before
 
 
 async def test_unknown_profile_passes_through(sidecar: Sidecar, channel: grpc.aio.Channel) -> None:
