@@ -25,7 +25,9 @@ class ServerConfig(ServerExperiments):
     max_message_bytes: int = Field(default=16 * 1024 * 1024, ge=1024 * 1024)
     #: Seconds in-flight streams get to finish after SIGTERM.
     shutdown_grace_s: float = Field(default=10.0, ge=0)
-    #: gRPC metadata key (set per route by Envoy) naming the profile to apply.
+    #: gRPC metadata key (set per route by Envoy) naming the profile to apply. Without
+    #: it (gateways that cannot set it per route), the profile whose ``paths`` or
+    #: ``responses_paths`` list the request's path, else ``default_profile``.
     profile_metadata_key: str = "x-memory-profile"
     #: Allow several processes to share the port (SO_REUSEPORT). Off: a stale second
     #: sidecar must not silently take traffic.
