@@ -108,20 +108,23 @@ class BM25Index:
         lengths[fresh] = _lengths(added)
         width = max(size, 1)
         keys, counts = _counted(self._vocab, added, fresh, width, ids=ids is not None)
-        old_keys = self._terms[alive] * width + new_of_old[self._docs[alive]]
+        old_terms = self._terms[alive]
+        old_docs = new_of_old[self._docs[alive]]
+        old_keys = old_terms * width + old_docs
         old_tf = self._tf[alive]
         kept_from = source[kept]
         if len(kept_from) < 2 or bool((kept_from[1:] > kept_from[:-1]).all()):
             # Kept documents in their old order (a removal, a replacement, an
             # append): the moved postings are still sorted, and the added ones, one
-            # sorted run, are inserted where they go; no sort of every posting.
+            # sorted run, are inserted where they go; no sort of every posting, and
+            # terms and documents are moved as they are, not divided out of keys.
             at = np.searchsorted(old_keys, keys)
-            out._postings(
+            out._sorted(
                 self._vocab,
-                np.insert(old_keys, at, keys),
+                np.insert(old_terms, at, keys // width),
+                np.insert(old_docs, at, keys % width),
                 np.insert(old_tf, at, counts),
                 lengths,
-                ordered=True,
             )
         else:
             out._postings(
@@ -141,28 +144,25 @@ class BM25Index:
         than the document counts as that many tokens (its counts scaled down)."""
         return JoinedBM25(self, priors, capped=capped)
 
-    def _postings(
-        self,
-        vocab: dict[str, int],
-        keys: Ints,
-        tf: Floats,
-        lengths: Floats,
-        *,
-        ordered: bool = False,
-    ) -> None:
+    def _postings(self, vocab: dict[str, int], keys: Ints, tf: Floats, lengths: Floats) -> None:
         """Set this index from (term * size + document) keys, each given once, in
-        any order (``ordered``: already sorted), and the documents' lengths."""
+        any order, and the documents' lengths."""
+        width = max(len(lengths), 1)
+        order = np.argsort(keys, kind="stable")
+        keys, tf = keys[order], tf[order]
+        self._sorted(vocab, keys // width, keys % width, tf, lengths)
+
+    def _sorted(
+        self, vocab: dict[str, int], terms: Ints, docs: Ints, tf: Floats, lengths: Floats
+    ) -> None:
+        """Set this index from its postings, sorted by term then document."""
         self.size = len(lengths)
         self._lengths = lengths
         self._norm = _length_norms(lengths, self.k1, self.b)
         self._vocab = vocab
-        width = max(self.size, 1)
-        if not ordered:
-            order = np.argsort(keys, kind="stable")
-            keys, tf = keys[order], tf[order]
-        self._terms = keys // width
-        self._docs = keys % width
-        self._tf = tf.astype(np.float32)
+        self._terms = terms
+        self._docs = docs
+        self._tf = tf.astype(np.float32, copy=False)
         self._index_terms()
 
     def _set(
@@ -184,12 +184,16 @@ class BM25Index:
         width = max(len(lengths), 1)
         positions = np.arange(start, len(lengths))
         keys, counts = _counted(vocab, added, positions, width, ids=ids is not None)
-        # The kept postings are sorted, the added ones one sorted run: inserted
-        # where they go, not sorted again with every posting.
-        kept_keys = terms * width + docs
-        at = np.searchsorted(kept_keys, keys)
-        self._postings(
-            vocab, np.insert(kept_keys, at, keys), np.insert(tf, at, counts), lengths, ordered=True
+        # The kept postings are sorted, the added ones one sorted run of documents
+        # after every kept one: each goes at the end of its term's kept postings.
+        added_terms = keys // width
+        at = np.searchsorted(terms, added_terms, side="right")
+        self._sorted(
+            vocab,
+            np.insert(terms, at, added_terms),
+            np.insert(docs, at, keys % width),
+            np.insert(tf, at, counts),
+            lengths,
         )
 
     def _index_terms(self) -> None:

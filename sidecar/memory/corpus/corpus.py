@@ -32,6 +32,8 @@ from sidecar.memory.language.text import char_ngrams
 from sidecar.memory.records.records import MemoryRecord, NodeType, Status
 
 T = TypeVar("T")
+#: Past this many runs of consecutive rows, rows move by index, not run by run.
+_MAX_RUNS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,10 +139,7 @@ class Corpus:
         for row in rows:
             unique.setdefault(row.id, row)
         active = [r for r in unique.values() if r.status == Status.ACTIVE]
-        memories = sorted(
-            (r for r in active if r.node_type == NodeType.MEMORY),
-            key=attrgetter("created_at", "id"),
-        )
+        memories = _by_time([r for r in active if r.node_type == NodeType.MEMORY])
         categories = sorted(
             (r for r in active if r.node_type == NodeType.CATEGORY), key=lambda r: r.id
         )
@@ -327,6 +326,22 @@ class MemoryColumn:
         return MemoryColumn(self.name, self.read, values)
 
 
+def _by_time(records: list[MemoryRecord]) -> list[MemoryRecord]:
+    """``records`` sorted by (``created_at``, ``id``): by time with numpy (a sort of
+    tuples was most of a large snapshot's build), then ties, which are rare, by id."""
+    times = np.fromiter((r.created_at for r in records), np.int64, len(records))
+    order = np.argsort(times, kind="stable")
+    out = [records[i] for i in order.tolist()]
+    times = times[order]
+    tied = np.flatnonzero(times[1:] == times[:-1])
+    if len(tied):
+        starts = tied[np.concatenate([[True], np.diff(tied) != 1])].tolist()
+        ends = (tied[np.concatenate([np.diff(tied) != 1, [True]])] + 2).tolist()
+        for start, end in zip(starts, ends, strict=True):
+            out[start:end] = sorted(out[start:end], key=attrgetter("id"))
+    return out
+
+
 def _category_matrix(old: Corpus | None, categories: Sequence[MemoryRecord], dim: int) -> Matrix:
     """The categories' vectors, ``old``'s matrix when they are the same rows."""
     if (
@@ -346,11 +361,13 @@ def _sources(old: Corpus, memories: Sequence[MemoryRecord]) -> list[int]:
     (-1 otherwise): its matrix row, postings and memo entry can be moved."""
     if old.vectors.shape[0] != len(old.records):
         return [-1] * len(memories)
-    index_of, records = old.index_of, old.records
+    get, records = old.index_of.get, old.records
     sources: list[int] = []
+    append = sources.append
     for record in memories:
-        j = index_of.get(record.id, -1)
-        sources.append(j if j >= 0 and _same_document(record, records[j]) else -1)
+        j = get(record.id, -1)
+        # Most rows are the very records the old snapshot holds.
+        append(j if j >= 0 and (records[j] is record or _same_document(record, records[j])) else -1)
     return sources
 
 
@@ -369,11 +386,25 @@ def _reuse(
         source = np.full(len(memories), -1, dtype=np.int64)
     taken = np.flatnonzero(source >= 0)
     if len(taken):
-        vectors[taken] = old.vectors[source[taken]]
+        _move_rows(vectors, old.vectors, taken, source[taken])
     fresh = np.flatnonzero(source < 0).tolist()
     if fresh:
         vectors[fresh] = matrix(memories, dim, features, fresh)
     return vectors
+
+
+def _move_rows(
+    into: Matrix, rows: Matrix, at: npt.NDArray[np.int64], sources: npt.NDArray[np.int64]
+) -> None:
+    """``into[at] = rows[sources]``, by runs of consecutive rows where there are a
+    few (a removal leaves two): a run is one block copy, an index per row is not."""
+    breaks = np.flatnonzero((np.diff(at) != 1) | (np.diff(sources) != 1)) + 1
+    if len(breaks) > _MAX_RUNS:
+        into[at] = rows[sources]
+        return
+    for start, end in zip([0, *breaks.tolist()], [*breaks.tolist(), len(at)], strict=True):
+        first, last = int(at[start]), int(at[end - 1]) + 1
+        into[first:last] = rows[int(sources[start]) : int(sources[end - 1]) + 1]
 
 
 def _appended_after(old: Corpus, memories: Sequence[MemoryRecord]) -> int | None:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from sidecar.config import ConversationConfig
-from sidecar.memory.corpus.corpus import Corpus
+from sidecar.memory.corpus.corpus import Corpus, _move_rows
 from sidecar.memory.read.retrieval import conversation
 from sidecar.memory.read.retrieval.conversation import ContextIndex, context_index
 from sidecar.memory.read.retrieval.cues import Subjects, subject_share
@@ -189,3 +189,38 @@ def test_link_adjacency_holds_links_and_session_neighbours_once() -> None:
         assert i not in with_sessions[i]
     # 3 is linked and the previous turn (once); 4 ends its session (5 opens the next).
     assert sorted(with_sessions[4]) == [3, 9]
+
+
+def test_memories_are_ordered_by_time_then_id_whatever_order_the_rows_come_in() -> None:
+    rows = [r.with_changes(created_at=r.created_at // 4) for r in memories(40)]  # ties of 4
+    corpus = Corpus.build(random.Random(5).sample(rows, len(rows)), DIM)
+    assert [(r.created_at, r.id) for r in corpus.records] == sorted(
+        (r.created_at, r.id) for r in rows
+    )
+
+
+def test_session_groups_are_each_sessions_first_memory() -> None:
+    corpus = Corpus.build(memories(40), DIM)
+    index = context_index(corpus, ConversationConfig())
+    first: dict[str, int] = {}
+    expected = [first.setdefault(r.session_id, i) for i, r in enumerate(corpus.records)]
+    assert index.sessions.tolist() == expected
+
+
+@pytest.mark.parametrize("runs", [1, 3, 200])
+def test_rows_move_by_runs_as_by_index(runs: int) -> None:
+    rng = np.random.default_rng(runs)
+    old = rng.standard_normal((1_000, DIM)).astype(np.float32)
+    cuts = np.sort(rng.choice(np.arange(1, 1_000), size=runs - 1, replace=False))
+    # Kept rows in runs, each run after a removed row, and a new row before each run.
+    parts = [part[1:] for part in np.split(np.arange(1_000), cuts)]
+    sources = np.concatenate(parts)
+    starts = np.cumsum([0] + [len(part) + 1 for part in parts[:-1]]) + 1
+    at = np.concatenate(
+        [start + np.arange(len(part)) for start, part in zip(starts, parts, strict=True)]
+    )
+    into = np.zeros((1_200, DIM), np.float32)
+    _move_rows(into, old, at, sources)
+    expected = np.zeros_like(into)
+    expected[at] = old[sources]
+    assert np.array_equal(into, expected)

@@ -237,11 +237,16 @@ def _together(priors: Ints) -> bool:
 def _sessions(corpus: Corpus, known: Ints) -> Ints:
     """Session group numbers: ``known`` for the first memories, then one per new
     memory (its prior's group, or its own index when it opens a session)."""
-    groups = np.concatenate([known, np.arange(len(known), corpus.size, dtype=np.int64)])
-    prev = corpus.session_prev
-    for i in range(len(known), corpus.size):  # a prior comes first: its group is set
-        if prev[i] >= 0:
-            groups[i] = groups[prev[i]]
+    # Each memory's group is the first memory of its chain of priors (a prior comes
+    # first): found by pointer jumping, a few passes however long the sessions.
+    prev = corpus.session_prev.astype(np.int64)
+    groups = np.where(prev >= 0, prev, np.arange(corpus.size, dtype=np.int64))
+    while True:
+        further = groups[groups]
+        if np.array_equal(further, groups):
+            break
+        groups = further
+    groups[: len(known)] = known
     return groups
 
 
