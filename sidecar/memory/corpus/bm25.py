@@ -186,12 +186,15 @@ class BM25Index:
         keys, counts = _counted(vocab, added, positions, width, ids=ids is not None)
         # The kept postings are sorted, the added ones one sorted run of documents
         # after every kept one: each goes at the end of its term's kept postings.
-        added_terms = keys // width
+        added_terms, added_docs = np.divmod(keys, width)
+        if not len(terms):  # a fresh build: nothing to merge into
+            self._sorted(vocab, added_terms, added_docs, counts, lengths)
+            return
         at = np.searchsorted(terms, added_terms, side="right")
         self._sorted(
             vocab,
             np.insert(terms, at, added_terms),
-            np.insert(docs, at, keys % width),
+            np.insert(docs, at, added_docs),
             np.insert(tf, at, counts),
             lengths,
         )

@@ -110,6 +110,17 @@ class Corpus:
         )
         return by_id.get(category_id)
 
+    def read_all(self, name: str, read: Reader, start: int = 0) -> list[Any]:
+        """:meth:`read` of the memories from ``start`` on, in order (a column's
+        values: one loop, not a call per memory)."""
+        records = self.records[start:]
+        if self._features is None:
+            return [read(record) for record in records]
+        return [
+            entry.value(name, record, read)
+            for entry, record in zip(self._features[start:], records, strict=True)
+        ]
+
     def read(self, name: str, index: int, read: Reader) -> Any:
         """``read(record)`` of memory ``index``, kept in the memo when the snapshot
         has one (``read`` must depend on the record's text alone, and be the only
@@ -309,7 +320,7 @@ class MemoryColumn:
         only the new ones are read."""
         start = len(self.values)
         tail = np.asarray(
-            [corpus.read(self.name, i, self.read) for i in range(start, corpus.size)],
+            corpus.read_all(self.name, self.read, start),
             dtype=self.values.dtype,
         )
         return MemoryColumn(self.name, self.read, np.concatenate([self.values, tail]))

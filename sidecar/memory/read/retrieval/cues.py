@@ -157,8 +157,7 @@ class Subjects:
 
     def appended(self, corpus: Corpus) -> Subjects:
         found: dict[str, list[int]] = {}
-        for i in range(self.size, corpus.size):
-            about = corpus.read("subject", i, _subject)
+        for i, about in enumerate(corpus.read_all("subject", _subject, self.size), self.size):
             if about is not None:
                 found.setdefault(about, []).append(i)
         members = dict(self.members)
