@@ -33,6 +33,7 @@ from sidecar.extproc.identity import (
     header_dict,
     identity_from_body,
     identity_from_headers,
+    request_path,
 )
 from sidecar.extproc.processor import Processor
 from sidecar.extproc.replies import (
@@ -143,7 +144,7 @@ class ChatMemoryProcessor(Processor):
         self._request_id = headers.get("x-request-id", "")[:128]
         if not self._request_id and self._profile.injection.explain_last:
             self._request_id = uuid.uuid4().hex  # an explanation needs a name
-        path = headers.get(":path", "").split("?", 1)[0]
+        path = request_path(headers)
         if path in self._profile.responses_paths:
             self._api = RESPONSES
         if path not in self._profile.paths and path not in self._profile.responses_paths:

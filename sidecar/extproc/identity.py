@@ -42,6 +42,11 @@ def header_dict(header_map: base_pb2.HeaderMap) -> dict[str, str]:
     return headers
 
 
+def request_path(headers: dict[str, str]) -> str:
+    """The request's path without its query string (what profiles' paths name)."""
+    return headers.get(":path", "").split("?", 1)[0]
+
+
 def parse_groups(value: str, max_groups: int) -> tuple[tuple[str, ...], int]:
     """The distinct group ids of a groups header, sorted, the first ``max_groups`` of
     them in header order; and how many distinct ids past those were left out (a

@@ -21,7 +21,7 @@ from sidecar._proto.envoy.service.ext_proc.v3 import (
 )
 from sidecar.config import SidecarConfig
 from sidecar.extproc.chat import ChatDeps, ChatMemoryProcessor
-from sidecar.extproc.identity import header_dict
+from sidecar.extproc.identity import header_dict, request_path
 from sidecar.extproc.processor import Processor
 from sidecar.extproc.replies import PHASES
 from sidecar.logs import REQUEST_ID, clean_request_id, new_request_id
@@ -29,8 +29,8 @@ from sidecar.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
-#: A stream's processor from its gRPC metadata and its request path (None: the
-#: stream did not open with request headers).
+#: A stream's processor from its gRPC metadata and its request path, without the
+#: query string (None: the stream did not open with request headers).
 ProcessorFactory = Callable[[Sequence[tuple[str, Any]], str | None], Processor]
 
 
@@ -63,8 +63,7 @@ class ProfileRouter:
                 name = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
                 break
         if name is None:
-            bare = (path or "").split("?", 1)[0]
-            name = self._by_path.get(bare, self._config.default_profile)
+            name = self._by_path.get(path or "", self._config.default_profile)
         profile = self._config.profile(name)
         if profile is None:
             self._deps.metrics.passthrough.labels(reason="unknown_profile").inc()
@@ -98,7 +97,7 @@ class ExternalProcessorService(pb_grpc.ExternalProcessorServicer):  # type: igno
                     if phase == "request_headers":
                         headers = header_dict(request.request_headers.headers)
                         REQUEST_ID.set(clean_request_id(headers.get("x-request-id")))
-                        path = headers.get(":path")
+                        path = request_path(headers)
                     processor = self._factory(tuple(context.invocation_metadata() or ()), path)
                 if phase not in PHASES:
                     log.warning("ext_proc message without a known phase: %s", phase)

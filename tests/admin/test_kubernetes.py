@@ -16,6 +16,7 @@ import yaml
 
 from e2e.container import CONFIG_PATH, IMAGE_UID, MODELS_DIR, STATE_DIR
 from e2e.stack import BIN_DIR
+from scripts.validate_manifests import built
 from sidecar.config import ENV_OVERRIDES, SidecarConfig, load_config
 from sidecar.envoy_config import render_yaml
 
@@ -240,10 +241,7 @@ def test_the_pods_disruption_budget_keeps_a_replica(objects: dict[tuple[str, str
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs kubectl (its kustomize)")
 def test_kustomize_builds_with_the_image_override() -> None:
-    built = subprocess.run(
-        ["kubectl", "kustomize", str(DEPLOY)], capture_output=True, text=True, check=True
-    ).stdout
-    docs = [d for d in yaml.safe_load_all(built) if d]
+    docs = built("deploy/kubernetes")
     (gateway,) = [
         d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "llm-gateway"
     ]

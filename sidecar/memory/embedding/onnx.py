@@ -74,11 +74,7 @@ class OnnxEncoder:
         """Export/quantize into the cache if needed, then open it (blocking, seconds)."""
         if config.backend == "torch":
             raise EmbeddingError("OnnxEncoder serves the onnx and onnx-int8 backends")
-        set_offline_env()
-        model_dir = Path(resolve_model_path(config.model))
-        if not model_dir.is_dir():
-            raise EmbeddingError(f"embedding model {model_dir} is not a local directory")
-        pipeline = read_pipeline(model_dir)
+        model_dir, pipeline = _local_model(config)
         tokenizer = TextTokenizer(pipeline.transformer_dir, pipeline.max_seq_length)
         backend: OnnxBackend = config.backend
         reduce_range = backend == "onnx-int8" and not cpu_has_vnni()
@@ -115,11 +111,7 @@ class OnnxEncoder:
         Blocking, tens of seconds when nothing is cached."""
         if config.backend == "torch":
             raise EmbeddingError("the torch backend has no files to prepare")
-        set_offline_env()
-        model_dir = Path(resolve_model_path(config.model))
-        if not model_dir.is_dir():
-            raise EmbeddingError(f"embedding model {model_dir} is not a local directory")
-        pipeline = read_pipeline(model_dir)
+        model_dir, pipeline = _local_model(config)
         args = (model_dir, Path(config.cache_dir), config.backend, pipeline)
         variants = (False, True) if config.backend == "onnx-int8" else (False,)
         return [ensure_model(*args, reduce_range=r)[0] for r in variants]
@@ -165,3 +157,13 @@ class OnnxEncoder:
         feed = {name: value for name, value in batch.items() if name in self._inputs}
         hidden = self._session.run([OUTPUT_NAME], feed)[0]
         return pool(hidden, batch["attention_mask"], self._pipeline.pooling)
+
+
+def _local_model(config: EmbeddingConfig) -> tuple[Path, Pipeline]:
+    """The configured model's local directory and pipeline (offline: nothing is
+    downloaded)."""
+    set_offline_env()
+    model_dir = Path(resolve_model_path(config.model))
+    if not model_dir.is_dir():
+        raise EmbeddingError(f"embedding model {model_dir} is not a local directory")
+    return model_dir, read_pipeline(model_dir)

@@ -100,7 +100,7 @@ class ContextIndex:
         priors = _priors(corpus, turns, replies)
         own = np.arange(corpus.size, dtype=np.int64)
         weights = _weights(corpus, own, priors, decay)
-        sessions = _sessions(corpus, np.zeros(0, dtype=np.int64))
+        sessions = _sessions(corpus)
         joined = corpus.bm25.joined(priors, capped=capped)
         return cls(
             turns, decay, replies, capped, priors, weights, joined, sessions, _together(priors)
@@ -120,7 +120,7 @@ class ContextIndex:
             priors,
             np.concatenate([self.weights, _weights(corpus, own, priors[own], self.decay)]),
             corpus.bm25.joined(priors, capped=self.capped),
-            _sessions(corpus, self.sessions),
+            _sessions(corpus),
             self.read_together or _together(priors[own]),
         )
 
@@ -152,7 +152,7 @@ class ContextIndex:
             priors,
             weights,
             corpus.bm25.joined(priors, capped=self.capped),
-            _sessions(corpus, np.zeros(0, dtype=np.int64)),
+            _sessions(corpus),
             _together(priors),
         )
 
@@ -234,20 +234,17 @@ def _together(priors: Ints) -> bool:
     return priors.shape[1] > 0 and bool((priors[:, 0] >= 0).any())
 
 
-def _sessions(corpus: Corpus, known: Ints) -> Ints:
-    """Session group numbers: ``known`` for the first memories, then one per new
-    memory (its prior's group, or its own index when it opens a session)."""
-    # Each memory's group is the first memory of its chain of priors (a prior comes
-    # first): found by pointer jumping, a few passes however long the sessions.
+def _sessions(corpus: Corpus) -> Ints:
+    """Session group numbers: each memory's is the index of the first memory of its
+    chain of priors (a prior comes first), found by pointer jumping: a few passes
+    however long the sessions (cheap enough to redo for every snapshot)."""
     prev = corpus.session_prev.astype(np.int64)
     groups = np.where(prev >= 0, prev, np.arange(corpus.size, dtype=np.int64))
     while True:
         further = groups[groups]
         if np.array_equal(further, groups):
-            break
+            return groups
         groups = further
-    groups[: len(known)] = known
-    return groups
 
 
 def _priors(corpus: Corpus, turns: int, replies: bool = False) -> Ints:
