@@ -49,7 +49,13 @@ def normalize(text: str) -> str:
 
 def tokens(text: str) -> list[str]:
     """Stemmed content tokens of ``text`` (stop words dropped)."""
-    return [stem(t) for t in _TOKEN.findall(normalize(text)) if t not in STOPWORDS]
+    # Most words end in no suffix and are their own stem: one C-level check each
+    # instead of a call that tries every suffix (the same tokens, a third the time).
+    return [
+        stem(t) if t.endswith(_SUFFIXES) and len(t) > 3 else t
+        for t in _TOKEN.findall(normalize(text))
+        if t not in STOPWORDS
+    ]
 
 
 def char_ngrams(text: str, n: int = 3) -> frozenset[str]:
