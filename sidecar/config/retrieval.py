@@ -79,6 +79,10 @@ class LinkConfig(_Model):
     max_share: float = Field(default=0.5, ge=0, le=1)
     #: Count the previous/next memory of the same session as a link.
     session_neighbors: bool = True
+    #: Links are not followed from or to a transcript line of more than this many
+    #: BM25 tokens, as ``conversation.long_lines`` (0: no limit): a long answer is
+    #: linked to much and would lift, or be lifted over, the lines that answer.
+    long_lines: int = Field(default=64, ge=0)
 
 
 class TopicConfig(_Model):
@@ -133,6 +137,12 @@ class ConversationConfig(_Model):
     #: A prior's words count, for BM25, at most as many as the memory's own (a long
     #: answer said before a short line does not drown the line's words).
     cap_prior_words: bool = True
+    #: A transcript line (one that names its speaker) of more than this many BM25
+    #: tokens stands alone: it has no priors, is no line's prior, and neither gives
+    #: nor takes the session lift (0: no limit). An assistant's long answer matches
+    #: many questions a little; read with the user's short lines, or lifting and
+    #: lifted with them, it drowned them. People chatting write shorter lines.
+    long_lines: int = Field(default=64, ge=0)
 
 
 class CueConfig(_Model):

@@ -177,8 +177,9 @@ def test_a_long_prior_does_not_drown_a_short_lines_words() -> None:
         memory("v", "user: beagle walks daily please", unit(0, 0, 0, 1), "t", 4),
     ]
     corpus = Corpus.build(rows, DIM)
-    capped = context_index(corpus, ConversationConfig(cap_prior_words=True)).bm25
-    plain = context_index(corpus, ConversationConfig(cap_prior_words=False)).bm25
+    # The long answer read as a prior (a longer one would stand alone: long_lines).
+    capped = context_index(corpus, ConversationConfig(cap_prior_words=True, long_lines=0)).bm25
+    plain = context_index(corpus, ConversationConfig(cap_prior_words=False, long_lines=0)).bm25
     u = corpus.index_of["u"]
     assert capped.scores(["beagle"])[u] > plain.scores(["beagle"])[u]
     # Priors no longer than their lines: the same joined documents either way.
@@ -188,3 +189,52 @@ def test_a_long_prior_does_not_drown_a_short_lines_words() -> None:
             context_index(short, ConversationConfig(cap_prior_words=True)).bm25.scores(terms),
             context_index(short, ConversationConfig(cap_prior_words=False)).bm25.scores(terms),
         )
+
+
+LONG = "assistant: " + " ".join(f"step{i} detail" for i in range(40))  # 80 tokens
+
+
+def long_line_rows() -> list[MemoryRecord]:
+    return [
+        memory("u1", "user: Any tips for the marathon in Lisbon?", unit(1, 0, 0, 0), "s", 1),
+        memory("a1", LONG, unit(0, 1, 0, 0), "s", 2),
+        memory("u2", "user: Thanks, I will taper then.", unit(0, 0, 1, 0), "s", 3),
+        memory("b1", "assistant: Good luck!", unit(0, 0, 0, 1), "s", 4),
+        memory("u3", "user: I run in Porto too.", unit(1, 1, 0, 0), "s", 5),
+    ]
+
+
+def test_a_long_line_stands_alone_in_its_conversation() -> None:
+    """A transcript line longer than ``long_lines`` has no priors and is no line's
+    prior; the lines around it keep theirs."""
+    corpus = Corpus.build(long_line_rows(), DIM)
+    at = corpus.index_of
+    index = context_index(corpus, ConversationConfig(long_lines=64))
+    priors = {corpus.records[i].id: index.priors[i].tolist() for i in range(corpus.size)}
+    assert priors["a1"] == [-1, -1]  # the long answer reads alone
+    assert priors["u2"] == [-1, -1]  # and is not the reply's prior
+    assert priors["b1"] == [at["u2"], -1]  # short lines still read together
+    assert priors["u3"] == [at["b1"], at["u2"]]
+    unlimited = context_index(corpus, ConversationConfig(long_lines=0))
+    assert unlimited.priors[at["a1"]].tolist() == [at["u1"], -1]
+    assert unlimited.priors[at["u2"]].tolist() == [at["a1"], at["u1"]]
+
+
+def test_a_long_line_neither_lifts_its_session_nor_rises_with_it() -> None:
+    corpus = Corpus.build(long_line_rows(), DIM)
+    at = corpus.index_of
+    scores = np.asarray([0.1, 0.9, 0.3, 0.2, 0.1], dtype=np.float32)
+    lifted = lift_sessions(scores, corpus, ConversationConfig(long_lines=64, session_lift=0.5))
+    assert lifted[at["a1"]] == scores[at["a1"]]  # the long line takes no lift
+    # The short lines rise by half the best short line's score, not the long one's.
+    assert np.allclose(lifted[at["u2"]], 0.3 + 0.5 * 0.3)
+    plain = lift_sessions(scores, corpus, ConversationConfig(long_lines=0, session_lift=0.5))
+    assert np.allclose(plain[at["u2"]], 0.3 + 0.5 * 0.9)
+
+
+def test_a_corpus_of_long_lines_only_is_lifted_by_nothing() -> None:
+    rows = [memory(f"a{i}", LONG, unit(1, 0, 0, 0), "s", i) for i in range(3)]
+    corpus = Corpus.build(rows, DIM)
+    scores = np.asarray([0.5, 0.4, 0.3], dtype=np.float32)
+    lifted = lift_sessions(scores, corpus, ConversationConfig(long_lines=64))
+    assert np.array_equal(lifted, scores)

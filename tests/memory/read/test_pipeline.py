@@ -300,3 +300,32 @@ def test_two_facts_that_both_speak_of_the_user_are_no_bridge() -> None:
     blended = cfg.blend * 0.9 + (1 - cfg.blend) * 0.5
     assert final[1] == pytest.approx(max(0.5, blended))  # blended, no support
     assert final[1] < 0.9 + 0.5
+
+
+def test_links_are_not_followed_from_or_to_a_long_transcript_line() -> None:
+    """A long transcript line (an assistant's answer) is neither a referrer nor
+    reached through a link; short lines and facts are linked as before."""
+    answer = "assistant: " + " ".join(f"option{i} idea" for i in range(40))
+    corpus = Corpus.build(
+        [
+            rec("u1", "user: where should I travel in May?", unit(1, 0, 0, 0), session="s", at=1),
+            rec("a1", answer, unit(0, 1, 0, 0), session="s", at=2),
+            rec("u2", "user: I booked Lisbon.", unit(0, 0, 1, 0), session="s", at=3),
+            rec("f1", "User likes warm places.", unit(0, 0, 0, 1), at=4, related=("u1",)),
+            rec("f2", "User speaks Portuguese.", unit(0, 0, 0, 1), at=5, related=("a1",)),
+        ],
+        DIM,
+    )
+    at = corpus.index_of
+    direct = np.asarray([0.9, 0.1, 0.1, 0.1, 0.1], dtype=np.float32)
+    evidence = np.asarray([True, False, False, False, False])
+    _, via = expand_links(corpus, direct, LinkConfig(long_lines=0), 5, evidence)
+    assert {at["a1"], at["f1"]} <= set(via)  # session neighbour and persisted link
+    _, via = expand_links(corpus, direct, LinkConfig(long_lines=64), 5, evidence)
+    assert set(via) == {at["f1"]}  # the long answer is not reached
+    # Nor does the long answer, strong as it may be, lift what it links to.
+    direct = np.asarray([0.1, 0.9, 0.1, 0.1, 0.1], dtype=np.float32)
+    evidence = np.asarray([False, True, False, False, False])
+    final, via = expand_links(corpus, direct, LinkConfig(long_lines=64), 5, evidence)
+    assert via == {}
+    assert np.array_equal(final, direct)

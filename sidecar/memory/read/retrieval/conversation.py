@@ -29,7 +29,13 @@ as the hybrid fuses its signals. Two rules keep the context to what a memory nee
   for BM25 each prior's counts and length are scaled by ``min(1, own length / its
   length)``, so a long assistant answer said before a short user line does not
   drown the line's words in its own (the vector weights stay by length: capping
-  them cost short answers the questions they answer).
+  them cost short answers the questions they answer);
+* a long transcript line stands alone (``long_lines``, 64 tokens): an assistant's
+  answer has no priors, is no line's prior and takes no part in the session lift
+  (links skip it too: :mod:`.links`). It matches many questions a little, so read
+  with the user's lines, or lifting and lifted with them, it outranked the line
+  that answers. People chatting write shorter lines: a conversation of short lines
+  is read exactly as without the rule.
 
 A memory that keeps the words it was made from (an excerpt: a fact the write path
 extracted from a turn) is read in its conversation already — its BM25 document holds
@@ -79,6 +85,7 @@ class ContextIndex:
     decay: float
     replies: bool
     capped: bool
+    long_lines: int
     priors: Ints
     weights: npt.NDArray[np.float32]
     bm25: JoinedBM25
@@ -96,14 +103,24 @@ class ContextIndex:
         *,
         replies: bool = True,
         capped: bool = True,
+        long_lines: int = 0,
     ) -> ContextIndex:
-        priors = _priors(corpus, turns, replies)
+        priors = _priors(corpus, turns, replies, long_lines)
         own = np.arange(corpus.size, dtype=np.int64)
         weights = _weights(corpus, own, priors, decay)
         sessions = _sessions(corpus)
         joined = corpus.bm25.joined(priors, capped=capped)
         return cls(
-            turns, decay, replies, capped, priors, weights, joined, sessions, _together(priors)
+            turns,
+            decay,
+            replies,
+            capped,
+            long_lines,
+            priors,
+            weights,
+            joined,
+            sessions,
+            _together(priors),
         )
 
     def appended(self, corpus: Corpus) -> ContextIndex:
@@ -111,12 +128,13 @@ class ContextIndex:
         new ones."""
         start = len(self.priors)
         own = np.arange(start, corpus.size, dtype=np.int64)
-        priors = _priors(corpus, self.turns, self.replies)
+        priors = _priors(corpus, self.turns, self.replies, self.long_lines)
         return ContextIndex(
             self.turns,
             self.decay,
             self.replies,
             self.capped,
+            self.long_lines,
             priors,
             np.concatenate([self.weights, _weights(corpus, own, priors[own], self.decay)]),
             corpus.bm25.joined(priors, capped=self.capped),
@@ -132,7 +150,7 @@ class ContextIndex:
         source = np.asarray(sources, dtype=np.int64)
         new_of_old = new_positions(source, len(self.priors))
         kept = np.flatnonzero(source >= 0)
-        priors = _priors(corpus, self.turns, self.replies)
+        priors = _priors(corpus, self.turns, self.replies, self.long_lines)
         same = source >= 0
         if len(kept):
             before = self.priors[source[kept]]
@@ -149,6 +167,7 @@ class ContextIndex:
             self.decay,
             self.replies,
             self.capped,
+            self.long_lines,
             priors,
             weights,
             corpus.bm25.joined(priors, capped=self.capped),
@@ -168,13 +187,21 @@ class ContextIndex:
 def context_index(corpus: Corpus, config: ConversationConfig) -> ContextIndex:
     """The corpus' context index for these settings (built once per snapshot)."""
     return corpus.derived(
-        ("context", config.turns, config.decay, config.replies_only, config.cap_prior_words),
+        (
+            "context",
+            config.turns,
+            config.decay,
+            config.replies_only,
+            config.cap_prior_words,
+            config.long_lines,
+        ),
         lambda: ContextIndex.build(
             corpus,
             config.turns,
             config.decay,
             replies=config.replies_only,
             capped=config.cap_prior_words,
+            long_lines=config.long_lines,
         ),
         structural=True,
     )
@@ -225,6 +252,12 @@ def lift_sessions(scores: Scores, corpus: Corpus, config: ConversationConfig) ->
         return scores  # every memory is its own session
     sessions = index.sessions
     best = np.full(int(sessions.max()) + 1, -np.inf, dtype=np.float32)
+    if config.long_lines > 0:
+        short = ~long_transcript_lines(corpus, config.long_lines)
+        np.maximum.at(best, sessions[short], scores[short])
+        # A short line's session holds a short line (itself): its best is finite.
+        gain = np.where(short, best[sessions], np.float32(0))
+        return (scores + lift * gain).astype(np.float32)
     np.maximum.at(best, sessions, scores)
     lifted: Scores = (scores + lift * best[sessions]).astype(np.float32)
     return lifted
@@ -247,13 +280,18 @@ def _sessions(corpus: Corpus) -> Ints:
         groups = further
 
 
-def _priors(corpus: Corpus, turns: int, replies: bool = False) -> Ints:
+def _priors(corpus: Corpus, turns: int, replies: bool = False, long_lines: int = 0) -> Ints:
     """Every memory's priors, newest first (-1 past its session's start);
-    ``replies``: none for a transcript line whose prior has its speaker."""
+    ``replies``: none for a transcript line whose prior has its speaker;
+    ``long_lines``: none for a line longer than this, and none from such a line on."""
     priors = np.full((corpus.size, turns), -1, dtype=np.int64)
     if turns == 0 or corpus.size == 0:
         return priors
-    prev = np.append(corpus.session_prev.astype(np.int64), -1)  # index -1 reads -1
+    prev = corpus.session_prev.astype(np.int64)
+    if long_lines > 0:
+        long = long_transcript_lines(corpus, long_lines)
+        prev = np.where(long | np.append(long, False)[prev], -1, prev)
+    prev = np.append(prev, -1)  # index -1 reads -1
     priors[:, 0] = prev[:-1]
     for t in range(1, turns):
         priors[:, t] = prev[priors[:, t - 1]]
@@ -262,6 +300,18 @@ def _priors(corpus: Corpus, turns: int, replies: bool = False) -> Ints:
         before = np.append(said, -1)[priors[:, 0]]  # index -1 reads -1 (no speaker)
         priors[(said >= 0) & (before == said), :] = -1
     return priors
+
+
+def long_transcript_lines(corpus: Corpus, limit: int) -> npt.NDArray[np.bool_]:
+    """Whether each memory is a transcript line (it names its speaker) of more than
+    ``limit`` BM25 tokens (once per snapshot)."""
+
+    def build() -> npt.NDArray[np.bool_]:
+        said = corpus.column("speaker", _speaker, np.int64)
+        long: npt.NDArray[np.bool_] = (said >= 0) & (corpus.bm25.lengths > limit)
+        return long
+
+    return corpus.derived(("long-lines", limit), build, structural=True)
 
 
 def _speaker(record: MemoryRecord) -> int:

@@ -11,7 +11,9 @@ and keeps ``max(direct, linked)``. Along a bridge link (a fact about the user an
 one about what it names) a memory with evidence of its own may instead score
 ``own + support * score(r)`` (:func:`_support`). :func:`limit_link_share` then
 keeps memories that rank only through a link from taking more than ``max_share``
-of the top-k.
+of the top-k. A long transcript line (``long_lines``: an assistant's answer) is
+neither a referrer nor reached: linked to much, it lifted, or rose over, the lines
+that answer.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy.typing as npt
 from sidecar.config import LinkConfig
 from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.language.entities import names_user
+from sidecar.memory.read.retrieval.conversation import long_transcript_lines
 from sidecar.memory.read.retrieval.signals import Scores
 from sidecar.memory.records.records import MemoryRecord
 from sidecar.memory.records.vectors import top_indices
@@ -84,13 +87,23 @@ def expand_links(
     collect faster than array operations)."""
     if not config.enabled or config.max_link_depth == 0 or corpus.size == 0:
         return direct, {}
+    long = long_transcript_lines(corpus, config.long_lines) if config.long_lines else None
+    if long is not None and not long.any():
+        long = None  # a conversation of short lines: every link as before
     referrers = top_indices(direct, pool, evidence)
+    if long is not None:
+        referrers = [r for r in referrers if not long[r]]
     if not referrers:
         return direct, {}
     neighbours = adjacency(corpus, config.session_neighbors)
     scores = direct[referrers].tolist()
     walk = _one_hop if config.max_link_depth == 1 else _walk
     reached, shares, decays = walk(neighbours, referrers, scores, config)
+    if long is not None and reached:
+        keep = [i for i, r in enumerate(reached) if not long[r]]
+        reached = [reached[i] for i in keep]
+        shares = [shares[i] for i in keep]
+        decays = [decays[i] for i in keep]
     if not reached:
         return direct, {}
     dtype = direct.dtype
@@ -100,7 +113,7 @@ def expand_links(
     final = direct.copy()
     np.maximum.at(final, index, linked)
     if config.support > 0:
-        _support(final, direct, corpus, referrers, scores, config.support, evidence)
+        _support(final, direct, corpus, referrers, scores, config.support, evidence, long)
     return final, dict.fromkeys(reached, "link")
 
 
@@ -186,6 +199,7 @@ def _support(
     scores: list[float],
     support: float,
     evidence: npt.NDArray[np.bool_] | None,
+    long: npt.NDArray[np.bool_] | None = None,
 ) -> None:
     """Mutual support along bridge links: persisted links that join a fact about the
     user ("User's father is Piotr.") and one about someone or something else
@@ -205,6 +219,8 @@ def _support(
     for referrer, score in zip(referrers, scores, strict=True):
         mine = about_user(referrer)
         for other in corpus.links[referrer]:
+            if long is not None and long[other]:
+                continue
             if (evidence is None or evidence[other]) and about_user(other) != mine:
                 reached.append(other)
                 shares.append(support * score)
