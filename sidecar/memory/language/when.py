@@ -108,9 +108,17 @@ def asks_when(question: str) -> bool:
     return _ASKS_WHEN.search(question) is not None
 
 
+#: ``_TELLS_TIME`` for lower-case text: its words are lower-case, and on an ASCII
+#: text, matching the lowered text exactly is matching the text ignoring case, at
+#: less than half the cost.
+_TELLS_TIME_LOWER = re.compile(_TELLS_TIME.pattern)
+
+
 def tells_time(text: str) -> bool:
     """Whether ``text`` says when something happened ("last week", "on Friday",
     "in March", "2019", "two days ago")."""
+    if text.isascii():
+        return _TELLS_TIME_LOWER.search(text.lower()) is not None
     return _TELLS_TIME.search(text) is not None
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import random
 from datetime import UTC, date, datetime
 
 import pytest
 
+from sidecar.memory.language import when
 from sidecar.memory.language.when import asks_when, question_spans, tells_time
 
 NOW = int(datetime(2026, 11, 27, 15, 0, tzinfo=UTC).timestamp() * 1000)
@@ -114,3 +116,15 @@ def test_asks_when(question: str, asks: bool) -> None:
 )
 def test_tells_time(text: str, tells: bool) -> None:
     assert tells_time(text) is tells
+
+
+def test_an_ascii_text_is_read_lowered_exactly_as_ignoring_case() -> None:
+    atoms = [
+        "Last", " ", "WEEK", "weekend", "_", "on", "Friday", "new", "Year's", "2019",
+        "20190", "x2019", "May", "MARCH", "Valentine’s", "xmas", "ago", "Chicago", "\n",
+        "ſummer", "İ", "K", "past", "Nights", "Easter",
+    ]  # fmt: skip
+    rng = random.Random(3)
+    for _ in range(20_000):
+        text = "".join(rng.choice(atoms) for _ in range(rng.randint(1, 8)))
+        assert tells_time(text) is (when._TELLS_TIME.search(text) is not None), text
