@@ -11,7 +11,12 @@ from sidecar.config import ConversationConfig, CueConfig, RetrievalConfig
 from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.corpus.rows import document
 from sidecar.memory.read.retrieval.base import Query
-from sidecar.memory.read.retrieval.conversation import ContextIndex, context_index, lift_sessions
+from sidecar.memory.read.retrieval.conversation import (
+    ContextIndex,
+    context_index,
+    lift_sessions,
+    long_transcript_lines,
+)
 from sidecar.memory.read.retrieval.pipeline import PipelineRetriever
 from sidecar.memory.read.retrieval.registry import build_retrievers
 from sidecar.memory.records.records import MemoryRecord
@@ -238,3 +243,13 @@ def test_a_corpus_of_long_lines_only_is_lifted_by_nothing() -> None:
     scores = np.asarray([0.5, 0.4, 0.3], dtype=np.float32)
     lifted = lift_sessions(scores, corpus, ConversationConfig(long_lines=64))
     assert np.array_equal(lifted, scores)
+
+
+def test_a_fact_that_keeps_a_long_turn_is_no_long_line() -> None:
+    """The rule is for lines as said: a fact the write path made from a turn (its
+    excerpt) keeps its lift and links however long the turn was."""
+    made = memory("f", 'User asked: "Which dish first?"', unit(1, 0, 0, 0), "s", 1)
+    corpus = Corpus.build([made.with_changes(excerpt=LONG), *long_line_rows()], DIM)
+    long = long_transcript_lines(corpus, 64)
+    assert not long[corpus.index_of["f"]]
+    assert long[corpus.index_of["a1"]]

@@ -30,12 +30,13 @@ as the hybrid fuses its signals. Two rules keep the context to what a memory nee
   length)``, so a long assistant answer said before a short user line does not
   drown the line's words in its own (the vector weights stay by length: capping
   them cost short answers the questions they answer);
-* a long transcript line stands alone (``long_lines``, 64 tokens): an assistant's
-  answer has no priors, is no line's prior and takes no part in the session lift
-  (links skip it too: :mod:`.links`). It matches many questions a little, so read
-  with the user's lines, or lifting and lifted with them, it outranked the line
-  that answers. People chatting write shorter lines: a conversation of short lines
-  is read exactly as without the rule.
+* a long transcript line stands alone (``long_lines``, 64 tokens; a line as said,
+  not a fact that keeps one as its excerpt): an assistant's answer has no priors,
+  is no line's prior and takes no part in the session lift (links skip it too:
+  :mod:`.links`). It matches many questions a little, so read with the user's
+  lines, or lifting and lifted with them, it outranked the line that answers.
+  People chatting write shorter lines: a conversation of short lines is read
+  exactly as without the rule.
 
 A memory that keeps the words it was made from (an excerpt: a fact the write path
 extracted from a turn) is read in its conversation already — its BM25 document holds
@@ -231,10 +232,14 @@ def in_context(
         hybrid = hybrid.model_copy(update={"ngram_weight": 0.0})
     fused = fuse(context, hybrid)
     mixed: Scores = ((1 - config.weight) * base + config.weight * fused).astype(np.float32)
-    standalone = corpus.column("keeps-its-words", _keeps_its_words, np.bool_)
+    standalone = corpus.column(KEEPS_ITS_WORDS, _keeps_its_words, np.bool_)
     if standalone.any():
         mixed = np.where(standalone, base, mixed)
     return mixed
+
+
+#: The column of whether a memory keeps the words it was made from (an excerpt).
+KEEPS_ITS_WORDS = "keeps-its-words"
 
 
 def _keeps_its_words(record: MemoryRecord) -> bool:
@@ -303,12 +308,14 @@ def _priors(corpus: Corpus, turns: int, replies: bool = False, long_lines: int =
 
 
 def long_transcript_lines(corpus: Corpus, limit: int) -> npt.NDArray[np.bool_]:
-    """Whether each memory is a transcript line (it names its speaker) of more than
-    ``limit`` BM25 tokens (once per snapshot)."""
+    """Whether each memory is a transcript line (it names its speaker and keeps no
+    excerpt: as said, not a fact made from it) of more than ``limit`` BM25 tokens
+    (once per snapshot)."""
 
     def build() -> npt.NDArray[np.bool_]:
         said = corpus.column("speaker", _speaker, np.int64)
-        long: npt.NDArray[np.bool_] = (said >= 0) & (corpus.bm25.lengths > limit)
+        made = corpus.column(KEEPS_ITS_WORDS, _keeps_its_words, np.bool_)
+        long: npt.NDArray[np.bool_] = (said >= 0) & ~made & (corpus.bm25.lengths > limit)
         return long
 
     return corpus.derived(("long-lines", limit), build, structural=True)
