@@ -140,9 +140,9 @@ class ConversationConfig(_Model):
     #: A transcript line (one that names its speaker, as said: not a fact that keeps
     #: a turn as its excerpt) of more than this many BM25 tokens stands alone: it has
     #: no priors, is no line's prior, and neither gives nor takes the session lift
-    #: (0: no limit). An assistant's long answer matches
-    #: many questions a little; read with the user's short lines, or lifting and
-    #: lifted with them, it drowned them. People chatting write shorter lines.
+    #: (0: no limit). An assistant's long answer matches many questions a little;
+    #: read with the user's short lines, or lifting and lifted with them, it drowned
+    #: them. People chatting write shorter lines.
     long_lines: int = Field(default=64, ge=0)
 
 

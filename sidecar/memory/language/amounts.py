@@ -102,7 +102,7 @@ def tells_amount(text: str) -> bool:
     if first is None:
         return False
     if text.isascii():
-        rest = _without_non_amounts(text.lower(), first.start(), _NOT_AMOUNTS_ASCII)
+        rest = _without_non_amounts(lower, first.start(), _NOT_AMOUNTS_ASCII)
     else:
         rest = _without_non_amounts(text, first.start(), _NOT_AMOUNTS)
     # An amount starts at a digit or at a currency sign up to two characters before it.

@@ -251,5 +251,6 @@ def test_a_fact_that_keeps_a_long_turn_is_no_long_line() -> None:
     made = memory("f", 'User asked: "Which dish first?"', unit(1, 0, 0, 0), "s", 1)
     corpus = Corpus.build([made.with_changes(excerpt=LONG), *long_line_rows()], DIM)
     long = long_transcript_lines(corpus, 64)
+    assert long is not None
     assert not long[corpus.index_of["f"]]
     assert long[corpus.index_of["a1"]]

@@ -257,14 +257,16 @@ def lift_sessions(scores: Scores, corpus: Corpus, config: ConversationConfig) ->
         return scores  # every memory is its own session
     sessions = index.sessions
     best = np.full(int(sessions.max()) + 1, -np.inf, dtype=np.float32)
-    if config.long_lines > 0:
-        short = ~long_transcript_lines(corpus, config.long_lines)
+    long = long_transcript_lines(corpus, config.long_lines)
+    if long is None:
+        np.maximum.at(best, sessions, scores)
+        gain = best[sessions]
+    else:
+        short = ~long
         np.maximum.at(best, sessions[short], scores[short])
         # A short line's session holds a short line (itself): its best is finite.
         gain = np.where(short, best[sessions], np.float32(0))
-        return (scores + lift * gain).astype(np.float32)
-    np.maximum.at(best, sessions, scores)
-    lifted: Scores = (scores + lift * best[sessions]).astype(np.float32)
+    lifted: Scores = (scores + lift * gain).astype(np.float32)
     return lifted
 
 
@@ -293,8 +295,8 @@ def _priors(corpus: Corpus, turns: int, replies: bool = False, long_lines: int =
     if turns == 0 or corpus.size == 0:
         return priors
     prev = corpus.session_prev.astype(np.int64)
-    if long_lines > 0:
-        long = long_transcript_lines(corpus, long_lines)
+    long = long_transcript_lines(corpus, long_lines)
+    if long is not None:
         prev = np.where(long | np.append(long, False)[prev], -1, prev)
     prev = np.append(prev, -1)  # index -1 reads -1
     priors[:, 0] = prev[:-1]
@@ -307,16 +309,19 @@ def _priors(corpus: Corpus, turns: int, replies: bool = False, long_lines: int =
     return priors
 
 
-def long_transcript_lines(corpus: Corpus, limit: int) -> npt.NDArray[np.bool_]:
+def long_transcript_lines(corpus: Corpus, limit: int) -> npt.NDArray[np.bool_] | None:
     """Whether each memory is a transcript line (it names its speaker and keeps no
     excerpt: as said, not a fact made from it) of more than ``limit`` BM25 tokens
-    (once per snapshot)."""
+    (once per snapshot); None when none is (or ``limit`` is 0): every stage reads
+    the corpus as without the rule."""
+    if limit <= 0:
+        return None
 
-    def build() -> npt.NDArray[np.bool_]:
+    def build() -> npt.NDArray[np.bool_] | None:
         said = corpus.column("speaker", _speaker, np.int64)
         made = corpus.column(KEEPS_ITS_WORDS, _keeps_its_words, np.bool_)
         long: npt.NDArray[np.bool_] = (said >= 0) & ~made & (corpus.bm25.lengths > limit)
-        return long
+        return long if long.any() else None
 
     return corpus.derived(("long-lines", limit), build, structural=True)
 

@@ -87,9 +87,7 @@ def expand_links(
     collect faster than array operations)."""
     if not config.enabled or config.max_link_depth == 0 or corpus.size == 0:
         return direct, {}
-    long = long_transcript_lines(corpus, config.long_lines) if config.long_lines else None
-    if long is not None and not long.any():
-        long = None  # a conversation of short lines: every link as before
+    long = long_transcript_lines(corpus, config.long_lines)  # None: every link as before
     referrers = top_indices(direct, pool, evidence)
     if long is not None:
         referrers = [r for r in referrers if not long[r]]
