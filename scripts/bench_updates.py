@@ -28,6 +28,11 @@ retrievers), the store left out (its reads are the same for every strategy):
   after a write costs (reported together and per kind);
 * ``hybrid_warm_ms``: ``hybrid`` warm, the floor.
 
+What a size has loaded is frozen out of the garbage collector before it is
+measured, as a sidecar process freezes what survives a full collection
+(:mod:`sidecar.runtime.gc_control`): else a full collection walking the memo's
+objects lands in whichever snapshot build triggers it.
+
     .venv/bin/python -m scripts.bench_updates --json out/bench_updates.json
 """
 
@@ -35,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import platform
 import random
@@ -186,6 +192,7 @@ class Bench:
 
     async def measure(self, memories: list[MemoryRecord], reps: int, warm_queries: int) -> Any:
         rng = random.Random(len(memories))
+        settled()
         first = []
         for i in range(max(1, reps // 3)):
             ms, corpus = await self.built_and_asked(
@@ -194,6 +201,7 @@ class Bench:
             first.append(ms)
         memo = FeatureMemo(2 * len(memories))
         Corpus.build(memories, self.dim, memo=memo)  # every memory read once
+        settled()
         cold = []
         for i in range(reps):
             ms, corpus = await self.built_and_asked(
@@ -203,6 +211,7 @@ class Bench:
         warm: list[float] = []
         hybrid: list[float] = []
         await self.ask(corpus, self.queries[0], "hybrid")
+        settled()
         for i in range(warm_queries):
             query = self.queries[i % len(self.queries)]
             for strategy, into in (("default", warm), ("hybrid", hybrid)):
@@ -227,6 +236,12 @@ class Bench:
             "hybrid_warm_ms": summary(hybrid),
             "mean_chars": round(statistics.mean(len(r.content) for r in memories)),
         }
+
+
+def settled() -> None:
+    """Freeze what is alive, as a sidecar process does after a full collection."""
+    gc.collect()
+    gc.freeze()
 
 
 def summary(values: list[float]) -> dict[str, float]:

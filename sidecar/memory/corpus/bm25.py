@@ -34,7 +34,14 @@ class BM25Index:
     :mod:`~sidecar.memory.corpus.features`); ``ids``: each document's term ids in
     it, given instead of its tokens (``documents`` may then be None). An index
     reads only the ids its documents have: the shared vocabulary may grow. It keeps
-    no token: postings and lengths only."""
+    no token: postings and lengths only.
+
+    An update (:meth:`extended`, :meth:`remapped`) makes a layered index: the base
+    postings, shared with the index before, read through where each base document
+    went, and a small table of the added documents' postings. A query term reads
+    both, so an update moves the added postings and one array the size of the
+    corpus instead of every posting; once the layer or the removed documents pass
+    ``1 / FOLD_EVERY`` of the base, the next update folds them into a new base."""
 
     def __init__(
         self,
@@ -47,17 +54,13 @@ class BM25Index:
     ):
         self.k1 = k1
         self.b = b
-        empty = np.zeros(0, dtype=np.int64)
         vocab = {} if vocabulary is None else vocabulary
-        self._set(
-            np.zeros(0, np.float32),
-            vocab,
-            empty,
-            empty,
-            np.zeros(0, np.float32),
-            documents,
-            ids,
-        )
+        added = _parts(documents, ids)
+        lengths = _lengths(added)
+        width = max(len(lengths), 1)
+        positions = np.arange(len(lengths))
+        keys, counts = _counted(vocab, added, positions, width, ids=ids is not None)
+        self._based(vocab, keys // width, keys % width, counts, lengths)
 
     def _like(self) -> BM25Index:
         out = object.__new__(BM25Index)
@@ -70,70 +73,95 @@ class BM25Index:
         """A new index over this one's documents followed by ``documents`` (indices
         continue from ``size``); the old documents are not tokenised or counted
         again. This index is unchanged."""
-        out = self._like()
-        out._set(
-            self._lengths,
-            self._vocab,
-            self._terms,
-            self._docs,
-            self._tf,
-            documents,
-            ids,
+        added = len(_parts(documents, ids))
+        sources = np.concatenate(
+            [np.arange(self.size, dtype=np.int64), np.full(added, -1, dtype=np.int64)]
         )
-        return out
+        return self.remapped(sources, documents, ids)
 
     def remapped(
         self,
-        sources: Sequence[int],
+        sources: Sequence[int] | Ints,
         documents: Documents | None,
         ids: Sequence[TermIds] | None = None,
     ) -> BM25Index:
         """A new index whose document ``i`` is this one's document ``sources[i]``,
         or, where ``sources[i]`` is -1, the next of ``documents`` (memories removed,
         replaced or added: a supersede, a delete, a consolidation pass). The kept
-        documents' postings are moved, not counted again, and the result scores as a
-        fresh build over the same documents does. This index is unchanged."""
+        documents' postings are not counted again, and the result scores as a fresh
+        build over the same documents does. This index is unchanged."""
         size = len(sources)
         source = np.asarray(sources, dtype=np.int64)
         kept = np.flatnonzero(source >= 0)
         new_of_old = new_positions(source, self.size)
-        alive = new_of_old[self._docs] >= 0
         fresh = np.flatnonzero(source < 0)
         added = _parts(documents, ids)
         if len(fresh) != len(added):
             raise ValueError("one document per new position (-1) is needed")
-        out = self._like()
         lengths = np.empty(size, dtype=np.float32)
         lengths[kept] = self._lengths[source[kept]]
         lengths[fresh] = _lengths(added)
         width = max(size, 1)
         keys, counts = _counted(self._vocab, added, fresh, width, ids=ids is not None)
-        old_terms = self._terms[alive]
-        old_docs = new_of_old[self._docs[alive]]
-        old_keys = old_terms * width + old_docs
-        old_tf = self._tf[alive]
-        kept_from = source[kept]
-        if len(kept_from) < 2 or bool((kept_from[1:] > kept_from[:-1]).all()):
-            # Kept documents in their old order (a removal, a replacement, an
-            # append): the moved postings are still sorted, and the added ones, one
-            # sorted run, are inserted where they go; no sort of every posting, and
-            # terms and documents are moved as they are, not divided out of keys.
-            at = np.searchsorted(old_keys, keys)
-            out._sorted(
-                self._vocab,
-                np.insert(old_terms, at, keys // width),
-                np.insert(old_docs, at, keys % width),
-                np.insert(old_tf, at, counts),
-                lengths,
-            )
+        # Where each base document went (-1: removed), one entry more reading -1.
+        if self._moved is None:
+            moved = np.append(new_of_old[: self._base_size], -1)
         else:
-            out._postings(
-                self._vocab,
-                np.concatenate([old_keys, keys]),
-                np.concatenate([old_tf, counts]),
+            moved = new_of_old[self._moved]
+        # The layer: the kept documents' added postings, moved, and the new ones'.
+        alive = new_of_old[self._layer_docs] >= 0
+        layer_keys = np.concatenate(
+            [self._layer_terms[alive] * width + new_of_old[self._layer_docs[alive]], keys]
+        )
+        layer_tf = np.concatenate([self._layer_tf[alive], counts])
+        removed = int(np.count_nonzero(moved[:-1] < 0))
+        out = self._like()
+        if (
+            FOLD_EVERY * len(layer_keys) <= len(self._terms)
+            and FOLD_EVERY * removed <= self._base_size
+        ):
+            order = np.argsort(layer_keys, kind="stable")
+            layer_keys, layer_tf = layer_keys[order], layer_tf[order]
+            out._based(self._vocab, self._terms, self._docs, self._tf, lengths, self._base_size)
+            out._moved = moved
+            out._layer_terms, out._layer_docs = np.divmod(layer_keys, width)
+            out._layer_tf = layer_tf
+            out._index_layer()
+            return out
+        out._folded(self, moved, layer_keys, layer_tf, lengths)
+        return out
+
+    def _folded(
+        self, base: BM25Index, moved: Ints, keys: Ints, tf: Floats, lengths: Floats
+    ) -> None:
+        """Set this index to ``base``'s postings where ``moved`` takes them and the
+        layer's (``keys``: term * size + document, any order), one sorted table."""
+        width = max(len(lengths), 1)
+        alive = moved[base._docs] >= 0
+        terms = base._terms[alive]
+        docs = moved[base._docs[alive]]
+        kept_tf = base._tf[alive]
+        kept = moved[:-1][moved[:-1] >= 0]
+        order = np.argsort(keys, kind="stable")
+        keys, tf = keys[order], tf[order]
+        if len(kept) < 2 or bool((kept[1:] > kept[:-1]).all()):
+            # Base documents in their old order (a removal, a replacement, an
+            # append): the moved postings are still sorted, and the layer's, one
+            # sorted run, are inserted where they go; no sort of every posting.
+            at = np.searchsorted(terms * width + docs, keys)
+            self._based(
+                base._vocab,
+                np.insert(terms, at, keys // width),
+                np.insert(docs, at, keys % width),
+                np.insert(kept_tf, at, tf),
                 lengths,
             )
-        return out
+            return
+        keys = np.concatenate([terms * width + docs, keys])
+        tf = np.concatenate([kept_tf, tf])
+        order = np.argsort(keys, kind="stable")
+        keys, tf = keys[order], tf[order]
+        self._based(base._vocab, keys // width, keys % width, tf, lengths)
 
     def joined(self, priors: Ints, *, capped: bool = False) -> JoinedBM25:
         """BM25 over documents joined from this index's: document ``i`` followed by
@@ -144,18 +172,18 @@ class BM25Index:
         than the document counts as that many tokens (its counts scaled down)."""
         return JoinedBM25(self, priors, capped=capped)
 
-    def _postings(self, vocab: dict[str, int], keys: Ints, tf: Floats, lengths: Floats) -> None:
-        """Set this index from (term * size + document) keys, each given once, in
-        any order, and the documents' lengths."""
-        width = max(len(lengths), 1)
-        order = np.argsort(keys, kind="stable")
-        keys, tf = keys[order], tf[order]
-        self._sorted(vocab, keys // width, keys % width, tf, lengths)
-
-    def _sorted(
-        self, vocab: dict[str, int], terms: Ints, docs: Ints, tf: Floats, lengths: Floats
+    def _based(
+        self,
+        vocab: dict[str, int],
+        terms: Ints,
+        docs: Ints,
+        tf: Floats,
+        lengths: Floats,
+        base_size: int | None = None,
     ) -> None:
-        """Set this index from its postings, sorted by term then document."""
+        """Set this index to base postings sorted by term then document (``docs``
+        numbered as ``base_size`` base documents, default the index's), and no
+        layer."""
         self.size = len(lengths)
         self._lengths = lengths
         self._norm = _length_norms(lengths, self.k1, self.b)
@@ -163,49 +191,22 @@ class BM25Index:
         self._terms = terms
         self._docs = docs
         self._tf = tf.astype(np.float32, copy=False)
-        self._index_terms()
+        self._base_size = self.size if base_size is None else base_size
+        #: Where each base document is (-1: removed; one entry more reading -1);
+        #: None: where it was, the base being this index's first documents.
+        self._moved: Ints | None = None
+        empty = np.zeros(0, dtype=np.int64)
+        self._layer_terms, self._layer_docs = empty, empty
+        self._layer_tf = np.zeros(0, dtype=np.float32)
+        #: Each asked term's postings read through the layers (a user's questions
+        #: share words), while they hold fewer than ``_KEPT_PER_DOCUMENT`` a document.
+        self._read: dict[str, tuple[Ints, Floats]] = {}
+        self._kept = 0
+        self._present, self._offsets = _term_slices(terms)
+        self._layer_present, self._layer_offsets = _term_slices(empty)
 
-    def _set(
-        self,
-        kept_lengths: Floats,
-        vocab: dict[str, int],
-        terms: Ints,
-        docs: Ints,
-        tf: Floats,
-        documents: Documents | None,
-        ids: Sequence[TermIds] | None,
-    ) -> None:
-        """Set this index to the kept documents (their postings ``terms``, ``docs``,
-        ``tf``) followed by ``documents`` (or their ``ids``), which are counted."""
-        start = len(kept_lengths)
-        added = _parts(documents, ids)
-        lengths = np.concatenate([kept_lengths, _lengths(added)])
-        # (term, document) pairs counted: a key orders them by term, then document.
-        width = max(len(lengths), 1)
-        positions = np.arange(start, len(lengths))
-        keys, counts = _counted(vocab, added, positions, width, ids=ids is not None)
-        # The kept postings are sorted, the added ones one sorted run of documents
-        # after every kept one: each goes at the end of its term's kept postings.
-        added_terms, added_docs = np.divmod(keys, width)
-        if not len(terms):  # a fresh build: nothing to merge into
-            self._sorted(vocab, added_terms, added_docs, counts, lengths)
-            return
-        at = np.searchsorted(terms, added_terms, side="right")
-        self._sorted(
-            vocab,
-            np.insert(terms, at, added_terms),
-            np.insert(docs, at, added_docs),
-            np.insert(tf, at, counts),
-            lengths,
-        )
-
-    def _index_terms(self) -> None:
-        """Each term of the postings, and where its slice starts."""
-        terms = self._terms  # sorted
-        starts = np.flatnonzero(np.concatenate([[True], terms[1:] != terms[:-1]]))
-        starts = starts[: len(terms)]  # none when there are no postings
-        self._present: Ints = terms[starts]
-        self._offsets: Ints = np.append(starts, len(terms)).astype(np.int64)
+    def _index_layer(self) -> None:
+        self._layer_present, self._layer_offsets = _term_slices(self._layer_terms)
 
     @property
     def vocabulary(self) -> dict[str, int]:
@@ -219,37 +220,78 @@ class BM25Index:
         view.flags.writeable = False
         return view
 
-    def _df(self, term: str) -> tuple[int, int]:
-        """(start, end) of ``term``'s postings ((0, 0) when unknown)."""
+    def postings(self, term: str) -> tuple[Ints, Floats]:
+        """The documents holding ``term`` (each once, in no set order) and its count
+        in each."""
         tid = self._vocab.get(term)
         if tid is None:
-            return 0, 0
-        k = int(np.searchsorted(self._present, tid))
-        if k == len(self._present) or self._present[k] != tid:
-            return 0, 0
-        return int(self._offsets[k]), int(self._offsets[k + 1])
+            return _NO_DOCS, _NO_COUNTS
+        start, end = _slice(self._present, self._offsets, tid)
+        docs, tf = self._docs[start:end], self._tf[start:end]
+        if self._moved is None and not len(self._layer_terms):
+            return docs, tf
+        found = self._read.get(term)
+        if found is not None:
+            return found
+        if self._moved is not None:
+            where = self._moved[docs]
+            alive = where >= 0
+            docs, tf = where[alive], tf[alive]
+        start, end = _slice(self._layer_present, self._layer_offsets, tid)
+        if start < end:
+            docs = np.concatenate([docs, self._layer_docs[start:end]])
+            tf = np.concatenate([tf, self._layer_tf[start:end]])
+        self._kept += len(docs)
+        if self._kept > _KEPT_PER_DOCUMENT * max(self.size, 1024):
+            self._read.clear()
+            self._kept = len(docs)
+        self._read[term] = docs, tf
+        return docs, tf
 
     def idf(self, term: str) -> float:
-        start, end = self._df(term)
-        df = end - start
-        return math.log(1 + (self.size - df + 0.5) / (df + 0.5))
+        df = len(self.postings(term)[0])
+        return _idf(self.size, df)
 
     def scores(self, query: Sequence[str]) -> npt.NDArray[np.float32]:
         """BM25 score of every document for the query tokens (0 for no match)."""
         out = np.zeros(self.size, dtype=np.float32)
         for term, qtf in Counter(query).items():
-            start, end = self._df(term)
-            if start == end:
+            docs, tf = self.postings(term)
+            if not len(docs):
                 continue
-            docs = self._docs[start:end]
-            tf = self._tf[start:end]
-            weight = self.idf(term) * qtf
+            weight = _idf(self.size, len(docs)) * qtf
             out[docs] += weight * tf * (self.k1 + 1) / (tf + self._norm[docs])
         return out
 
     def max_score(self, query: Sequence[str]) -> float:
         """An upper bound of any document's score for ``query`` (for normalisation)."""
-        return sum(self.idf(t) * (self.k1 + 1) for t in set(query) if self._df(t)[1] > 0)
+        return sum(self.idf(t) * (self.k1 + 1) for t in set(query) if len(self.postings(t)[0]) > 0)
+
+
+#: An update folds an index's layer into its base once the layer's postings (or
+#: the removed base documents) are more than 1 / this of the base's.
+FOLD_EVERY = 8
+_NO_DOCS = np.zeros(0, dtype=np.int64)
+_NO_COUNTS = np.zeros(0, dtype=np.float32)
+
+
+def _idf(size: int, df: int) -> float:
+    return math.log(1 + (size - df + 0.5) / (df + 0.5))
+
+
+def _term_slices(terms: Ints) -> tuple[Ints, Ints]:
+    """Each term of sorted postings, and where its slice starts (one more: the end)."""
+    starts = np.flatnonzero(np.concatenate([[True], terms[1:] != terms[:-1]]))
+    starts = starts[: len(terms)]  # none when there are no postings
+    return terms[starts], np.append(starts, len(terms)).astype(np.int64)
+
+
+def _slice(present: Ints, offsets: Ints, tid: int) -> tuple[int, int]:
+    """(start, end) of term ``tid``'s postings ((0, 0) when it has none)."""
+    k = int(np.searchsorted(present, tid))
+    if k == len(present) or present[k] != tid:
+        return 0, 0
+    return int(offsets[k]), int(offsets[k + 1])
 
 
 def term_ids(vocab: dict[str, int], document: Sequence[str]) -> TermIds:
@@ -392,11 +434,8 @@ class JoinedBM25:
 
     def _joined_postings(self, term: str) -> tuple[Ints, Floats]:
         """The joined documents holding ``term``, and its count in each."""
-        parts = self._parts
-        start, end = parts._df(term)
-        docs = parts._docs[start:end]
-        tf = parts._tf[start:end]
-        if start < end and self._followers:
+        docs, tf = self._parts.postings(term)
+        if len(docs) and self._followers:
             into = np.concatenate([docs, *(f[docs] for f in self._followers)])
             reached = into >= 0
             if self._shares is not None:

@@ -12,12 +12,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from operator import attrgetter
+from operator import is_
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
+from sidecar.memory.corpus.assembly import (
+    Ints,
+    active_rows,
+    same_document,
+    same_rows,
+    session_order,
+)
+from sidecar.memory.corpus.assembly import links as resolved_links
+from sidecar.memory.corpus.assembly import sources as source_rows
 from sidecar.memory.corpus.bm25 import BM25Index, TermIds
 from sidecar.memory.corpus.features import FeatureMemo, MemoryFeatures, Reader
 from sidecar.memory.corpus.rows import (
@@ -29,7 +38,7 @@ from sidecar.memory.corpus.rows import (
     memo_term_ids,
 )
 from sidecar.memory.language.text import char_ngrams
-from sidecar.memory.records.records import MemoryRecord, NodeType, Status
+from sidecar.memory.records.records import MemoryRecord
 
 T = TypeVar("T")
 #: Past this many runs of consecutive rows, rows move by index, not run by run.
@@ -146,14 +155,7 @@ class Corpus:
         extended instead of rebuilt (a write does not cost the writer's next request a
         full rebuild, which grows with the scope's memories). ``memo``: what was read of
         each memory, kept across snapshots (:mod:`~sidecar.memory.corpus.features`)."""
-        unique: dict[str, MemoryRecord] = {}
-        for row in rows:
-            unique.setdefault(row.id, row)
-        active = [r for r in unique.values() if r.status == Status.ACTIVE]
-        memories = _by_time([r for r in active if r.node_type == NodeType.MEMORY])
-        categories = sorted(
-            (r for r in active if r.node_type == NodeType.CATEGORY), key=lambda r: r.id
-        )
+        memories, categories = active_rows(rows)
         if previous is not None and _same_structure(previous, memories, categories):
             return replace(
                 previous,
@@ -164,10 +166,21 @@ class Corpus:
                 _derived={},
                 _structural=set(),
             )
-        start = _appended_after(previous, memories) if previous is not None else None
-        sources: list[int] | None = None
+        start = (
+            len(previous.records)
+            if previous is not None
+            and len(memories) >= len(previous.records)
+            and previous.vectors.shape[0] == len(previous.records)
+            and same_rows(memories, previous.records)
+            else None
+        )
+        sources: Ints | None = None
         if previous is not None and start is None:
-            sources = _sources(previous, memories)
+            sources = (
+                source_rows(previous.records, previous.index_of, memories)
+                if previous.vectors.shape[0] == len(previous.records)
+                else np.full(len(memories), -1, dtype=np.int64)
+            )
         features = _features(memo, memories, previous, start, sources)
 
         def terms(
@@ -203,7 +216,7 @@ class Corpus:
             # consolidation pass, a delta refresh): the vectors, tokens and postings
             # of every row the previous corpus had move to their new places.
             vectors = _reuse(previous, memories, dim, features, sources)
-            changed = [i for i, j in enumerate(sources) if j < 0]
+            changed = np.flatnonzero(sources < 0).tolist()
             bm25 = previous.bm25.remapped(sources, *terms(changed, previous.bm25))
             ngrams = {}
         else:
@@ -214,34 +227,13 @@ class Corpus:
             )
             ngrams = {}
         index_of = {r.id: i for i, r in enumerate(memories)}
-        # Sets only for the memories with links: one per memory was most of a large
-        # snapshot's allocations (and the collections they set off).
-        linked: dict[int, set[int]] = {}
-        for i, record in enumerate(memories):
-            for other in record.related_ids:
-                j = index_of.get(other)
-                if j is not None and j != i:
-                    linked.setdefault(i, set()).add(j)
-                    linked.setdefault(j, set()).add(i)
-        links: list[tuple[int, ...]] = [()] * len(memories)
-        for i, found in linked.items():
-            links[i] = tuple(sorted(found))
-        prev = np.full(len(memories), -1, dtype=np.int32)
-        nxt = np.full(len(memories), -1, dtype=np.int32)
-        last_in_session: dict[str, int] = {}
-        for i, record in enumerate(memories):
-            if not record.session_id:
-                continue
-            j = last_in_session.get(record.session_id)
-            if j is not None:
-                prev[i], nxt[j] = j, i
-            last_in_session[record.session_id] = i
+        prev, nxt = session_order(memories)
         corpus = cls(
             records=tuple(memories),
             vectors=vectors,
             bm25=bm25,
             index_of=index_of,
-            links=tuple(links),
+            links=resolved_links(memories, index_of),
             session_prev=prev,
             session_next=nxt,
             categories=tuple(categories),
@@ -259,17 +251,17 @@ class Corpus:
     def _extend_derived(self, previous: Corpus) -> None:
         """Carry ``previous``'s structural values that can follow appended memories
         (:class:`Appendable`) into this snapshot, which appends memories to it."""
-        for key in previous._structural:
+        for key in _columns_first(previous):
             value = previous._derived.get(key)
             if isinstance(value, Appendable):
                 self._derived[key] = value.appended(self)
                 self._structural.add(key)
 
-    def _remap_derived(self, previous: Corpus, sources: Sequence[int]) -> None:
+    def _remap_derived(self, previous: Corpus, sources: npt.NDArray[np.int64]) -> None:
         """Carry ``previous``'s structural values that can follow memories removed,
         replaced or reordered (:class:`Remappable`) into this snapshot, whose memory
         ``i`` is ``previous``'s memory ``sources[i]`` (-1: a new or changed one)."""
-        for key in previous._structural:
+        for key in _columns_first(previous):
             value = previous._derived.get(key)
             if isinstance(value, Remappable):
                 self._derived[key] = value.remapped(self, sources)
@@ -304,7 +296,7 @@ class Remappable(Protocol):
     where that is -1 (cheaper than building it again; the result must equal a
     fresh build)."""
 
-    def remapped(self, corpus: Corpus, sources: Sequence[int]) -> Remappable: ...
+    def remapped(self, corpus: Corpus, sources: npt.NDArray[np.int64]) -> Remappable: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,7 +317,7 @@ class MemoryColumn:
         )
         return MemoryColumn(self.name, self.read, np.concatenate([self.values, tail]))
 
-    def remapped(self, corpus: Corpus, sources: Sequence[int]) -> MemoryColumn:
+    def remapped(self, corpus: Corpus, sources: npt.NDArray[np.int64]) -> MemoryColumn:
         """This column for ``corpus`` (see :class:`Remappable`): only the new or
         changed memories are read."""
         source = np.asarray(sources, dtype=np.int64)
@@ -337,20 +329,12 @@ class MemoryColumn:
         return MemoryColumn(self.name, self.read, values)
 
 
-def _by_time(records: list[MemoryRecord]) -> list[MemoryRecord]:
-    """``records`` sorted by (``created_at``, ``id``): by time with numpy (a sort of
-    tuples was most of a large snapshot's build), then ties, which are rare, by id."""
-    times = np.fromiter((r.created_at for r in records), np.int64, len(records))
-    order = np.argsort(times, kind="stable")
-    out = [records[i] for i in order.tolist()]
-    times = times[order]
-    tied = np.flatnonzero(times[1:] == times[:-1])
-    if len(tied):
-        starts = tied[np.concatenate([[True], np.diff(tied) != 1])].tolist()
-        ends = (tied[np.concatenate([np.diff(tied) != 1, [True]])] + 2).tolist()
-        for start, end in zip(starts, ends, strict=True):
-            out[start:end] = sorted(out[start:end], key=attrgetter("id"))
-    return out
+def _columns_first(corpus: Corpus) -> list[Hashable]:
+    """``corpus``'s structural keys, its columns first: a value carried into the
+    next snapshot may read a column there (the context index reads who said each
+    line), which is then carried, not read again from every memory."""
+    keys = list(corpus._structural)
+    return sorted(keys, key=lambda key: not isinstance(corpus._derived.get(key), MemoryColumn))
 
 
 def _category_matrix(old: Corpus | None, categories: Sequence[MemoryRecord], dim: int) -> Matrix:
@@ -367,32 +351,17 @@ def _category_matrix(old: Corpus | None, categories: Sequence[MemoryRecord], dim
     return matrix(categories, dim)
 
 
-def _sources(old: Corpus, memories: Sequence[MemoryRecord]) -> list[int]:
-    """Each memory's index in ``old`` when it has the same text and vector there
-    (-1 otherwise): its matrix row, postings and memo entry can be moved."""
-    if old.vectors.shape[0] != len(old.records):
-        return [-1] * len(memories)
-    get, records = old.index_of.get, old.records
-    sources: list[int] = []
-    append = sources.append
-    for record in memories:
-        j = get(record.id, -1)
-        # Most rows are the very records the old snapshot holds.
-        append(j if j >= 0 and (records[j] is record or _same_document(record, records[j])) else -1)
-    return sources
-
-
 def _reuse(
     old: Corpus,
     memories: Sequence[MemoryRecord],
     dim: int,
     features: Sequence[MemoryFeatures] | None,
-    sources: Sequence[int],
+    sources: Ints,
 ) -> Matrix:
     """The matrix of ``memories``: ``old``'s rows moved where ``sources`` has one,
     converting tuples of floats only for the others."""
     vectors = np.empty((len(memories), dim), dtype=np.float32)
-    source = np.asarray(sources, dtype=np.int64)
+    source = sources
     if old.vectors.shape[1:] != (dim,):
         source = np.full(len(memories), -1, dtype=np.int64)
     taken = np.flatnonzero(source >= 0)
@@ -418,26 +387,6 @@ def _move_rows(
         into[first:last] = rows[int(sources[start]) : int(sources[end - 1]) + 1]
 
 
-def _appended_after(old: Corpus, memories: Sequence[MemoryRecord]) -> int | None:
-    """``len(old.records)`` when ``memories`` starts with ``old``'s memories with the
-    same text and vectors (other fields may differ), else None."""
-    if len(memories) < len(old.records) or old.vectors.shape[0] != len(old.records):
-        return None
-    if all(_same_document(new, prev) for new, prev in zip(memories, old.records, strict=False)):
-        return len(old.records)
-    return None
-
-
-def _same_document(new: MemoryRecord, prev: MemoryRecord) -> bool:
-    """Same id, text and vector: its matrix row and BM25 tokens can be reused."""
-    return new is prev or (
-        new.id == prev.id
-        and new.content == prev.content
-        and new.excerpt == prev.excerpt
-        and (new.embedding is prev.embedding or new.embedding == prev.embedding)
-    )
-
-
 def _same_structure(
     old: Corpus, memories: Sequence[MemoryRecord], categories: Sequence[MemoryRecord]
 ) -> bool:
@@ -446,9 +395,11 @@ def _same_structure(
     if len(old.records) != len(memories) or len(old.categories) != len(categories):
         return False
     for new_rows, old_rows in ((memories, old.records), (categories, old.categories)):
+        if all(map(is_, new_rows, old_rows)):
+            continue
         for new, prev in zip(new_rows, old_rows, strict=True):
             if new is not prev and not (
-                _same_document(new, prev)
+                same_document(new, prev)
                 and new.related_ids == prev.related_ids
                 and new.session_id == prev.session_id
             ):
@@ -461,7 +412,7 @@ def _features(
     memories: Sequence[MemoryRecord],
     previous: Corpus | None,
     start: int | None,
-    sources: Sequence[int] | None,
+    sources: Ints | None,
 ) -> tuple[MemoryFeatures, ...] | None:
     """The memo's entry of each memory: ``previous``'s for the memories it had with
     the same text (its first ``start``, or where ``sources`` says), else looked up."""
@@ -472,7 +423,8 @@ def _features(
     if known is not None and start is not None:
         return known + tuple(entry(r) for r in memories[start:])
     if known is not None and sources is not None:
-        return tuple(
-            known[j] if j >= 0 else entry(r) for r, j in zip(memories, sources, strict=True)
-        )
+        out = list(map(known.__getitem__, sources.tolist()))  # -1 reads one, replaced
+        for i in np.flatnonzero(sources < 0).tolist():
+            out[i] = entry(memories[i])
+        return tuple(out)
     return tuple(entry(r) for r in memories)

@@ -230,3 +230,40 @@ def test_rows_move_by_runs_as_by_index(runs: int) -> None:
     expected = np.zeros_like(into)
     expected[at] = old[sources]
     assert np.array_equal(into, expected)
+
+
+def appended(rows: list[MemoryRecord], rng: random.Random) -> list[MemoryRecord]:
+    last = rows[-1]
+    new = last.with_changes(
+        id=f"a{rng.randrange(10**6)}",
+        content=f"{SPEAKERS[rng.randrange(3)]}: juniper tea in oslo",
+        created_at=last.created_at + 1,
+    )
+    return [*rows, new]
+
+
+def test_a_chain_of_updates_equals_a_fresh_build() -> None:
+    """Snapshots made one from another through appends, supersedes, deletes and
+    consolidations (BM25 layered, folded now and then; sessions, links and
+    priors recomputed) read as one built from the last rows alone."""
+    config = ConversationConfig()
+    rng = random.Random(11)
+    rows = memories(60, long_every=7)
+    rows[5] = rows[5].with_changes(related_ids=(rows[9].id, rows[30].id))
+    corpus = Corpus.build(rows, DIM)
+    for n in range(24):
+        warm(corpus, config)
+        rows = rng.choice([appended, superseded, deleted, consolidated])(rows, rng)
+        corpus = Corpus.build(rows, DIM, corpus)
+        fresh = Corpus.build(rows, DIM)
+        assert [r.id for r in corpus.records] == [r.id for r in fresh.records], n
+        assert corpus.links == fresh.links
+        assert np.array_equal(corpus.session_prev, fresh.session_prev)
+        assert np.array_equal(corpus.session_next, fresh.session_next)
+        assert np.array_equal(corpus.vectors, fresh.vectors)
+        carried = context_index(corpus, config)
+        built = context_index(fresh, config)
+        assert np.array_equal(carried.priors, built.priors)
+        for query in QUERIES:
+            assert np.array_equal(corpus.bm25.scores(query), fresh.bm25.scores(query))
+            assert np.array_equal(carried.bm25.scores(query), built.bm25.scores(query))

@@ -57,7 +57,6 @@ were in are read again.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -143,7 +142,7 @@ class ContextIndex:
             self.read_together or _together(priors[own]),
         )
 
-    def remapped(self, corpus: Corpus, sources: Sequence[int]) -> ContextIndex:
+    def remapped(self, corpus: Corpus, sources: npt.NDArray[np.int64]) -> ContextIndex:
         """This index for ``corpus``, whose memory ``i`` is this index's memory
         ``sources[i]`` (-1: new or changed): a memory whose priors are the same
         unchanged memories keeps its weights; the others (new ones, and those after a

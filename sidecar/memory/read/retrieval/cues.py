@@ -32,7 +32,6 @@ question that names no one and no date is ranked as without them.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -167,7 +166,7 @@ class Subjects:
             members[key] = new if old is None else np.concatenate([old, new])
         return Subjects(corpus.size, members)
 
-    def remapped(self, corpus: Corpus, sources: Sequence[int]) -> Subjects:
+    def remapped(self, corpus: Corpus, sources: npt.NDArray[np.int64]) -> Subjects:
         """These subjects for ``corpus``, whose memory ``i`` is memory ``sources[i]``
         here (-1: new or changed, read again)."""
         new_of_old = new_positions(np.asarray(sources, dtype=np.int64), self.size)
@@ -175,11 +174,10 @@ class Subjects:
         for key, rows in self.members.items():
             moved = new_of_old[rows]
             found.setdefault(key, []).append(moved[moved >= 0])
-        for i, j in enumerate(sources):
-            if j < 0:
-                about = corpus.read("subject", i, _subject)
-                if about is not None:
-                    found.setdefault(about, []).append(np.asarray([i], dtype=np.int64))
+        for i in np.flatnonzero(np.asarray(sources) < 0).tolist():
+            about = corpus.read("subject", i, _subject)
+            if about is not None:
+                found.setdefault(about, []).append(np.asarray([i], dtype=np.int64))
         members = {}
         for key, parts in found.items():
             rows = np.sort(np.concatenate(parts))
