@@ -20,7 +20,7 @@ from sidecar.memory.read.deep.search import DeepSearcher
 from sidecar.memory.read.injections import InjectionLog
 from sidecar.memory.read.pipeline import QueryCaches, RequestPipeline
 from sidecar.memory.read.query_cache import QueryVectorCache
-from sidecar.memory.read.retrieval.registry import build_retrievers
+from sidecar.memory.read.retrieval.registry import build_retrievers, memory_readers
 from sidecar.memory.read.rewrite.rewriter import QueryRewriter
 from sidecar.memory.read.service import MemoryService
 from sidecar.memory.records.records import Scope
@@ -159,6 +159,8 @@ class Components:
             metrics,
             mirror=relay_peers,
             on_user_invalidated=caches.forget_user,
+            # A writer process serves no reads: the stages' values are not its to read.
+            readers=() if writer_process else memory_readers(),
         )
         memory = MemoryService(store, embedder, cache, build_retrievers(), metrics)
         for name in config.profile_names():

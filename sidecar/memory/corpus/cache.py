@@ -22,7 +22,8 @@ from typing import Protocol
 from sidecar.config import CacheConfig
 from sidecar.errors import SidecarError
 from sidecar.memory.corpus.corpus import Corpus
-from sidecar.memory.corpus.features import FeatureMemo
+from sidecar.memory.corpus.features import FeatureMemo, Reader
+from sidecar.memory.corpus.read_ahead import ReadAhead
 from sidecar.memory.corpus.units import Unit, same_version, unit_filter, unit_keys, units_of
 from sidecar.memory.corpus.write_stamps import WriteStamps
 from sidecar.memory.records.records import (
@@ -63,7 +64,9 @@ class CorpusCache:
     (``apply``, ``invalidate*``), not of the rows refreshes read: the cache relay
     passes them to the host's other processes. ``on_user_invalidated`` is told of
     every user invalidated here or by a peer: what else this process keeps of that
-    user (the request path's caches of their questions) goes too."""
+    user (the request path's caches of their questions) goes too. ``readers``: what
+    the retrieval stages read of each memory, read as rows enter the cache
+    (:mod:`~sidecar.memory.corpus.read_ahead`; a writer process reads none)."""
 
     def __init__(
         self,
@@ -73,6 +76,7 @@ class CorpusCache:
         *,
         mirror: CacheMirror | None = None,
         on_user_invalidated: Callable[[str], object] | None = None,
+        readers: Sequence[tuple[str, Reader]] = (),
     ) -> None:
         self._store = store
         self._config = config
@@ -96,6 +100,7 @@ class CorpusCache:
         #: What was read of each memory (tokens, subject ...), for every snapshot:
         #: a new one reads only memories it has not seen (bounded like the rows).
         self._features = FeatureMemo(config.max_rows)
+        self._ahead = ReadAhead(self._features, store.dim, readers)
 
     async def corpus(self, scope: Scope) -> Corpus:
         """The scope's corpus, loading (and waiting for) whatever is missing or stale."""
@@ -293,6 +298,7 @@ class CorpusCache:
             fresh = sorted(
                 (r for r in updates.values() if r.status == Status.ACTIVE), key=lambda r: r.id
             )
+            self._ahead.read(fresh)
             self._seq += 1
             unit.rows = (*kept, *fresh)
             unit.seq = self._seq
@@ -464,7 +470,10 @@ class CorpusCache:
         self._loading[key] = future
         try:
             invalidations = self._invalidations.get(key, 0)
-            unit = await self._fetch(key, self._units.get(key))
+            unit, new = await self._fetch(key, self._units.get(key))
+            await self._ahead.read_sliced(
+                new, lambda: self._invalidations.get(key, 0) == invalidations
+            )
             # A write during the load invalidated it: use this snapshot once, don't keep it.
             if self._invalidations.get(key, 0) == invalidations:
                 self._units[key] = unit
@@ -480,10 +489,10 @@ class CorpusCache:
         finally:
             self._loading.pop(key, None)
 
-    async def _fetch(self, key: str, old: Unit | None) -> Unit:
+    async def _fetch(self, key: str, old: Unit | None) -> tuple[Unit, Sequence[MemoryRecord]]:
         """A full load, or — when ``old`` had a full load recently — a delta refresh
         of the rows changed since (milvus-lite returns full rows with their vectors
-        slowly; a delta costs a filtered scan)."""
+        slowly; a delta costs a filtered scan); and the rows it brought in."""
         now = time.monotonic()
         wall = now_ms()
         self._seq += 1
@@ -491,19 +500,19 @@ class CorpusCache:
             rows = await self._store.scan(unit_filter(key), with_vectors=True)
             active = tuple(r for r in rows if r.status == Status.ACTIVE)
             newest = max((r.updated_at for r in rows), default=0)
-            return Unit(active, now, self._seq, now, newest, wall)
+            return Unit(active, now, self._seq, now, newest, wall), active
         # Rows written in the same millisecond as the newest one seen are re-read.
         changed = await self._store.scan(
             unit_filter(key, updated_since=old.max_updated), with_vectors=True
         )
         self._metrics.cache_lookups.labels(outcome="delta").inc()
         if not changed:
-            return Unit(old.rows, now, old.seq, old.full_at, old.max_updated, wall)
+            return Unit(old.rows, now, old.seq, old.full_at, old.max_updated, wall), ()
         updates = {r.id: r for r in changed}
         kept = [r for r in old.rows if r.id not in updates]
         fresh = [r for r in updates.values() if r.status == Status.ACTIVE]
         newest = max(old.max_updated, *(r.updated_at for r in changed))
-        return Unit((*kept, *fresh), now, self._seq, old.full_at, newest, wall)
+        return Unit((*kept, *fresh), now, self._seq, old.full_at, newest, wall), fresh
 
     def _evict(self) -> None:
         total = sum(len(u.rows) for u in self._units.values())

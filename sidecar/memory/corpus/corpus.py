@@ -275,10 +275,15 @@ class Corpus:
         appended. ``read`` must depend on the record's text and times alone."""
         built: MemoryColumn = self.derived(
             ("column", name),
-            lambda: MemoryColumn(f"column:{name}", read, np.zeros(0, dtype=dtype)).appended(self),
+            lambda: MemoryColumn(column_key(name), read, np.zeros(0, dtype=dtype)).appended(self),
             structural=True,
         )
         return built.values
+
+
+def column_key(name: str) -> str:
+    """The memo's name for the values of column ``name`` (:meth:`Corpus.column`)."""
+    return f"column:{name}"
 
 
 @runtime_checkable

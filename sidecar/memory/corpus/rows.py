@@ -60,7 +60,7 @@ def matrix(
     if not at:
         return np.zeros((0, dim), dtype=np.float32)
     if features is not None:
-        return np.stack([_vector(features[i], records[i], dim) for i in at])
+        return np.stack([memo_vector(features[i], records[i], dim) for i in at])
     chosen = [records[i] for i in at]
     if all(r.embedding is not None and len(r.embedding) == dim for r in chosen):
         # Python floats convert to float64 several times faster than to float32,
@@ -84,7 +84,9 @@ def memo_term_ids(
     return ids
 
 
-def _vector(features: MemoryFeatures, record: MemoryRecord, dim: int) -> npt.NDArray[np.float32]:
+def memo_vector(
+    features: MemoryFeatures, record: MemoryRecord, dim: int
+) -> npt.NDArray[np.float32]:
     """The memory's vector as a float32 row, kept in its entry while it is the
     stored one."""
     kept: Vector | None = features.values.get(VECTOR)

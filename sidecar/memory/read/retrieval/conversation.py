@@ -64,7 +64,8 @@ import numpy.typing as npt
 
 from sidecar.config import ConversationConfig, HybridConfig
 from sidecar.memory.corpus.bm25 import JoinedBM25, new_positions
-from sidecar.memory.corpus.corpus import Corpus
+from sidecar.memory.corpus.corpus import Corpus, column_key
+from sidecar.memory.corpus.features import Reader
 from sidecar.memory.language.entities import speaker
 from sidecar.memory.read.retrieval.base import Query
 from sidecar.memory.read.retrieval.signals import Scores, Signals, fuse
@@ -354,3 +355,11 @@ def _weights(corpus: Corpus, own: Ints, priors: Ints, decay: float) -> npt.NDArr
     norms[norms == 0] = 1.0
     weights /= norms[:, None]
     return weights.astype(np.float32)
+
+
+#: What this stage reads of every memory (memo name, reader): read as memories
+#: enter the corpus cache (:mod:`~sidecar.memory.corpus.read_ahead`).
+READ_AHEAD: tuple[tuple[str, Reader], ...] = (
+    (column_key("speaker"), _speaker),
+    (column_key(KEEPS_ITS_WORDS), _keeps_its_words),
+)

@@ -39,7 +39,8 @@ import numpy.typing as npt
 
 from sidecar.config import CueConfig
 from sidecar.memory.corpus.bm25 import new_positions
-from sidecar.memory.corpus.corpus import Corpus
+from sidecar.memory.corpus.corpus import Corpus, column_key
+from sidecar.memory.corpus.features import Reader
 from sidecar.memory.language.amounts import asks_amount, tells_amount
 from sidecar.memory.language.entities import names, subject
 from sidecar.memory.language.intent import asks_past, wish
@@ -221,3 +222,13 @@ def _calendar(told: Ints, span: Span) -> npt.NDArray[np.bool_]:
         days = (moments.astype("datetime64[D]") - months).astype(np.int64) + 1
         inside &= days == span.day
     return inside
+
+
+#: What the cue stage reads of every memory (memo name, reader): read as memories
+#: enter the corpus cache (:mod:`~sidecar.memory.corpus.read_ahead`).
+READ_AHEAD: tuple[tuple[str, Reader], ...] = (
+    (column_key("tells-time"), _tells_time),
+    (column_key("tells-amount"), _tells_amount),
+    (column_key("wish"), _wish),
+    ("subject", _subject),
+)

@@ -24,6 +24,8 @@ from __future__ import annotations
 from typing import get_args
 
 from sidecar.config import StrategyName
+from sidecar.memory.corpus.features import Reader
+from sidecar.memory.read.retrieval import conversation, cues
 from sidecar.memory.read.retrieval.base import Retriever
 from sidecar.memory.read.retrieval.hierarchical import HierarchicalRetriever
 from sidecar.memory.read.retrieval.pipeline import PipelineRetriever
@@ -65,3 +67,10 @@ def build_retrievers() -> dict[str, Retriever]:
         TieredRetriever(),
     ]
     return {r.name: r for r in retrievers}
+
+
+def memory_readers() -> tuple[tuple[str, Reader], ...]:
+    """What the in-process strategies' stages read of every memory (memo name,
+    reader), for the corpus cache to read as memories enter it
+    (:class:`~sidecar.memory.corpus.read_ahead.ReadAhead`)."""
+    return (*conversation.READ_AHEAD, *cues.READ_AHEAD)
