@@ -337,7 +337,7 @@ def _parts(
 
 
 def _lengths(parts: Documents | Sequence[TermIds]) -> Floats:
-    return np.fromiter((len(p) for p in parts), np.float32, len(parts))
+    return np.fromiter(map(len, parts), np.float32, len(parts))
 
 
 def _counted(
@@ -362,7 +362,7 @@ def _counted(
         )
     docs = np.repeat(
         np.asarray(positions, dtype=np.int64),
-        np.fromiter((len(doc) for doc in parts), np.int64, len(parts)),
+        np.fromiter(map(len, parts), np.int64, len(parts)),
     )
     keys, counts = np.unique(terms * width + docs, return_counts=True)
     return keys, counts.astype(np.float32)

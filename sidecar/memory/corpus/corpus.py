@@ -28,14 +28,14 @@ from sidecar.memory.corpus.assembly import (
 from sidecar.memory.corpus.assembly import links as resolved_links
 from sidecar.memory.corpus.assembly import sources as source_rows
 from sidecar.memory.corpus.bm25 import BM25Index, TermIds
-from sidecar.memory.corpus.features import FeatureMemo, MemoryFeatures, Reader
+from sidecar.memory.corpus.features import FeatureMemo, MemoryFeatures, Reader, kept_values
 from sidecar.memory.corpus.rows import (
     DOCUMENT,
     Matrix,
     document,
     document_tokens,
     matrix,
-    memo_term_ids,
+    memo_term_ids_of,
 )
 from sidecar.memory.language.text import char_ngrams
 from sidecar.memory.records.records import MemoryRecord
@@ -125,6 +125,9 @@ class Corpus:
         records = self.records[start:]
         if self._features is None:
             return [read(record) for record in records]
+        kept = kept_values(self._features[start:], name)
+        if kept is not None:
+            return kept
         return [
             entry.value(name, record, read)
             for entry, record in zip(self._features[start:], records, strict=True)
@@ -195,8 +198,7 @@ class Corpus:
                 return [
                     features[i].value(DOCUMENT, memories[i], document_tokens) for i in positions
                 ], None
-            vocabulary = memo.vocabulary
-            return None, [memo_term_ids(features[i], memories[i], vocabulary) for i in positions]
+            return None, memo_term_ids_of(features, memories, positions, memo.vocabulary)
 
         extended = previous if start is not None else None
         if previous is not None and start is not None:
@@ -426,10 +428,10 @@ def _features(
     entry = memo.features
     known = previous._features if previous is not None and previous.memo is memo else None
     if known is not None and start is not None:
-        return known + tuple(entry(r) for r in memories[start:])
+        return known + tuple(map(entry, memories[start:]))
     if known is not None and sources is not None:
         out = list(map(known.__getitem__, sources.tolist()))  # -1 reads one, replaced
         for i in np.flatnonzero(sources < 0).tolist():
             out[i] = entry(memories[i])
         return tuple(out)
-    return tuple(entry(r) for r in memories)
+    return memo.features_of(memories)

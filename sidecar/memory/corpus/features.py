@@ -12,8 +12,9 @@ only the memories it has not seen.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from operator import attrgetter, is_, itemgetter
+from typing import Any, cast
 
 from sidecar.memory.records.records import MemoryRecord
 
@@ -49,6 +50,19 @@ class MemoryFeatures:
         )
 
 
+_VALUES = attrgetter("values")
+_ID, _CONTENT, _EXCERPT = attrgetter("id"), attrgetter("content"), attrgetter("excerpt")
+
+
+def kept_values(entries: Sequence[MemoryFeatures], name: str) -> list[Any] | None:
+    """Each entry's value ``name`` when every one has it (one C-level pass: a
+    snapshot of memories read before), else None (read them one by one)."""
+    try:
+        return list(map(itemgetter(name), map(_VALUES, entries)))
+    except KeyError:
+        return None
+
+
 class FeatureMemo:
     """Per memory id, the values read from its current text; past ``capacity``
     memories, those of the memory read first go (it is read again when a snapshot
@@ -81,6 +95,20 @@ class FeatureMemo:
             if len(memories) > self._capacity:
                 del memories[next(iter(memories))]
         return features
+
+    def features_of(self, records: Sequence[MemoryRecord]) -> tuple[MemoryFeatures, ...]:
+        """:meth:`features` of each record: C-level passes when every record's
+        entry is there and read from its very text objects (a snapshot of memories
+        read before), else one by one."""
+        found = list(map(self._memories.get, map(_ID, records)))
+        try:
+            if all(map(is_, map(_CONTENT, found), map(_CONTENT, records))) and all(
+                map(is_, map(_EXCERPT, found), map(_EXCERPT, records))
+            ):
+                return tuple(cast(list[MemoryFeatures], found))
+        except AttributeError:  # one not read yet (None)
+            pass
+        return tuple(map(self.features, records))
 
     def value(self, name: str, record: MemoryRecord, read: Reader) -> Any:
         """``read(record)``, read once per version of the memory's text (``read``
