@@ -102,8 +102,8 @@ def sources(
     vector there (-1 otherwise): its matrix row, postings and memo entry can be
     moved."""
     found = list(map(old_index.get, map(_ID, memories), repeat(-1)))
-    if not found:
-        return np.zeros(0, dtype=np.int64)
+    if not old_records:
+        return np.full(len(found), -1, dtype=np.int64)
     out = np.fromiter(found, np.int64, len(found))
     # -1 reads the last old record: never the same object as a memory not found.
     olds = map(old_records.__getitem__, found)
