@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -198,10 +198,8 @@ class BM25Index:
         empty = np.zeros(0, dtype=np.int64)
         self._layer_terms, self._layer_docs = empty, empty
         self._layer_tf = np.zeros(0, dtype=np.float32)
-        #: Each asked term's postings read through the layers (a user's questions
-        #: share words), while they hold fewer than ``_KEPT_PER_DOCUMENT`` a document.
-        self._read: dict[str, tuple[Ints, Floats]] = {}
-        self._kept = 0
+        #: Each asked term's postings read through the layers.
+        self._read = _TermPostings(self.size)
         self._present, self._offsets = _term_slices(terms)
         self._layer_present, self._layer_offsets = _term_slices(empty)
 
@@ -223,29 +221,32 @@ class BM25Index:
     def postings(self, term: str) -> tuple[Ints, Floats]:
         """The documents holding ``term`` (each once, in no set order) and its count
         in each."""
+        if self._moved is None and not len(self._layer_terms):
+            return self._base_postings(term)
+        return self._read.get(term, self._layered_postings)
+
+    def _base_postings(self, term: str) -> tuple[Ints, Floats]:
+        """The base table's postings of ``term`` (documents numbered as the base's)."""
         tid = self._vocab.get(term)
         if tid is None:
             return _NO_DOCS, _NO_COUNTS
         start, end = _slice(self._present, self._offsets, tid)
-        docs, tf = self._docs[start:end], self._tf[start:end]
-        if self._moved is None and not len(self._layer_terms):
-            return docs, tf
-        found = self._read.get(term)
-        if found is not None:
-            return found
+        return self._docs[start:end], self._tf[start:end]
+
+    def _layered_postings(self, term: str) -> tuple[Ints, Floats]:
+        """``term``'s base postings where their documents went, and the layer's."""
+        docs, tf = self._base_postings(term)
         if self._moved is not None:
             where = self._moved[docs]
             alive = where >= 0
             docs, tf = where[alive], tf[alive]
+        tid = self._vocab.get(term)
+        if tid is None:
+            return docs, tf
         start, end = _slice(self._layer_present, self._layer_offsets, tid)
         if start < end:
             docs = np.concatenate([docs, self._layer_docs[start:end]])
             tf = np.concatenate([tf, self._layer_tf[start:end]])
-        self._kept += len(docs)
-        if self._kept > _KEPT_PER_DOCUMENT * max(self.size, 1024):
-            self._read.clear()
-            self._kept = len(docs)
-        self._read[term] = docs, tf
         return docs, tf
 
     def idf(self, term: str) -> float:
@@ -254,14 +255,7 @@ class BM25Index:
 
     def scores(self, query: Sequence[str]) -> npt.NDArray[np.float32]:
         """BM25 score of every document for the query tokens (0 for no match)."""
-        out = np.zeros(self.size, dtype=np.float32)
-        for term, qtf in Counter(query).items():
-            docs, tf = self.postings(term)
-            if not len(docs):
-                continue
-            weight = _idf(self.size, len(docs)) * qtf
-            out[docs] += weight * tf * (self.k1 + 1) / (tf + self._norm[docs])
-        return out
+        return _scores(query, self.size, self.k1, self._norm, self.postings)
 
     def max_score(self, query: Sequence[str]) -> float:
         """An upper bound of any document's score for ``query`` (for normalisation)."""
@@ -277,6 +271,47 @@ _NO_COUNTS = np.zeros(0, dtype=np.float32)
 
 def _idf(size: int, df: int) -> float:
     return math.log(1 + (size - df + 0.5) / (df + 0.5))
+
+
+def _scores(
+    query: Sequence[str],
+    size: int,
+    k1: float,
+    norm: Floats,
+    postings: Callable[[str], tuple[Ints, Floats]],
+) -> Floats:
+    """BM25 score of every one of ``size`` documents for the query tokens, from
+    each term's postings and the documents' length norms."""
+    out = np.zeros(size, dtype=np.float32)
+    for term, qtf in Counter(query).items():
+        docs, tf = postings(term)
+        if not len(docs):
+            continue
+        weight = _idf(size, len(docs)) * qtf
+        out[docs] += weight * tf * (k1 + 1) / (tf + norm[docs])
+    return out
+
+
+class _TermPostings:
+    """Each asked term's postings, made when first asked (a user's questions share
+    words) and kept with the index; all dropped at once when they hold more than
+    ``_KEPT_PER_DOCUMENT`` entries per document."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._found: dict[str, tuple[Ints, Floats]] = {}
+        self._kept = 0
+
+    def get(self, term: str, make: Callable[[str], tuple[Ints, Floats]]) -> tuple[Ints, Floats]:
+        found = self._found.get(term)
+        if found is None:
+            found = make(term)
+            self._kept += len(found[0])
+            if self._kept > _KEPT_PER_DOCUMENT * max(self._size, 1024):
+                self._found.clear()
+                self._kept = len(found[0])
+            self._found[term] = found
+        return found
 
 
 def _term_slices(terms: Ints) -> tuple[Ints, Ints]:
@@ -406,31 +441,18 @@ class JoinedBM25:
             lengths[has] += part
         self._lengths = lengths
         self._norm = _length_norms(lengths, self.k1, self.b)
-        #: Each term's joined postings, made when first asked (a user's questions
-        #: share words); dropped with the snapshot, or when they hold more than
-        #: ``_KEPT_PER_DOCUMENT`` entries per document.
-        self._postings: dict[str, tuple[Ints, Floats]] = {}
-        self._kept = 0
+        #: Each asked term's joined postings.
+        self._postings = _TermPostings(self.size)
 
     def scores(self, query: Sequence[str]) -> npt.NDArray[np.float32]:
         """BM25 score of every joined document for the query tokens (0: no match)."""
-        out = np.zeros(self.size, dtype=np.float32)
-        for term, qtf in Counter(query).items():
-            found = self._postings.get(term)
-            if found is None:
-                found = self._joined_postings(term)
-                self._kept += len(found[0])
-                if self._kept > _KEPT_PER_DOCUMENT * max(self.size, 1024):
-                    self._postings.clear()
-                    self._kept = len(found[0])
-                self._postings[term] = found
-            docs, tf = found
-            if not len(docs):
-                continue
-            df = len(docs)
-            weight = math.log(1 + (self.size - df + 0.5) / (df + 0.5)) * qtf
-            out[docs] += weight * tf * (self.k1 + 1) / (tf + self._norm[docs])
-        return out
+        return _scores(
+            query,
+            self.size,
+            self.k1,
+            self._norm,
+            lambda term: self._postings.get(term, self._joined_postings),
+        )
 
     def _joined_postings(self, term: str) -> tuple[Ints, Floats]:
         """The joined documents holding ``term``, and its count in each."""
