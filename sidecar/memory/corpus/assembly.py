@@ -10,7 +10,7 @@ snapshot's objects)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from itertools import compress, count, repeat
 from operator import attrgetter, is_, not_
 
@@ -86,11 +86,16 @@ def same_document(new: MemoryRecord, prev: MemoryRecord) -> bool:
 
 
 def same_rows(new: Sequence[MemoryRecord], old: Sequence[MemoryRecord]) -> bool:
-    """Whether ``new`` starts with ``old``'s documents (:func:`same_document`),
-    comparing by identity first (most rows are the very objects)."""
+    """Whether ``new`` starts with ``old``'s documents (:func:`same_document`) in
+    their sessions (a row moved to another session changes its neighbours'
+    context), comparing by identity first (most rows are the very objects)."""
     if all(map(is_, new, old)):
         return True
-    return all(map(same_document, new, old))
+    return all(map(_same_place, new, old))
+
+
+def _same_place(new: MemoryRecord, prev: MemoryRecord) -> bool:
+    return new is prev or (same_document(new, prev) and new.session_id == prev.session_id)
 
 
 def sources(
@@ -115,13 +120,15 @@ def sources(
 
 
 def links(
-    memories: Sequence[MemoryRecord], index_of: dict[str, int]
-) -> tuple[tuple[int, ...], ...]:
+    memories: Sequence[MemoryRecord], index_of: Mapping[str, int]
+) -> tuple[tuple[tuple[int, ...], ...], bool]:
     """Each memory's persisted links (``related_ids``) resolved to indices, both
-    directions, sorted. Sets only for the memories with links: one per memory was
-    most of a large snapshot's allocations (and the collections they set off)."""
+    directions, sorted; and whether any memory names one (found or not). Sets only
+    for the memories with links: one per memory was most of a large snapshot's
+    allocations (and the collections they set off)."""
     linked: dict[int, set[int]] = {}
-    for i in compress(count(), map(_RELATED, memories)):
+    naming = list(compress(count(), map(_RELATED, memories)))
+    for i in naming:
         for other in memories[i].related_ids:
             j = index_of.get(other)
             if j is not None and j != i:
@@ -130,22 +137,23 @@ def links(
     out: list[tuple[int, ...]] = [()] * len(memories)
     for i, found in linked.items():
         out[i] = tuple(sorted(found))
-    return tuple(out)
+    return tuple(out), bool(naming)
 
 
 def session_order(
     memories: Sequence[MemoryRecord],
-) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]:
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], Ints, dict[str, int]]:
     """The previous and next memory of each memory's session, in corpus order (-1:
-    none, or no session)."""
+    none, or no session); each memory's session code and the codes by session id
+    (an update carries them: :func:`~sidecar.memory.corpus.delta.moved_sessions`)."""
     size = len(memories)
     prev = np.full(size, -1, dtype=np.int32)
     nxt = np.full(size, -1, dtype=np.int32)
-    if size < 2:
-        return prev, nxt
     numbers: dict[str, int] = {}
     # A session's number is the counter's value when it was first seen.
     codes = np.fromiter(map(numbers.setdefault, map(_SESSION, memories), count()), np.int64, size)
+    if size < 2:
+        return prev, nxt, codes, numbers
     order = np.argsort(codes, kind="stable")  # each session's memories in corpus order
     ordered = codes[order]
     same = ordered[1:] == ordered[:-1]
@@ -155,4 +163,4 @@ def session_order(
     before, after = order[:-1][same], order[1:][same]
     prev[after] = before
     nxt[before] = after
-    return prev, nxt
+    return prev, nxt, codes, numbers

@@ -24,7 +24,15 @@ from sidecar.errors import SidecarError
 from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.corpus.features import FeatureMemo, Reader
 from sidecar.memory.corpus.read_ahead import ReadAhead
-from sidecar.memory.corpus.units import Unit, same_version, unit_filter, unit_keys, units_of
+from sidecar.memory.corpus.units import (
+    Unit,
+    held_rows,
+    logged,
+    same_version,
+    unit_filter,
+    unit_keys,
+    units_of,
+)
 from sidecar.memory.corpus.write_stamps import WriteStamps
 from sidecar.memory.records.records import (
     RELOAD_MARKER,
@@ -164,10 +172,14 @@ class CorpusCache:
         if cached is not None and cached[0] == versions:
             self._corpora.move_to_end(cache_key)
             return cached[1]
-        rows = [row for unit in units for row in unit.rows]
-        corpus = Corpus.build(
-            rows, self._store.dim, cached[1] if cached else None, memo=self._features
-        )
+        changes = _changes(units, cached[0]) if cached is not None else None
+        if cached is not None and changes is not None:
+            corpus = Corpus.updated(cached[1], changes, self._store.dim, memo=self._features)
+        else:
+            rows = [row for unit in units for row in unit.rows]
+            corpus = Corpus.build(
+                rows, self._store.dim, cached[1] if cached else None, memo=self._features
+            )
         self._corpora[cache_key] = (versions, corpus)
         while len(self._corpora) > self._config.max_scopes:
             self._corpora.popitem(last=False)
@@ -249,8 +261,13 @@ class CorpusCache:
             if rows is not None:
                 before[key] = unit.seq
                 self._seq += 1
-                unit.replace_rows(tuple(rows))
-                unit.seq = self._seq
+                held = unit.rows
+                unit.changed(
+                    tuple(rows),
+                    self._seq,
+                    {row.id: row for row, was in zip(rows, held, strict=True) if row is not was},
+                    in_place=True,
+                )
         if before:
             self._patch_corpora(before, merged_rows)
 
@@ -300,8 +317,11 @@ class CorpusCache:
             )
             self._ahead.read(fresh)
             self._seq += 1
-            unit.rows = (*kept, *fresh)
-            unit.seq = self._seq
+            unit.changed(
+                (*kept, *fresh),
+                self._seq,
+                held_rows(updates),
+            )
 
     def _start_refresher(self) -> None:
         if self._refresher is None or self._refresher.done():
@@ -507,12 +527,20 @@ class CorpusCache:
         )
         self._metrics.cache_lookups.labels(outcome="delta").inc()
         if not changed:
-            return Unit(old.rows, now, old.seq, old.full_at, old.max_updated, wall), ()
+            unchanged = Unit(old.rows, now, old.seq, old.full_at, old.max_updated, wall)
+            unchanged.log = old.log
+            return unchanged, ()
         updates = {r.id: r for r in changed}
         kept = [r for r in old.rows if r.id not in updates]
         fresh = [r for r in updates.values() if r.status == Status.ACTIVE]
         newest = max(old.max_updated, *(r.updated_at for r in changed))
-        return Unit((*kept, *fresh), now, self._seq, old.full_at, newest, wall), fresh
+        unit = Unit((*kept, *fresh), now, self._seq, old.full_at, newest, wall)
+        unit.log = logged(
+            old,
+            self._seq,
+            {k: r if r.status == Status.ACTIVE else None for k, r in updates.items()},
+        )
+        return unit, fresh
 
     def _evict(self) -> None:
         total = sum(len(u.rows) for u in self._units.values())
@@ -520,3 +548,33 @@ class CorpusCache:
             _, unit = self._units.popitem(last=False)
             total -= len(unit.rows)
         self._metrics.cache_rows.set(total)
+
+
+def _changes(
+    units: Sequence[Unit], versions: tuple[int, ...]
+) -> dict[str, MemoryRecord | None] | None:
+    """The rows a scope sees now in place of those it saw when its units were at
+    ``versions`` (each changed id's first row across the units, None where none
+    holds it), when one unit changed and its log reaches back that far; else None
+    (the corpus is built from all the rows)."""
+    moved = [
+        k for k, (unit, seq) in enumerate(zip(units, versions, strict=True)) if unit.seq != seq
+    ]
+    if len(units) != len(versions) or len(moved) != 1:
+        return None
+    changed = units[moved[0]].changes_since(versions[moved[0]])
+    if changed is None:
+        return None
+    out: dict[str, MemoryRecord | None] = {}
+    for key, row in changed.items():
+        seen: MemoryRecord | None = None
+        for k, unit in enumerate(units):
+            if k == moved[0]:
+                seen = row
+            else:
+                position = unit.positions().get(key)
+                seen = None if position is None else unit.rows[position]
+            if seen is not None:
+                break
+        out[key] = seen
+    return out

@@ -28,7 +28,15 @@ from sidecar.memory.corpus.assembly import (
 from sidecar.memory.corpus.assembly import links as resolved_links
 from sidecar.memory.corpus.assembly import sources as source_rows
 from sidecar.memory.corpus.bm25 import BM25Index, TermIds
+from sidecar.memory.corpus.delta import (
+    Layout,
+    changed_layout,
+    moved_sessions,
+    spliced,
+)
 from sidecar.memory.corpus.features import FeatureMemo, MemoryFeatures, Reader, kept_values
+from sidecar.memory.corpus.row_index import RowIndex
+from sidecar.memory.corpus.row_matrix import RowMatrix
 from sidecar.memory.corpus.rows import (
     DOCUMENT,
     Matrix,
@@ -41,8 +49,6 @@ from sidecar.memory.language.text import char_ngrams
 from sidecar.memory.records.records import MemoryRecord
 
 T = TypeVar("T")
-#: Past this many runs of consecutive rows, rows move by index, not run by run.
-_MAX_RUNS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +56,11 @@ class Corpus:
     """Immutable retrieval view of one scope. Index ``i`` is the same row everywhere."""
 
     records: tuple[MemoryRecord, ...]
-    vectors: Matrix
+    #: The memories' vectors, shared with the snapshots before this one
+    #: (:attr:`vectors`, :meth:`vector_scores`, :meth:`vector_rows` read them).
+    _matrix: RowMatrix
     bm25: BM25Index
-    index_of: dict[str, int]
+    index_of: RowIndex
     #: Persisted links (``related_ids``) resolved to indices, both directions.
     links: tuple[tuple[int, ...], ...]
     #: Previous/next memory of the same session (by time), -1 when none.
@@ -72,10 +80,37 @@ class Corpus:
     #: The keys of ``_derived`` whose values read no access count or time (they
     #: survive :meth:`with_access`).
     _structural: set[Hashable] = field(default_factory=set, repr=False)
+    #: Each memory's session as a code, and the codes by session id (shared by the
+    #: snapshots an update makes from this one): sessions an update touches are
+    #: found again, the others carried.
+    _session_codes: Ints = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
+    _session_numbers: dict[str, int] = field(default_factory=dict, repr=False)
+    #: Whether any memory names a link (``related_ids``), found or not.
+    _related: bool = field(default=False, repr=False)
 
     @property
     def size(self) -> int:
         return len(self.records)
+
+    @property
+    def vectors(self) -> Matrix:
+        """Every memory's vector, a row each (read-only). A view of the shared rows
+        where they lie in order; else a copy, made once per snapshot: scoring
+        reads :meth:`vector_scores`, which copies nothing."""
+        return self.derived("vectors", self._dense, structural=True)
+
+    def _dense(self) -> Matrix:
+        dense = self._matrix.dense()
+        dense.flags.writeable = False
+        return dense
+
+    def vector_scores(self, vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """``vectors @ vector``."""
+        return self._matrix.scores(vector)
+
+    def vector_rows(self, indices: npt.ArrayLike) -> Matrix:
+        """``vectors[indices]``."""
+        return self._matrix.take(indices)
 
     def derived(self, key: Hashable, build: Callable[[], T], *, structural: bool = False) -> T:
         """``build()``, computed once per snapshot and ``key``. A per-corpus value
@@ -157,33 +192,83 @@ class Corpus:
         memories only follow ``previous``'s, its vectors and BM25 postings are
         extended instead of rebuilt (a write does not cost the writer's next request a
         full rebuild, which grows with the scope's memories). ``memo``: what was read of
-        each memory, kept across snapshots (:mod:`~sidecar.memory.corpus.features`)."""
+        each memory, kept across snapshots (:mod:`~sidecar.memory.corpus.features`).
+        Where the caller knows which rows changed, :meth:`updated` does the same
+        without a pass over every row."""
         memories, categories = active_rows(rows)
         if previous is not None and _same_structure(previous, memories, categories):
-            return replace(
-                previous,
-                records=tuple(memories),
-                categories=tuple(categories),
-                memo=memo,
-                _features=_features(memo, memories, previous, len(memories), None),
-                _derived={},
-                _structural=set(),
-            )
+            return _rescored(previous, memories, categories, memo)
         start = (
             len(previous.records)
             if previous is not None
             and len(memories) >= len(previous.records)
-            and previous.vectors.shape[0] == len(previous.records)
+            and _full_matrix(previous)
             and same_rows(memories, previous.records)
             else None
         )
         sources: Ints | None = None
         if previous is not None and start is None:
             sources = (
-                source_rows(previous.records, previous.index_of, memories)
-                if previous.vectors.shape[0] == len(previous.records)
+                source_rows(previous.records, previous.index_of.plain(), memories)
+                if _full_matrix(previous)
                 else np.full(len(memories), -1, dtype=np.int64)
             )
+        return cls._assembled(memories, categories, dim, previous, memo, start, sources, None)
+
+    @classmethod
+    def updated(
+        cls,
+        previous: Corpus,
+        changes: Mapping[str, MemoryRecord | None],
+        dim: int,
+        *,
+        memo: FeatureMemo | None = None,
+    ) -> Corpus:
+        """:meth:`build` of ``previous``'s rows after ``changes`` (each changed id's
+        row now, None where it has none), equal to it, found from the changed rows
+        alone (:mod:`~sidecar.memory.corpus.delta`): what a write costs the next
+        request does not grow with the rows it left alone."""
+        if not _full_matrix(previous) or previous._matrix.dim != dim:
+            return cls.build(_rows_after(previous, changes), dim, previous, memo=memo)
+        layout = changed_layout(previous.records, previous.index_of, previous.categories, changes)
+        if (
+            len(layout.sources) == previous.size
+            and bool((layout.sources >= 0).all())
+            and layout.categories == list(previous.categories)
+            and all(
+                layout.memories[i].related_ids == previous.records[i].related_ids
+                and layout.memories[i].session_id == previous.records[i].session_id
+                for i in layout.fresh
+            )
+        ):
+            # Scalar fields only (the rows in place, their documents the same).
+            return _rescored(previous, layout.memories, layout.categories, memo)
+        return cls._assembled(
+            layout.memories,
+            layout.categories,
+            dim,
+            previous,
+            memo,
+            layout.start,
+            None if layout.start is not None else layout.sources,
+            layout,
+        )
+
+    @classmethod
+    def _assembled(
+        cls,
+        memories: list[MemoryRecord],
+        categories: list[MemoryRecord],
+        dim: int,
+        previous: Corpus | None,
+        memo: FeatureMemo | None,
+        start: int | None,
+        sources: Ints | None,
+        layout: Layout | None,
+    ) -> Corpus:
+        """The corpus of these rows: ``previous``'s extended from ``start``,
+        remapped by ``sources``, else built afresh; ``layout``: how they came from
+        ``previous``'s by an update (sessions and links are then carried too)."""
         features = _features(memo, memories, previous, start, sources)
 
         def terms(
@@ -206,13 +291,12 @@ class Corpus:
             # vectors, BM25 postings and n-grams; links and sessions are recomputed
             # (back-links change old rows' related_ids).
             tail = range(start, len(memories))
-            vectors = (
-                np.concatenate([previous.vectors, matrix(memories, dim, features, tail)])
-                if tail
-                else previous.vectors
-            )
+            vectors = previous._matrix.appended(matrix(memories, dim, features, tail))
             bm25 = previous.bm25.extended(*terms(tail, previous.bm25))
             ngrams = dict(previous._ngrams)
+            moves: Ints | None = np.concatenate(
+                [np.arange(start, dtype=np.int64), np.full(len(tail), -1, dtype=np.int64)]
+            )
         elif previous is not None and sources is not None:
             # Rows removed, replaced or reordered (a supersede, a delete, a
             # consolidation pass, a delta refresh): the vectors, tokens and postings
@@ -221,21 +305,46 @@ class Corpus:
             changed = np.flatnonzero(sources < 0).tolist()
             bm25 = previous.bm25.remapped(sources, *terms(changed, previous.bm25))
             ngrams = {}
+            moves = sources
         else:
-            vectors = matrix(memories, dim, features)
+            vectors = RowMatrix.of(matrix(memories, dim, features))
             documents, ids = terms(range(len(memories)), None)
             bm25 = BM25Index(
                 documents, vocabulary=memo.vocabulary if memo is not None else None, ids=ids
             )
             ngrams = {}
-        index_of = {r.id: i for i, r in enumerate(memories)}
-        prev, nxt = session_order(memories)
+            moves = None
+        index_of = (
+            previous.index_of.remapped(memories, moves)
+            if previous is not None and moves is not None
+            else RowIndex(memories)
+        )
+        if previous is not None and layout is not None:
+            prev, nxt, codes = moved_sessions(
+                memories,
+                layout,
+                (previous.session_prev, previous.session_next, previous._session_codes),
+                previous._session_numbers,
+            )
+            numbers = previous._session_numbers
+        else:
+            prev, nxt, codes, numbers = session_order(memories)
+        if (
+            previous is not None
+            and layout is not None
+            and not previous._related
+            and not any(memories[i].related_ids for i in layout.fresh)
+        ):
+            links: tuple[tuple[int, ...], ...] = ((),) * len(memories)
+            related = False
+        else:
+            links, related = resolved_links(memories, index_of)
         corpus = cls(
             records=tuple(memories),
-            vectors=vectors,
+            _matrix=vectors,
             bm25=bm25,
             index_of=index_of,
-            links=resolved_links(memories, index_of),
+            links=links,
             session_prev=prev,
             session_next=nxt,
             categories=tuple(categories),
@@ -243,6 +352,9 @@ class Corpus:
             memo=memo,
             _features=features,
             _ngrams=ngrams,
+            _session_codes=codes,
+            _session_numbers=numbers,
+            _related=related,
         )
         if extended is not None:
             corpus._extend_derived(extended)
@@ -364,34 +476,14 @@ def _reuse(
     dim: int,
     features: Sequence[MemoryFeatures] | None,
     sources: Ints,
-) -> Matrix:
-    """The matrix of ``memories``: ``old``'s rows moved where ``sources`` has one,
-    converting tuples of floats only for the others."""
-    vectors = np.empty((len(memories), dim), dtype=np.float32)
-    source = sources
-    if old.vectors.shape[1:] != (dim,):
-        source = np.full(len(memories), -1, dtype=np.int64)
-    taken = np.flatnonzero(source >= 0)
-    if len(taken):
-        _move_rows(vectors, old.vectors, taken, source[taken])
-    fresh = np.flatnonzero(source < 0).tolist()
-    if fresh:
-        vectors[fresh] = matrix(memories, dim, features, fresh)
-    return vectors
-
-
-def _move_rows(
-    into: Matrix, rows: Matrix, at: npt.NDArray[np.int64], sources: npt.NDArray[np.int64]
-) -> None:
-    """``into[at] = rows[sources]``, by runs of consecutive rows where there are a
-    few (a removal leaves two): a run is one block copy, an index per row is not."""
-    breaks = np.flatnonzero((np.diff(at) != 1) | (np.diff(sources) != 1)) + 1
-    if len(breaks) > _MAX_RUNS:
-        into[at] = rows[sources]
-        return
-    for start, end in zip([0, *breaks.tolist()], [*breaks.tolist(), len(at)], strict=True):
-        first, last = int(at[start]), int(at[end - 1]) + 1
-        into[first:last] = rows[int(sources[start]) : int(sources[end - 1]) + 1]
+) -> RowMatrix:
+    """The vectors of ``memories``: ``old``'s rows where ``sources`` has one (not
+    copied: :mod:`~sidecar.memory.corpus.row_matrix`), tuples of floats converted
+    only for the others."""
+    if old._matrix.dim != dim:
+        return RowMatrix.of(matrix(memories, dim, features))
+    fresh = np.flatnonzero(sources < 0).tolist()
+    return old._matrix.remapped(sources, matrix(memories, dim, features, fresh))
 
 
 def _same_structure(
@@ -430,8 +522,36 @@ def _features(
     if known is not None and start is not None:
         return known + tuple(map(entry, memories[start:]))
     if known is not None and sources is not None:
-        out = list(map(known.__getitem__, sources.tolist()))  # -1 reads one, replaced
-        for i in np.flatnonzero(sources < 0).tolist():
-            out[i] = entry(memories[i])
-        return tuple(out)
+        return tuple(spliced(known, sources, lambda i: entry(memories[i])))
     return memo.features_of(memories)
+
+
+def _full_matrix(corpus: Corpus) -> bool:
+    """Whether ``corpus`` has a vector row per memory (an update can move them)."""
+    return corpus._matrix.size == len(corpus.records)
+
+
+def _rescored(
+    previous: Corpus,
+    memories: list[MemoryRecord],
+    categories: list[MemoryRecord],
+    memo: FeatureMemo | None,
+) -> Corpus:
+    """``previous`` with new versions of its rows that differ in fields its indexes
+    do not read (access counts, importance): the values derived from the old
+    versions go."""
+    return replace(
+        previous,
+        records=tuple(memories),
+        categories=tuple(categories),
+        memo=memo,
+        _features=_features(memo, memories, previous, len(memories), None),
+        _derived={},
+        _structural=set(),
+    )
+
+
+def _rows_after(previous: Corpus, changes: Mapping[str, MemoryRecord | None]) -> list[MemoryRecord]:
+    """``previous``'s rows with ``changes`` applied (for a full :meth:`Corpus.build`)."""
+    kept = [r for r in (*previous.records, *previous.categories) if r.id not in changes]
+    return [*kept, *(r for r in changes.values() if r is not None)]

@@ -4,6 +4,7 @@ one visibility rule, :func:`sidecar.memory.store.filters.build_filter`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from sidecar.memory.records.records import MemoryRecord, Scope, Status, Visibility, now_ms
@@ -24,6 +25,41 @@ class Unit:
     #: (:meth:`positions`).
     _positions: dict[str, int] = field(default_factory=dict)
     _positions_of: tuple[MemoryRecord, ...] | None = None
+    #: The latest changes to ``rows``: (seq before, seq after, each changed id's row
+    #: after, None where the unit no longer holds it), so a corpus built at an
+    #: earlier seq is brought up to date from the changed rows alone.
+    log: tuple[tuple[int, int, Mapping[str, MemoryRecord | None]], ...] = ()
+
+    def changed(
+        self,
+        rows: tuple[MemoryRecord, ...],
+        seq: int,
+        changes: Mapping[str, MemoryRecord | None],
+        *,
+        in_place: bool = False,
+    ) -> None:
+        """``rows`` (at ``seq``) are these rows after ``changes``; ``in_place``: new
+        versions of the same rows in their places (:meth:`replace_rows`)."""
+        self.log = logged(self, seq, changes)
+        if in_place:
+            self.replace_rows(rows)
+        else:
+            self.rows = rows
+        self.seq = seq
+
+    def changes_since(self, seq: int) -> dict[str, MemoryRecord | None] | None:
+        """Each id changed since ``seq`` with its row now (None: not held), or None
+        when the log does not reach back to ``seq``."""
+        out: dict[str, MemoryRecord | None] = {}
+        at = seq
+        for before, after, changes in self.log:
+            if after <= seq:
+                continue
+            if before != at:
+                return None
+            out.update(changes)
+            at = after
+        return out if at == self.seq else None
 
     def positions(self) -> dict[str, int]:
         """Row id -> index in ``rows``; built once per ``rows`` tuple (a dict of str
@@ -38,6 +74,23 @@ class Unit:
         positions index stays valid."""
         self.rows = rows
         self._positions_of = rows
+
+
+def logged(
+    unit: Unit, seq: int, changes: Mapping[str, MemoryRecord | None]
+) -> tuple[tuple[int, int, Mapping[str, MemoryRecord | None]], ...]:
+    """``unit``'s log with ``changes`` (its rows at ``seq``) after it."""
+    return (*unit.log[-(_LOG - 1) :], (unit.seq, seq, changes))
+
+
+def held_rows(updates: Mapping[str, MemoryRecord]) -> dict[str, MemoryRecord | None]:
+    """A log entry for rows written: each one's row, None where it is no longer
+    active (the unit drops it)."""
+    return {key: row if row.status == Status.ACTIVE else None for key, row in updates.items()}
+
+
+#: Changes a unit remembers (a corpus older than them is built from all rows).
+_LOG = 8
 
 
 def same_version(cached: dict[str, MemoryRecord], row: MemoryRecord) -> bool:

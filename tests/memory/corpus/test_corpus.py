@@ -223,12 +223,12 @@ async def test_scalar_only_updates_reuse_the_indexes(store: MemoryStore) -> None
     counted = await cache.corpus(Scope("alice"))
     assert counted is not before
     assert [r.access_count for r in counted.records] == [7, 7]
-    assert counted.vectors is before.vectors
+    assert counted._matrix is before._matrix
     assert counted.bm25 is before.bm25
     own = next(r for r in counted.records if r.id == "own")
     cache.apply([own.with_changes(content="a new text", embedding=(0.0, 1.0, 0.0, 0.0))])
     edited = await cache.corpus(Scope("alice"))
-    assert edited.vectors is not before.vectors
+    assert edited._matrix is not before._matrix
     assert edited.records[edited.index_of["own"]].content == "a new text"
     assert edited.vectors[edited.index_of["own"]].tolist() == [0.0, 1.0, 0.0, 0.0]
 

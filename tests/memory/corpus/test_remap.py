@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from sidecar.config import ConversationConfig
-from sidecar.memory.corpus.corpus import Corpus, _move_rows
+from sidecar.memory.corpus.corpus import Corpus
+from sidecar.memory.corpus.row_matrix import RowMatrix
 from sidecar.memory.read.retrieval import conversation
 from sidecar.memory.read.retrieval.conversation import ContextIndex, context_index
 from sidecar.memory.read.retrieval.cues import Subjects, subject_share
@@ -213,23 +214,35 @@ def test_session_groups_are_each_sessions_first_memory() -> None:
     assert index.sessions.tolist() == expected
 
 
-@pytest.mark.parametrize("runs", [1, 3, 200])
-def test_rows_move_by_runs_as_by_index(runs: int) -> None:
-    rng = np.random.default_rng(runs)
-    old = rng.standard_normal((1_000, DIM)).astype(np.float32)
-    cuts = np.sort(rng.choice(np.arange(1, 1_000), size=runs - 1, replace=False))
-    # Kept rows in runs, each run after a removed row, and a new row before each run.
-    parts = [part[1:] for part in np.split(np.arange(1_000), cuts)]
-    sources = np.concatenate(parts)
-    starts = np.cumsum([0] + [len(part) + 1 for part in parts[:-1]]) + 1
-    at = np.concatenate(
-        [start + np.arange(len(part)) for start, part in zip(starts, parts, strict=True)]
-    )
-    into = np.zeros((1_200, DIM), np.float32)
-    _move_rows(into, old, at, sources)
-    expected = np.zeros_like(into)
-    expected[at] = old[sources]
-    assert np.array_equal(into, expected)
+def test_snapshots_sharing_rows_read_their_own_through_appends_and_removals() -> None:
+    """Matrices made one from another (and two from one: siblings) each read the
+    rows they were given, whatever the others appended to the shared buffer, and
+    score as their dense rows do."""
+    rng = np.random.default_rng(5)
+    base = rng.standard_normal((50, DIM)).astype(np.float32)
+    chains = [(RowMatrix.of(base), base)]
+    for step in range(120):
+        parent, dense = chains[rng.integers(len(chains))]  # siblings share a parent
+        keep = rng.random(len(dense)) > (0.05 if step % 3 else 0.0)
+        fresh = rng.standard_normal((int(rng.integers(0, 4)), DIM)).astype(np.float32)
+        sources = np.concatenate([np.flatnonzero(keep), np.full(len(fresh), -1)]).astype(np.int64)
+        order = rng.permutation(len(sources)) if step % 7 == 0 else np.arange(len(sources))
+        sources = sources[order]
+        rows = fresh  # the new rows, in the order of their places
+        expected = np.empty((len(sources), DIM), np.float32)
+        expected[sources >= 0] = dense[sources[sources >= 0]]
+        expected[sources < 0] = rows
+        child = parent.remapped(sources, rows) if step % 5 else parent.appended(fresh)
+        if step % 5 == 0:
+            expected = np.concatenate([dense, fresh])
+        chains.append((child, expected))
+        for matrix, wanted in chains[-6:]:
+            assert np.array_equal(matrix.dense(), wanted)
+            vector = rng.standard_normal(DIM).astype(np.float32)
+            assert np.allclose(matrix.scores(vector), wanted @ vector, atol=1e-5)
+            picked = rng.integers(0, max(len(wanted), 1), size=5) % max(len(wanted), 1)
+            if len(wanted):
+                assert np.array_equal(matrix.take(picked), wanted[picked])
 
 
 def appended(rows: list[MemoryRecord], rng: random.Random) -> list[MemoryRecord]:

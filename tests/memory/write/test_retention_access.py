@@ -164,7 +164,7 @@ async def test_a_flush_updates_the_cached_corpus_in_place_of_a_rebuild(
     assert await tracker.flush() == 1
     after = await h.cache.corpus(scope)
     assert after is not before
-    assert after.vectors is before.vectors
+    assert after._matrix is before._matrix
     assert after.bm25 is before.bm25
     assert {h.bare(r.id): r.access_count for r in after.records} == {"a": 1, "b": 0}
     assert after.derived("adjacency", lambda: object(), structural=True) is adjacency

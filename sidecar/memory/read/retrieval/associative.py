@@ -42,7 +42,7 @@ def expand_associative(
         for node, node_score, owner in frontier:
             if visits >= config.max_visits:
                 break
-            similar = corpus.vectors @ corpus.vectors[node]
+            similar = corpus.vector_scores(corpus.vector_rows([node])[0])
             preference = similar.copy()
             same_owner = np.fromiter(
                 (r.user_id == owner for r in corpus.records), dtype=bool, count=corpus.size

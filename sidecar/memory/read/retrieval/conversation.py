@@ -351,15 +351,14 @@ def _weights(corpus: Corpus, own: Ints, priors: Ints, decay: float) -> npt.NDArr
             has[:, t], np.float32(decay**t) * lengths[at[:, t]], np.float32(0)
         )
     norms = np.empty(len(own), dtype=np.float32)
-    vectors = corpus.vectors
     # The joined vectors a block of rows at a time: the block's arrays stay in
     # the processor's cache, where whole-corpus temporaries went to memory (and
     # were faulted in page by page). Each row's arithmetic is the same.
     for start in range(0, len(own), _WEIGHTS_BLOCK):
         rows = slice(start, start + _WEIGHTS_BLOCK)
-        joined = vectors[own[rows]] * weights[rows, :1]
+        joined = corpus.vector_rows(own[rows]) * weights[rows, :1]
         for t in range(turns):
-            part = vectors[at[rows, t]]
+            part = corpus.vector_rows(at[rows, t])
             part *= weights[rows, t + 1 : t + 2]
             joined += part
         # np.linalg.norm's arithmetic (squares summed by row, then the root).

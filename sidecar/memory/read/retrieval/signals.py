@@ -48,7 +48,7 @@ class Signals:
 def cosine_scores(query: Query, corpus: Corpus) -> Scores:
     if corpus.size == 0:
         return np.zeros(0, dtype=np.float32)
-    return np.asarray(corpus.vectors @ query.vector.astype(np.float32), dtype=np.float32)
+    return np.asarray(corpus.vector_scores(query.vector.astype(np.float32)), dtype=np.float32)
 
 
 def lexical_scores(query: Query, corpus: Corpus) -> tuple[Scores, Scores]:

@@ -85,7 +85,9 @@ class Enricher:
         mine = [i for i, r in enumerate(corpus.records) if r.user_id == owner]
         new_ids = {r.id for r in new}
         existing = [corpus.records[i] for i in mine if corpus.records[i].id not in new_ids]
-        existing_vectors = corpus.vectors[[i for i in mine if corpus.records[i].id not in new_ids]]
+        existing_vectors = corpus.vector_rows(
+            [i for i in mine if corpus.records[i].id not in new_ids]
+        )
         new_vectors = np.asarray([r.embedding for r in new], dtype=np.float32)
 
         links: dict[str, set[str]] = {r.id: set(r.related_ids) for r in new}

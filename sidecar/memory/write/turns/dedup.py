@@ -326,7 +326,7 @@ class TurnRows:
         record = self._corpus.records[index]
         if record.status != Status.ACTIVE or record.content != text:
             return None
-        vector: npt.NDArray[np.float32] = self._corpus.vectors[index]
+        vector: npt.NDArray[np.float32] = self._corpus.vector_rows([index])[0]
         return vector
 
     def put(self, rows: list[MemoryRecord]) -> None:
@@ -378,7 +378,7 @@ class TurnRows:
         records = [*self._corpus.records, *extra]
         if not records:
             return []
-        parts = [self._corpus.vectors @ vector] if self._corpus.size else []
+        parts = [self._corpus.vector_scores(vector)] if self._corpus.size else []
         if extra:
             parts.append(np.asarray([r.embedding for r in extra], dtype=np.float32) @ vector)
         similarity = np.concatenate(parts)

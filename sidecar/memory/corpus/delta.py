@@ -1,0 +1,206 @@
+"""A snapshot's row layout from the one before and the rows that changed.
+
+The corpus cache knows which rows a write changed (:meth:`Unit.changes_since
+<sidecar.memory.corpus.units.Unit.changes_since>`). Given them, the next snapshot's
+rows are the previous snapshot's with those few removed, replaced or inserted in
+time order: found by lookups and binary searches, the rows moved by list and array
+splices, never one Python step per row. The result is the layout
+:func:`~sidecar.memory.corpus.assembly.active_rows` and
+:func:`~sidecar.memory.corpus.assembly.sources` give for the whole rows (the
+corpus tests compare the two).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from sidecar.memory.corpus.assembly import same_document
+from sidecar.memory.corpus.row_index import RowIndex
+from sidecar.memory.records.records import MemoryRecord, NodeType, Status
+
+T = TypeVar("T")
+Ints = npt.NDArray[np.int64]
+
+#: Past this many runs of consecutive rows, a splice moves rows by index.
+MAX_RUNS = 64
+#: Session codes given after a fresh build start here (a fresh build's codes are
+#: row numbers, below it).
+_NEW_SESSION = 1 << 40
+_ID = attrgetter("id")
+
+
+def _time_key(record: MemoryRecord) -> tuple[int, str]:
+    return record.created_at, record.id
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """The next snapshot's rows: ``memories`` (by time), ``categories`` (by id);
+    ``start``: they are the previous snapshot's followed by new ones from there;
+    else ``sources``: memory ``i`` is the previous snapshot's ``sources[i]``, -1
+    where new or changed. ``fresh``: the rows whose record is not the previous
+    snapshot's object (new, or a new version); ``sessions``: the session ids of
+    rows removed, added or changed (their neighbours are found again)."""
+
+    memories: list[MemoryRecord]
+    categories: list[MemoryRecord]
+    start: int | None
+    sources: Ints
+    fresh: list[int]
+    sessions: frozenset[str]
+
+
+def changed_layout(
+    records: Sequence[MemoryRecord],
+    index_of: RowIndex,
+    categories: Sequence[MemoryRecord],
+    changes: Mapping[str, MemoryRecord | None],
+) -> Layout:
+    """The layout after ``changes`` (each changed id's row now, None where no row
+    of it is visible) to the snapshot of ``records`` and ``categories``."""
+    wanted, memory, category = Status.ACTIVE, NodeType.MEMORY, NodeType.CATEGORY
+    category_ids = {c.id for c in categories}
+    removed: list[int] = []
+    replaced: dict[int, MemoryRecord] = {}
+    inserted: list[MemoryRecord] = []
+    new_categories: list[MemoryRecord] = []
+    sessions: set[str] = set()
+    categories_changed = False
+    for key, row in changes.items():
+        live = row is not None and row.status == wanted
+        if key in category_ids:
+            categories_changed = True
+        if live and row is not None and row.node_type == category:
+            categories_changed = True
+            new_categories.append(row)
+        j = index_of.get(key)
+        if j is not None:
+            old = records[j]
+            if row is old:
+                continue
+            if (
+                live
+                and row is not None
+                and row.node_type == memory
+                and row.created_at == old.created_at
+            ):
+                replaced[j] = row
+                sessions.add(old.session_id)  # its own is found with the fresh rows'
+                continue
+            removed.append(j)
+            sessions.add(old.session_id)
+        if live and row is not None and row.node_type == memory:
+            inserted.append(row)
+
+    size = len(records)
+    keep = np.ones(size, dtype=bool)
+    keep[removed] = False
+    kept = np.flatnonzero(keep)
+    inserted.sort(key=_time_key)
+    points = [bisect_left(records, _time_key(r), key=_time_key) for r in inserted]
+    at = np.searchsorted(kept, np.asarray(points, dtype=np.int64))
+    sources = np.insert(kept, at, -1) if len(at) else kept
+    placed = (at + np.arange(len(at))).tolist()
+    new_of_old = np.full(size, -1, dtype=np.int64)
+    new_of_old[sources[sources >= 0]] = np.flatnonzero(sources >= 0)
+    fresh_rows: dict[int, MemoryRecord] = dict(zip(placed, inserted, strict=True))
+    for j, row in replaced.items():
+        i = int(new_of_old[j])
+        fresh_rows[i] = row
+        if not same_document(row, records[j]):
+            sources[i] = -1
+    memories = spliced(records, sources, fresh_rows.__getitem__)
+    for i, row in fresh_rows.items():
+        memories[i] = row
+    # Appended only: nothing removed, inserted among the old rows, changed or moved
+    # to another session (an old row's context would change).
+    start = (
+        size
+        if not removed
+        and not (sources[:size] < 0).any()
+        and all(row.session_id == records[j].session_id for j, row in replaced.items())
+        else None
+    )
+    if categories_changed:
+        gone = set(changes)
+        chosen = [c for c in categories if c.id not in gone] + new_categories
+        categories = sorted(chosen, key=_ID)
+    return Layout(
+        memories,
+        list(categories),
+        start,
+        sources,
+        sorted(fresh_rows),
+        frozenset(sessions),
+    )
+
+
+def spliced(old: Sequence[T], sources: Ints, fresh: Callable[[int], T]) -> list[T]:
+    """``old[sources[i]]`` for each ``i``, ``fresh(i)`` where that is -1: by slices
+    of consecutive rows where there are a few runs of them (an update leaves a
+    handful), else one C-level pass."""
+    if not len(sources):
+        return []
+    breaks = np.flatnonzero((np.diff(sources) != 1) | (sources[1:] < 0) | (sources[:-1] < 0)) + 1
+    if len(breaks) > MAX_RUNS:
+        out = list(map(old.__getitem__, sources.tolist()))  # -1 reads one, replaced
+        for i in np.flatnonzero(sources < 0).tolist():
+            out[i] = fresh(i)
+        return out
+    out = []
+    for begin, end in zip([0, *breaks.tolist()], [*breaks.tolist(), len(sources)], strict=True):
+        first = int(sources[begin])
+        if first < 0:
+            out.extend(fresh(i) for i in range(begin, end))
+        else:
+            out.extend(old[first : first + end - begin])
+    return out
+
+
+def moved_sessions(
+    memories: Sequence[MemoryRecord],
+    layout: Layout,
+    previous: tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], Ints],
+    numbers: dict[str, int],
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], Ints]:
+    """Session order (previous, next, session codes) after ``layout``'s update:
+    carried through the moved rows, and found again for the sessions it touched.
+    ``previous``: the previous snapshot's arrays; ``numbers``: its session codes by
+    id (shared; a session not seen before gets a new one)."""
+    old_prev, old_next, old_codes = previous
+    sources = layout.sources
+    size = len(memories)
+    new_of_old = np.full(len(old_codes) + 1, -1, dtype=np.int64)
+    kept = np.flatnonzero(sources >= 0)
+    new_of_old[sources[kept]] = kept
+    codes = np.empty(size, dtype=np.int64)
+    codes[kept] = old_codes[sources[kept]]
+    for i in layout.fresh:
+        sid = memories[i].session_id
+        code = numbers.get(sid)
+        if code is None:
+            code = numbers[sid] = _NEW_SESSION + len(numbers)
+        codes[i] = code
+    prev = np.full(size, -1, dtype=np.int32)
+    nxt = np.full(size, -1, dtype=np.int32)
+    prev[kept] = new_of_old[old_prev[sources[kept]]]
+    nxt[kept] = new_of_old[old_next[sources[kept]]]
+    unnamed = numbers.get("")
+    for sid in layout.sessions.union([memories[i].session_id for i in layout.fresh]):
+        code = numbers.get(sid)
+        if code is None:
+            continue
+        members = np.flatnonzero(codes == code)
+        prev[members] = -1
+        nxt[members] = -1
+        if code != unnamed and len(members) > 1:
+            prev[members[1:]] = members[:-1]
+            nxt[members[:-1]] = members[1:]
+    return prev, nxt, codes

@@ -1,0 +1,137 @@
+"""A snapshot's memory vectors, shared with the snapshots before it.
+
+A large user's matrix is megabytes (10k memories x 384 floats: 15 MB), and every
+write makes a new snapshot: copying it per snapshot was the largest single cost of
+the next request after a write. :class:`RowMatrix` keeps the rows in a buffer with
+room to grow, shared by the snapshots made one from another: an appended memory's
+row is written after the last row in use (the older snapshots never read past their
+own end), and a removed or moved memory only changes which buffer row each snapshot
+row reads (an index array). Scoring multiplies the buffer and picks the snapshot's
+rows from the result; past one dead row in ``FOLD_EVERY``, an update copies the live
+rows into a new buffer.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import numpy.typing as npt
+
+Matrix = npt.NDArray[np.float32]
+Ints = npt.NDArray[np.int64]
+
+#: An update copies the live rows into a new buffer once more than one buffer row in
+#: this many is dead (removed or replaced memories).
+FOLD_EVERY = 8
+#: A new buffer has room for this share more rows (appends then write in place).
+_GROWTH = 1.25
+_MIN_ROOM = 16
+
+
+class _Buffer:
+    """Rows, the first ``used`` of them written; a snapshot may append in place
+    only when its rows end where the buffer's do (no other snapshot appended)."""
+
+    __slots__ = ("data", "lock", "used")
+
+    def __init__(self, data: Matrix, used: int) -> None:
+        self.data = data
+        self.used = used
+        self.lock = threading.Lock()
+
+    @classmethod
+    def holding(cls, rows: Matrix, room: int) -> _Buffer:
+        data = np.empty((max(room, len(rows)), rows.shape[1]), dtype=np.float32)
+        data[: len(rows)] = rows
+        return cls(data, len(rows))
+
+    def reserve(self, end: int, count: int) -> bool:
+        """Claim rows ``end .. end + count`` for a snapshot whose rows end at ``end``."""
+        with self.lock:
+            if self.used != end or end + count > len(self.data):
+                return False
+            self.used = end + count
+            return True
+
+
+class RowMatrix:
+    """The vectors of a snapshot's memories (see the module docstring): row ``i``
+    is buffer row ``rows[i]`` (buffer row ``i`` where ``rows`` is None)."""
+
+    __slots__ = ("_buffer", "_end", "_rows", "dim", "size")
+
+    def __init__(self, buffer: _Buffer, end: int, rows: Ints | None, dim: int) -> None:
+        self._buffer = buffer
+        self._end = end
+        self._rows = rows
+        self.dim = dim
+        self.size = end if rows is None else len(rows)
+
+    @classmethod
+    def of(cls, rows: Matrix) -> RowMatrix:
+        """A matrix of these rows (held as they are: no room to append in place)."""
+        rows = np.ascontiguousarray(rows, dtype=np.float32)
+        return cls(_Buffer(rows, len(rows)), len(rows), None, rows.shape[1])
+
+    def dense(self) -> Matrix:
+        """The rows as one matrix (a view when they lie in order, else a copy)."""
+        data = self._buffer.data
+        return data[: self._end] if self._rows is None else data[self._rows]
+
+    def scores(self, vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """``dense() @ vector`` without copying the rows."""
+        out: npt.NDArray[np.float32] = self._buffer.data[: self._end] @ vector
+        return out if self._rows is None else out[self._rows]
+
+    def take(self, indices: npt.ArrayLike) -> Matrix:
+        """``dense()[indices]`` without copying the other rows."""
+        at = np.asarray(indices, dtype=np.int64)
+        return self._buffer.data[at if self._rows is None else self._rows[at]]
+
+    def appended(self, rows: Matrix) -> RowMatrix:
+        """This matrix followed by ``rows``."""
+        if not len(rows):
+            return self
+        return self._moved(
+            np.concatenate(
+                [
+                    np.arange(self.size, dtype=np.int64),
+                    np.full(len(rows), -1, dtype=np.int64),
+                ]
+            ),
+            rows,
+        )
+
+    def remapped(self, sources: Ints, rows: Matrix) -> RowMatrix:
+        """The matrix whose row ``i`` is this one's ``sources[i]``, the rows of
+        ``rows`` in order where that is -1."""
+        return self._moved(sources, rows)
+
+    def _moved(self, sources: Ints, fresh: Matrix) -> RowMatrix:
+        own = np.arange(self._end, dtype=np.int64) if self._rows is None else self._rows
+        at = np.empty(len(sources), dtype=np.int64)
+        kept = sources >= 0
+        at[kept] = own[sources[kept]]
+        count = len(fresh)
+        buffer, end = self._buffer, self._end
+        if count and not buffer.reserve(end, count):
+            # Another snapshot appended to this buffer, or it is full: the live
+            # rows go to a new one with room.
+            live = at[kept]
+            buffer = _Buffer.holding(buffer.data[live], int((len(sources)) * _GROWTH) + _MIN_ROOM)
+            at[kept] = np.arange(len(live), dtype=np.int64)
+            end = len(live)
+            buffer.used = end
+            if not buffer.reserve(end, count):  # pragma: no cover - room was made
+                raise AssertionError("a new buffer has room")
+        if count:
+            buffer.data[end : end + count] = fresh
+            at[~kept] = np.arange(end, end + count, dtype=np.int64)
+            end += count
+        size = len(sources)
+        if FOLD_EVERY * (end - size) > end:
+            folded = _Buffer.holding(buffer.data[at], int(size * _GROWTH) + _MIN_ROOM)
+            return RowMatrix(folded, size, None, self.dim)
+        in_order = end == size and bool((at == np.arange(size)).all())
+        return RowMatrix(buffer, end, None if in_order else at, self.dim)

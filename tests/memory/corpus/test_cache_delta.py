@@ -1,0 +1,114 @@
+"""The corpus cache brings a scope's snapshot up to date from the rows a write
+changed (issue S, item 1): after writes, supersedes, deletes, access flushes and
+rows shared with a group, the snapshot it serves equals one built from all of the
+units' rows, and it was made by :meth:`Corpus.updated` wherever one unit's log
+reaches back to the snapshot before."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sidecar.config import CacheConfig, StoreConfig
+from sidecar.memory.corpus.cache import CorpusCache
+from sidecar.memory.corpus.corpus import Corpus
+from sidecar.memory.corpus.units import unit_keys
+from sidecar.memory.records.records import (
+    AccessStat,
+    MemoryRecord,
+    Scope,
+    Status,
+    Visibility,
+)
+from sidecar.memory.store.milvus import MemoryStore
+from sidecar.metrics import Metrics
+
+DIM = 4
+SCOPE = Scope("alice", group_ids=("team",))
+
+
+def rec(i: int, **changes: object) -> MemoryRecord:
+    record = MemoryRecord(
+        id=f"m{i}",
+        user_id="alice",
+        content=f"User note number {i} about tea and oslo.",
+        embedding=(1.0, float(i), 0.0, 0.5),
+        session_id=f"s{i // 3}",
+        created_at=1_000 + 10 * i,
+    )
+    return record.with_changes(**changes) if changes else record
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[MemoryStore]:
+    opened = await MemoryStore.open(StoreConfig(uri=str(tmp_path / "d.db")), DIM, Metrics())
+    await opened.upsert([rec(i) for i in range(9)])
+    yield opened
+    await opened.close()
+
+
+def fresh(cache: CorpusCache) -> Corpus:
+    rows = [r for key in unit_keys(SCOPE) if (u := cache._units.get(key)) for r in u.rows]
+    return Corpus.build(rows, DIM)
+
+
+def same(served: Corpus, built: Corpus) -> None:
+    assert [r.id for r in served.records] == [r.id for r in built.records]
+    assert [r.access_count for r in served.records] == [r.access_count for r in built.records]
+    assert dict(served.index_of.items()) == dict(built.index_of.items())
+    assert np.array_equal(served.vectors, built.vectors)
+    assert np.array_equal(served.session_prev, built.session_prev)
+    assert np.array_equal(served.session_next, built.session_next)
+    assert served.links == built.links
+    for query in (["tea"], ["number", "oslo"]):
+        assert np.array_equal(served.bm25.scores(query), built.bm25.scores(query))
+
+
+async def test_writes_bring_the_snapshot_up_to_date_from_the_changed_rows(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = CorpusCache(store, CacheConfig(), Metrics())
+    first = await cache.corpus(SCOPE)
+    assert first.size == 9
+    updates: list[int] = []
+    original = Corpus.updated.__func__  # type: ignore[attr-defined]
+
+    def counted(cls, previous, changes, dim, *, memo=None):  # type: ignore[no-untyped-def]
+        updates.append(len(changes))
+        return original(cls, previous, changes, dim, memo=memo)
+
+    monkeypatch.setattr(Corpus, "updated", classmethod(counted))
+    steps = [
+        [rec(9)],  # a new memory
+        [rec(4, status=Status.SUPERSEDED), rec(10, content="User drinks juniper tea now.")],
+        [rec(2, status=Status.DELETED)],
+        [rec(5, related_ids=("m7",))],  # a back-link
+        [rec(11, created_at=1_005, session_id="s0")],  # told late, lands among old rows
+        [rec(6, session_id="elsewhere")],
+    ]
+    for n, rows in enumerate(steps):
+        cache.apply(rows)
+        same(await cache.corpus(SCOPE), fresh(cache))
+        assert len(updates) == n + 1
+    cache.apply_access({"user:alice": [AccessStat("m3", "alice", 4, 99_000)]})
+    served = await cache.corpus(SCOPE)
+    same(served, fresh(cache))
+    assert served.records[served.index_of["m3"]].access_count == 4
+
+
+async def test_a_row_shared_with_a_group_stays_the_users_own_version(
+    store: MemoryStore,
+) -> None:
+    cache = CorpusCache(store, CacheConfig(), Metrics())
+    await cache.corpus(SCOPE)
+    shared = rec(1, visibility=Visibility.GROUP, group_id="team", content="Team tea.")
+    cache.apply([shared])
+    served = await cache.corpus(SCOPE)
+    same(served, fresh(cache))
+    assert served.records[served.index_of["m1"]].content == "Team tea."
+    cache.apply([rec(1, status=Status.DELETED)])  # the user's unit drops it
+    served = await cache.corpus(SCOPE)
+    same(served, fresh(cache))
