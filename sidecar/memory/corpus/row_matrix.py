@@ -5,10 +5,11 @@ write makes a new snapshot: copying it per snapshot was the largest single cost 
 the next request after a write. :class:`RowMatrix` keeps the rows in a buffer with
 room to grow, shared by the snapshots made one from another: an appended memory's
 row is written after the last row in use (the older snapshots never read past their
-own end), and a removed or moved memory only changes which buffer row each snapshot
-row reads (an index array). Scoring multiplies the buffer and picks the snapshot's
-rows from the result; past one dead row in ``FOLD_EVERY``, an update copies the live
-rows into a new buffer.
+own end; two snapshots made from one write one after the other), and a removed or
+moved memory only changes which buffer row each snapshot row reads (an index
+array). Scoring multiplies the buffer and picks the snapshot's rows from the result;
+past one dead row in ``FOLD_EVERY``, an update copies the live rows into a new
+buffer.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ _MIN_ROOM = 16
 
 
 class _Buffer:
-    """Rows, the first ``used`` of them written; a snapshot may append in place
-    only when its rows end where the buffer's do (no other snapshot appended)."""
+    """Rows, the first ``used`` of them written. A snapshot's new rows go after
+    the last one written, whichever snapshot wrote it (rows a snapshot does not
+    read are dead to it: another snapshot's, made from the same one)."""
 
     __slots__ = ("data", "lock", "used")
 
@@ -46,13 +48,23 @@ class _Buffer:
         data[: len(rows)] = rows
         return cls(data, len(rows))
 
-    def reserve(self, end: int, count: int) -> bool:
-        """Claim rows ``end .. end + count`` for a snapshot whose rows end at ``end``."""
+    def append(self, rows: Matrix) -> int:
+        """Write ``rows`` after the last row written; where the first went. A full
+        buffer grows like a list: its rows are copied into a larger array, which
+        every snapshot sharing the buffer then reads (their rows are the same)."""
+        count = len(rows)
         with self.lock:
-            if self.used != end or end + count > len(self.data):
-                return False
-            self.used = end + count
-            return True
+            start = self.used
+            if start + count > len(self.data):
+                grown = np.empty(
+                    (int((start + count) * _GROWTH) + _MIN_ROOM, self.data.shape[1]),
+                    dtype=np.float32,
+                )
+                grown[:start] = self.data[:start]
+                self.data = grown
+            self.data[start : start + count] = rows
+            self.used = start + count
+            return start
 
 
 class RowMatrix:
@@ -62,6 +74,7 @@ class RowMatrix:
     __slots__ = ("_buffer", "_end", "_rows", "dim", "size")
 
     def __init__(self, buffer: _Buffer, end: int, rows: Ints | None, dim: int) -> None:
+        #: Buffer rows ``0 .. end`` hold every row this matrix reads.
         self._buffer = buffer
         self._end = end
         self._rows = rows
@@ -113,24 +126,18 @@ class RowMatrix:
         at = np.empty(len(sources), dtype=np.int64)
         kept = sources >= 0
         at[kept] = own[sources[kept]]
-        count = len(fresh)
+        size, count = len(sources), len(fresh)
         buffer, end = self._buffer, self._end
-        if count and not buffer.reserve(end, count):
-            # Another snapshot appended to this buffer, or it is full: the live
-            # rows go to a new one with room.
-            live = at[kept]
-            buffer = _Buffer.holding(buffer.data[live], int((len(sources)) * _GROWTH) + _MIN_ROOM)
-            at[kept] = np.arange(len(live), dtype=np.int64)
-            end = len(live)
-            buffer.used = end
-            if not buffer.reserve(end, count):  # pragma: no cover - room was made
-                raise AssertionError("a new buffer has room")
         if count:
-            buffer.data[end : end + count] = fresh
-            at[~kept] = np.arange(end, end + count, dtype=np.int64)
-            end += count
-        size = len(sources)
+            start = buffer.append(fresh)
+            at[~kept] = np.arange(start, start + count, dtype=np.int64)
+            end = start + count
+        elif size:
+            end = int(at.max()) + 1
+        else:
+            end = 0
         if FOLD_EVERY * (end - size) > end:
+            # Too many rows read for nothing: the live ones, in order, in a new buffer.
             folded = _Buffer.holding(buffer.data[at], int(size * _GROWTH) + _MIN_ROOM)
             return RowMatrix(folded, size, None, self.dim)
         in_order = end == size and bool((at == np.arange(size)).all())
