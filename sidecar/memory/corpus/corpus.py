@@ -33,6 +33,7 @@ from sidecar.memory.corpus.delta import (
     changed_layout,
     moved_sessions,
     spliced,
+    taken,
 )
 from sidecar.memory.corpus.features import FeatureMemo, MemoryFeatures, Reader, kept_values
 from sidecar.memory.corpus.row_index import RowIndex
@@ -367,8 +368,11 @@ class Corpus:
         (:class:`Appendable`) into this snapshot, which appends memories to it."""
         for key in _columns_first(previous):
             value = previous._derived.get(key)
-            if isinstance(value, Appendable):
-                self._derived[key] = value.appended(self)
+            # The method, not isinstance of the protocol: that check reads every
+            # protocol member per value, per snapshot.
+            append = getattr(value, "appended", None)
+            if callable(append):
+                self._derived[key] = append(self)
                 self._structural.add(key)
 
     def _remap_derived(self, previous: Corpus, sources: npt.NDArray[np.int64]) -> None:
@@ -377,8 +381,9 @@ class Corpus:
         ``i`` is ``previous``'s memory ``sources[i]`` (-1: a new or changed one)."""
         for key in _columns_first(previous):
             value = previous._derived.get(key)
-            if isinstance(value, Remappable):
-                self._derived[key] = value.remapped(self, sources)
+            remap = getattr(value, "remapped", None)
+            if callable(remap):
+                self._derived[key] = remap(self, sources)
                 self._structural.add(key)
 
     def column(
@@ -440,9 +445,7 @@ class MemoryColumn:
         """This column for ``corpus`` (see :class:`Remappable`): only the new or
         changed memories are read."""
         source = np.asarray(sources, dtype=np.int64)
-        values = np.empty(corpus.size, dtype=self.values.dtype)
-        kept = np.flatnonzero(source >= 0)
-        values[kept] = self.values[source[kept]]
+        values = taken(self.values, source)
         for i in np.flatnonzero(source < 0).tolist():
             values[i] = corpus.read(self.name, i, self.read)
         return MemoryColumn(self.name, self.read, values)

@@ -16,7 +16,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -161,6 +161,25 @@ def spliced(old: Sequence[T], sources: Ints, fresh: Callable[[int], T]) -> list[
             out.extend(fresh(i) for i in range(begin, end))
         else:
             out.extend(old[first : first + end - begin])
+    return out
+
+
+def taken(values: npt.NDArray[Any], sources: Ints, fill: object = 0) -> npt.NDArray[Any]:
+    """``values[sources[i]]`` for each ``i`` (rows of a 2-D array), ``fill`` where
+    that is -1: by slices where there are a few runs of consecutive rows (a fancy
+    index gathers rows of a few values ~10x slower)."""
+    out = np.full((len(sources), *values.shape[1:]), fill, dtype=values.dtype)
+    if not len(sources):
+        return out
+    breaks = np.flatnonzero((np.diff(sources) != 1) | (sources[1:] < 0) | (sources[:-1] < 0)) + 1
+    if len(breaks) > MAX_RUNS:
+        kept = np.flatnonzero(sources >= 0)
+        out[kept] = values[sources[kept]]
+        return out
+    for begin, end in zip([0, *breaks.tolist()], [*breaks.tolist(), len(sources)], strict=True):
+        first = int(sources[begin])
+        if first >= 0:
+            out[begin:end] = values[first : first + end - begin]
     return out
 
 
