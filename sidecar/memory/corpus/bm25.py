@@ -122,7 +122,15 @@ class BM25Index:
         ):
             order = np.argsort(layer_keys, kind="stable")
             layer_keys, layer_tf = layer_keys[order], layer_tf[order]
-            out._based(self._vocab, self._terms, self._docs, self._tf, lengths, self._base_size)
+            out._based(
+                self._vocab,
+                self._terms,
+                self._docs,
+                self._tf,
+                lengths,
+                self._base_size,
+                (self._present, self._offsets),
+            )
             out._moved = moved
             out._layer_terms, out._layer_docs = np.divmod(layer_keys, width)
             out._layer_tf = layer_tf
@@ -180,10 +188,12 @@ class BM25Index:
         tf: Floats,
         lengths: Floats,
         base_size: int | None = None,
+        slices: tuple[Ints, Ints] | None = None,
     ) -> None:
         """Set this index to base postings sorted by term then document (``docs``
         numbered as ``base_size`` base documents, default the index's), and no
-        layer."""
+        layer. ``slices``: the postings' :func:`_term_slices`, where another index
+        already found them (an update shares its base)."""
         self.size = len(lengths)
         self._lengths = lengths
         self._norm = _length_norms(lengths, self.k1, self.b)
@@ -200,7 +210,7 @@ class BM25Index:
         self._layer_tf = np.zeros(0, dtype=np.float32)
         #: Each asked term's postings read through the layers.
         self._read = _TermPostings(self.size)
-        self._present, self._offsets = _term_slices(terms)
+        self._present, self._offsets = _term_slices(terms) if slices is None else slices
         self._layer_present, self._layer_offsets = _term_slices(empty)
 
     def _index_layer(self) -> None:
