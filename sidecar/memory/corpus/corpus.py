@@ -232,6 +232,14 @@ class Corpus:
         if not _full_matrix(previous) or previous._matrix.dim != dim:
             return cls.build(_rows_after(previous, changes), dim, previous, memo=memo)
         layout = changed_layout(previous.records, previous.index_of, previous.categories, changes)
+        unmoved = len(layout.sources) == previous.size and not layout.fresh
+        if (
+            unmoved
+            and memo is previous.memo
+            and len(layout.categories) == len(previous.categories)
+            and all(map(is_, layout.categories, previous.categories))
+        ):
+            return previous  # no row it holds changed (e.g. rows of another scope)
         if (
             len(layout.sources) == previous.size
             and bool((layout.sources >= 0).all())

@@ -180,6 +180,7 @@ def test_changes_to_rows_no_snapshot_holds_leave_it_as_it_was() -> None:
     corpus = Corpus.build(rows, DIM)
     gone = rows[0].with_changes(id="never-seen", status=Status.DELETED)
     same = Corpus.updated(corpus, {"never-seen": gone, "also-never": None}, DIM)
+    assert same is corpus  # its derived values stay
     assert_same(same, Corpus.build(rows, DIM), "nothing")
 
 
