@@ -26,9 +26,10 @@ from sidecar.memory.corpus.features import FeatureMemo, Reader
 from sidecar.memory.corpus.read_ahead import ReadAhead
 from sidecar.memory.corpus.units import (
     Unit,
+    held,
     held_rows,
     logged,
-    same_version,
+    scope_changes,
     unit_filter,
     unit_keys,
     units_of,
@@ -172,7 +173,7 @@ class CorpusCache:
         if cached is not None and cached[0] == versions:
             self._corpora.move_to_end(cache_key)
             return cached[1]
-        changes = _changes(units, cached[0]) if cached is not None else None
+        changes = scope_changes(units, cached[0]) if cached is not None else None
         if cached is not None and changes is not None:
             corpus = Corpus.updated(cached[1], changes, self._store.dim, memo=self._features)
         else:
@@ -385,7 +386,7 @@ class CorpusCache:
         unit does not hold in that version (``strong``: read as :meth:`current`
         reads, every acknowledged write included)."""
         index: dict[str, dict[str, MemoryRecord]] = {}
-        wanted = sorted({r.id for r in heads if not self._held(r, index)})
+        wanted = sorted({r.id for r in heads if not held(self._units, r, index)})
         changed: list[MemoryRecord] = []
         for start in range(0, len(wanted), _ID_BATCH):
             chunk = wanted[start : start + _ID_BATCH]
@@ -398,24 +399,6 @@ class CorpusCache:
                 )
             )
         return changed
-
-    def _held(self, row: MemoryRecord, index: dict[str, dict[str, MemoryRecord]]) -> bool:
-        """Every cached unit ``row`` belongs to has it in this version (or, for a row no
-        longer active, no longer has it). ``index``: the units' rows by id, filled
-        as needed."""
-        for key in units_of(row):
-            unit = self._units.get(key)
-            if unit is None:
-                continue
-            rows = index.get(key)
-            if rows is None:
-                rows = index[key] = {r.id: r for r in unit.rows}
-            if row.status != Status.ACTIVE:
-                if row.id in rows:
-                    return False
-            elif not same_version(rows, row):
-                return False
-        return True
 
     def invalidate(
         self, record: MemoryRecord, *, mirror: bool = True, stamp: int | None = None
@@ -548,33 +531,3 @@ class CorpusCache:
             _, unit = self._units.popitem(last=False)
             total -= len(unit.rows)
         self._metrics.cache_rows.set(total)
-
-
-def _changes(
-    units: Sequence[Unit], versions: tuple[int, ...]
-) -> dict[str, MemoryRecord | None] | None:
-    """The rows a scope sees now in place of those it saw when its units were at
-    ``versions`` (each changed id's first row across the units, None where none
-    holds it), when one unit changed and its log reaches back that far; else None
-    (the corpus is built from all the rows)."""
-    moved = [
-        k for k, (unit, seq) in enumerate(zip(units, versions, strict=True)) if unit.seq != seq
-    ]
-    if len(units) != len(versions) or len(moved) != 1:
-        return None
-    changed = units[moved[0]].changes_since(versions[moved[0]])
-    if changed is None:
-        return None
-    out: dict[str, MemoryRecord | None] = {}
-    for key, row in changed.items():
-        seen: MemoryRecord | None = None
-        for k, unit in enumerate(units):
-            if k == moved[0]:
-                seen = row
-            else:
-                position = unit.positions().get(key)
-                seen = None if position is None else unit.rows[position]
-            if seen is not None:
-                break
-        out[key] = seen
-    return out

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from operator import is_
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -33,8 +33,8 @@ from sidecar.memory.corpus.delta import (
     changed_layout,
     moved_sessions,
     spliced,
-    taken,
 )
+from sidecar.memory.corpus.derived import MemoryColumn, column_key
 from sidecar.memory.corpus.features import FeatureMemo, MemoryFeatures, Reader, kept_values
 from sidecar.memory.corpus.row_index import RowIndex
 from sidecar.memory.corpus.row_matrix import RowMatrix
@@ -373,7 +373,8 @@ class Corpus:
 
     def _extend_derived(self, previous: Corpus) -> None:
         """Carry ``previous``'s structural values that can follow appended memories
-        (:class:`Appendable`) into this snapshot, which appends memories to it."""
+        (:class:`~sidecar.memory.corpus.derived.Appendable`) into this snapshot,
+        which appends memories to it."""
         for key in _columns_first(previous):
             value = previous._derived.get(key)
             # The method, not isinstance of the protocol: that check reads every
@@ -385,8 +386,9 @@ class Corpus:
 
     def _remap_derived(self, previous: Corpus, sources: npt.NDArray[np.int64]) -> None:
         """Carry ``previous``'s structural values that can follow memories removed,
-        replaced or reordered (:class:`Remappable`) into this snapshot, whose memory
-        ``i`` is ``previous``'s memory ``sources[i]`` (-1: a new or changed one)."""
+        replaced or reordered (:class:`~sidecar.memory.corpus.derived.Remappable`)
+        into this snapshot, whose memory ``i`` is ``previous``'s memory
+        ``sources[i]`` (-1: a new or changed one)."""
         for key in _columns_first(previous):
             value = previous._derived.get(key)
             remap = getattr(value, "remapped", None)
@@ -406,57 +408,6 @@ class Corpus:
             structural=True,
         )
         return built.values
-
-
-def column_key(name: str) -> str:
-    """The memo's name for the values of column ``name`` (:meth:`Corpus.column`)."""
-    return f"column:{name}"
-
-
-@runtime_checkable
-class Appendable(Protocol):
-    """A per-corpus value that can be brought up to date when memories are only
-    appended (cheaper than building it again for the new snapshot)."""
-
-    def appended(self, corpus: Corpus) -> Appendable: ...
-
-
-@runtime_checkable
-class Remappable(Protocol):
-    """A per-corpus value that can follow memories removed, replaced or reordered:
-    memory ``i`` of the new snapshot is memory ``sources[i]`` of the old, or new
-    where that is -1 (cheaper than building it again; the result must equal a
-    fresh build)."""
-
-    def remapped(self, corpus: Corpus, sources: npt.NDArray[np.int64]) -> Remappable: ...
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryColumn:
-    """A value per memory read from its record (:meth:`Corpus.column`)."""
-
-    name: str
-    read: Callable[[MemoryRecord], Any]
-    values: npt.NDArray[Any]
-
-    def appended(self, corpus: Corpus) -> MemoryColumn:
-        """This column for ``corpus``, which holds its memories followed by new ones:
-        only the new ones are read."""
-        start = len(self.values)
-        tail = np.asarray(
-            corpus.read_all(self.name, self.read, start),
-            dtype=self.values.dtype,
-        )
-        return MemoryColumn(self.name, self.read, np.concatenate([self.values, tail]))
-
-    def remapped(self, corpus: Corpus, sources: npt.NDArray[np.int64]) -> MemoryColumn:
-        """This column for ``corpus`` (see :class:`Remappable`): only the new or
-        changed memories are read."""
-        source = np.asarray(sources, dtype=np.int64)
-        values = taken(self.values, source)
-        for i in np.flatnonzero(source < 0).tolist():
-            values[i] = corpus.read(self.name, i, self.read)
-        return MemoryColumn(self.name, self.read, values)
 
 
 def _columns_first(corpus: Corpus) -> list[Hashable]:

@@ -4,7 +4,7 @@ one visibility rule, :func:`sidecar.memory.store.filters.build_filter`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sidecar.memory.records.records import MemoryRecord, Scope, Status, Visibility, now_ms
@@ -108,6 +108,27 @@ def same_version(cached: dict[str, MemoryRecord], row: MemoryRecord) -> bool:
     )
 
 
+def held(
+    units: Mapping[str, Unit], row: MemoryRecord, index: dict[str, dict[str, MemoryRecord]]
+) -> bool:
+    """Every cached unit ``row`` belongs to has it in this version (or, for a row no
+    longer active, no longer has it). ``index``: the units' rows by id, filled as
+    needed."""
+    for key in units_of(row):
+        unit = units.get(key)
+        if unit is None:
+            continue
+        rows = index.get(key)
+        if rows is None:
+            rows = index[key] = {r.id: r for r in unit.rows}
+        if row.status != Status.ACTIVE:
+            if row.id in rows:
+                return False
+        elif not same_version(rows, row):
+            return False
+    return True
+
+
 def unit_keys(scope: Scope) -> list[str]:
     """The cache units whose union is exactly what ``scope`` may read."""
     keys = [f"user:{scope.user_id}", "public"]
@@ -151,3 +172,33 @@ def unit_filter(key: str, *, updated_since: int | None = None) -> Filter:
         updated_since=updated_since,
         deleted=delta,
     )
+
+
+def scope_changes(
+    units: Sequence[Unit], versions: tuple[int, ...]
+) -> dict[str, MemoryRecord | None] | None:
+    """The rows a scope sees now in place of those it saw when its units were at
+    ``versions`` (each changed id's first row across the units, None where none
+    holds it), when one unit changed and its log reaches back that far; else None
+    (the corpus is built from all the rows)."""
+    moved = [
+        k for k, (unit, seq) in enumerate(zip(units, versions, strict=True)) if unit.seq != seq
+    ]
+    if len(units) != len(versions) or len(moved) != 1:
+        return None
+    changed = units[moved[0]].changes_since(versions[moved[0]])
+    if changed is None:
+        return None
+    out: dict[str, MemoryRecord | None] = {}
+    for key, row in changed.items():
+        seen: MemoryRecord | None = None
+        for k, unit in enumerate(units):
+            if k == moved[0]:
+                seen = row
+            else:
+                position = unit.positions().get(key)
+                seen = None if position is None else unit.rows[position]
+            if seen is not None:
+                break
+        out[key] = seen
+    return out

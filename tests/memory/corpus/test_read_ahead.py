@@ -15,7 +15,7 @@ import pytest
 from sidecar.config import CacheConfig, RetrievalConfig, StoreConfig
 from sidecar.memory.corpus import read_ahead
 from sidecar.memory.corpus.cache import CorpusCache
-from sidecar.memory.corpus.corpus import column_key
+from sidecar.memory.corpus.derived import column_key
 from sidecar.memory.corpus.rows import TERM_IDS, VECTOR
 from sidecar.memory.read.retrieval.base import Query, SearchSpace
 from sidecar.memory.read.retrieval.registry import build_retrievers, memory_readers

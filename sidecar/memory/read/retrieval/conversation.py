@@ -64,8 +64,9 @@ import numpy.typing as npt
 
 from sidecar.config import ConversationConfig, HybridConfig
 from sidecar.memory.corpus.bm25 import JoinedBM25, new_positions
-from sidecar.memory.corpus.corpus import Corpus, column_key
+from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.corpus.delta import taken
+from sidecar.memory.corpus.derived import column_key
 from sidecar.memory.corpus.features import Reader
 from sidecar.memory.language.entities import speaker
 from sidecar.memory.read.retrieval.base import Query

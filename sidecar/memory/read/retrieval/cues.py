@@ -39,7 +39,8 @@ import numpy.typing as npt
 
 from sidecar.config import CueConfig
 from sidecar.memory.corpus.bm25 import new_positions
-from sidecar.memory.corpus.corpus import Corpus, column_key
+from sidecar.memory.corpus.corpus import Corpus
+from sidecar.memory.corpus.derived import column_key
 from sidecar.memory.corpus.features import Reader
 from sidecar.memory.language.amounts import asks_amount, tells_amount
 from sidecar.memory.language.entities import names, subject
