@@ -25,8 +25,9 @@ retrievers), the store left out (its reads are the same for every strategy):
 * ``after_update_ms``: a snapshot made from the warm one after an update — one
   fact superseded by a new one, one memory deleted, or a consolidation pass (five
   memories merged into five others) — from the rows that changed, as the corpus
-  cache makes it (:meth:`Corpus.updated`), and its first query: what the next
-  request after a write costs (reported together and per kind);
+  cache makes it (:meth:`Corpus.updated`; a deletion's tombstone makes it build
+  from all rows, keeping nothing of the deleted memory), and its first query: what
+  the next request after a write costs (reported together and per kind);
 * ``hybrid_warm_ms``: ``hybrid`` warm, the floor.
 
 What a size has loaded is frozen out of the garbage collector before it is
@@ -223,7 +224,7 @@ class Bench:
         for i in range(reps):
             for kind, update in UPDATES.items():
                 changed = update(memories, rng)
-                changes = changes_between(memories, changed)
+                changes = changes_between(memories, changed, LEFT_AS[kind])
                 query = self.queries[(i + 1) % len(self.queries)]
                 started = time.perf_counter()
                 if BY_CHANGES:
@@ -250,14 +251,21 @@ class Bench:
 BY_CHANGES = hasattr(Corpus, "updated")
 
 
+#: The status a row leaves the corpus with, per update (as the write path stores
+#: it: a delete writes a tombstone, which the next snapshot keeps nothing of).
+LEFT_AS = {"supersede": Status.SUPERSEDED, "delete": Status.DELETED, "consolidate": Status.MERGED}
+
+
 def changes_between(
-    old: list[MemoryRecord], new: list[MemoryRecord]
+    old: list[MemoryRecord], new: list[MemoryRecord], left: Status = Status.SUPERSEDED
 ) -> dict[str, MemoryRecord | None]:
     """What the corpus cache's log holds after an update from ``old`` to ``new``:
-    each changed id's row, None for one gone."""
+    each changed id's row, a row gone with status ``left``."""
     before = {r.id: r for r in old}
     after = {r.id: r for r in new}
-    out: dict[str, MemoryRecord | None] = {k: None for k in before if k not in after}
+    out: dict[str, MemoryRecord | None] = {
+        k: r.with_changes(status=left) for k, r in before.items() if k not in after
+    }
     out.update({k: r for k, r in after.items() if before.get(k) is not r})
     return out
 

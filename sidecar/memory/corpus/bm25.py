@@ -84,12 +84,16 @@ class BM25Index:
         sources: Sequence[int] | Ints,
         documents: Documents | None,
         ids: Sequence[TermIds] | None = None,
+        *,
+        fold: bool = False,
     ) -> BM25Index:
         """A new index whose document ``i`` is this one's document ``sources[i]``,
         or, where ``sources[i]`` is -1, the next of ``documents`` (memories removed,
         replaced or added: a supersede, a delete, a consolidation pass). The kept
         documents' postings are not counted again, and the result scores as a fresh
-        build over the same documents does. This index is unchanged."""
+        build over the same documents does. This index is unchanged. ``fold``: one
+        table of its own (no posting of a removed document is kept: a deleted
+        memory's words)."""
         size = len(sources)
         source = np.asarray(sources, dtype=np.int64)
         kept = np.flatnonzero(source >= 0)
@@ -117,7 +121,8 @@ class BM25Index:
         removed = int(np.count_nonzero(moved[:-1] < 0))
         out = self._like()
         if (
-            FOLD_EVERY * len(layer_keys) <= len(self._terms)
+            not fold
+            and FOLD_EVERY * len(layer_keys) <= len(self._terms)
             and FOLD_EVERY * removed <= self._base_size
         ):
             order = np.argsort(layer_keys, kind="stable")

@@ -295,6 +295,9 @@ class CorpusCache:
             self._corpora[keys] = (seqs, corpus.with_access(changed) if changed else corpus)
 
     def _apply(self, records: Sequence[MemoryRecord]) -> None:
+        # A deleted memory's text leaves the memo now (the snapshots after it keep
+        # nothing of it either: Corpus.updated).
+        self._features.drop([r.id for r in records if r.status == Status.DELETED])
         changed: dict[str, dict[str, MemoryRecord]] = {}
         for record in records:
             for key in units_of(record):
@@ -514,6 +517,7 @@ class CorpusCache:
             unchanged.log = old.log
             return unchanged, ()
         updates = {r.id: r for r in changed}
+        self._features.drop([k for k, r in updates.items() if r.status == Status.DELETED])
         kept = [r for r in old.rows if r.id not in updates]
         fresh = [r for r in updates.values() if r.status == Status.ACTIVE]
         newest = max(old.max_updated, *(r.updated_at for r in changed))

@@ -47,7 +47,7 @@ from sidecar.memory.corpus.rows import (
     memo_term_ids_of,
 )
 from sidecar.memory.language.text import char_ngrams
-from sidecar.memory.records.records import MemoryRecord
+from sidecar.memory.records.records import MemoryRecord, Status
 
 T = TypeVar("T")
 
@@ -231,6 +231,9 @@ class Corpus:
         request does not grow with the rows it left alone."""
         if not _full_matrix(previous) or previous._matrix.dim != dim:
             return cls.build(_rows_after(previous, changes), dim, previous, memo=memo)
+        # A deletion folds the layers shared with the previous snapshot, so nothing
+        # of the deleted memory (its vector, its postings) stays behind in them.
+        deleted = any(row is not None and row.status == Status.DELETED for row in changes.values())
         layout = changed_layout(previous.records, previous.index_of, previous.categories, changes)
         unmoved = len(layout.sources) == previous.size and not layout.fresh
         if (
@@ -261,6 +264,7 @@ class Corpus:
             layout.start,
             None if layout.start is not None else layout.sources,
             layout,
+            scrub=deleted,
         )
 
     @classmethod
@@ -274,10 +278,15 @@ class Corpus:
         start: int | None,
         sources: Ints | None,
         layout: Layout | None,
+        *,
+        scrub: bool = True,
     ) -> Corpus:
         """The corpus of these rows: ``previous``'s extended from ``start``,
         remapped by ``sources``, else built afresh; ``layout``: how they came from
-        ``previous``'s by an update (sessions and links are then carried too)."""
+        ``previous``'s by an update (sessions and links are then carried too);
+        ``scrub``: rows removed may have been deleted, so the layers shared with
+        ``previous`` (vector buffer, BM25 base, id index) are folded and keep
+        nothing of them (found among all rows, a removal cannot tell)."""
         features = _features(memo, memories, previous, start, sources)
 
         def terms(
@@ -310,9 +319,9 @@ class Corpus:
             # Rows removed, replaced or reordered (a supersede, a delete, a
             # consolidation pass, a delta refresh): the vectors, tokens and postings
             # of every row the previous corpus had move to their new places.
-            vectors = _reuse(previous, memories, dim, features, sources)
+            vectors = _reuse(previous, memories, dim, features, sources, fold=scrub)
             changed = np.flatnonzero(sources < 0).tolist()
-            bm25 = previous.bm25.remapped(sources, *terms(changed, previous.bm25))
+            bm25 = previous.bm25.remapped(sources, *terms(changed, previous.bm25), fold=scrub)
             ngrams = {}
             moves = sources
         else:
@@ -325,7 +334,7 @@ class Corpus:
             moves = None
         index_of = (
             previous.index_of.remapped(memories, moves)
-            if previous is not None and moves is not None
+            if previous is not None and moves is not None and not (sources is not None and scrub)
             else RowIndex(memories)
         )
         if previous is not None and layout is not None:
@@ -438,14 +447,16 @@ def _reuse(
     dim: int,
     features: Sequence[MemoryFeatures] | None,
     sources: Ints,
+    *,
+    fold: bool = False,
 ) -> RowMatrix:
     """The vectors of ``memories``: ``old``'s rows where ``sources`` has one (not
-    copied: :mod:`~sidecar.memory.corpus.row_matrix`), tuples of floats converted
-    only for the others."""
+    copied: :mod:`~sidecar.memory.corpus.row_matrix`; ``fold``: copied into a new
+    buffer), tuples of floats converted only for the others."""
     if old._matrix.dim != dim:
         return RowMatrix.of(matrix(memories, dim, features))
     fresh = np.flatnonzero(sources < 0).tolist()
-    return old._matrix.remapped(sources, matrix(memories, dim, features, fresh))
+    return old._matrix.remapped(sources, matrix(memories, dim, features, fresh), fold=fold)
 
 
 def _same_structure(

@@ -116,9 +116,17 @@ class RowMatrix:
             rows,
         )
 
-    def remapped(self, sources: Ints, rows: Matrix) -> RowMatrix:
+    def remapped(self, sources: Ints, rows: Matrix, *, fold: bool = False) -> RowMatrix:
         """The matrix whose row ``i`` is this one's ``sources[i]``, the rows of
-        ``rows`` in order where that is -1."""
+        ``rows`` in order where that is -1. ``fold``: in a buffer of its own (no row
+        it does not hold is kept: a deleted memory's vector)."""
+        if fold:
+            own = np.arange(self._end, dtype=np.int64) if self._rows is None else self._rows
+            out = np.empty((len(sources), self.dim), dtype=np.float32)
+            kept = sources >= 0
+            out[kept] = self._buffer.data[own[sources[kept]]]
+            out[~kept] = rows
+            return RowMatrix.of(out)
         return self._moved(sources, rows)
 
     def _moved(self, sources: Ints, fresh: Matrix) -> RowMatrix:

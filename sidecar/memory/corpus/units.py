@@ -26,8 +26,9 @@ class Unit:
     _positions: dict[str, int] = field(default_factory=dict)
     _positions_of: tuple[MemoryRecord, ...] | None = None
     #: The latest changes to ``rows``: (seq before, seq after, each changed id's row
-    #: after, None where the unit no longer holds it), so a corpus built at an
-    #: earlier seq is brought up to date from the changed rows alone.
+    #: after; one not active, or None, where the unit no longer holds it), so a
+    #: corpus built at an earlier seq is brought up to date from the changed rows
+    #: alone.
     log: tuple[tuple[int, int, Mapping[str, MemoryRecord | None]], ...] = ()
 
     def changed(
@@ -48,8 +49,8 @@ class Unit:
         self.seq = seq
 
     def changes_since(self, seq: int) -> dict[str, MemoryRecord | None] | None:
-        """Each id changed since ``seq`` with its row now (None: not held), or None
-        when the log does not reach back to ``seq``."""
+        """Each id changed since ``seq`` with its row now (not active, or None: not
+        held), or None when the log does not reach back to ``seq``."""
         out: dict[str, MemoryRecord | None] = {}
         at = seq
         for before, after, changes in self.log:
@@ -84,9 +85,10 @@ def logged(
 
 
 def held_rows(updates: Mapping[str, MemoryRecord]) -> dict[str, MemoryRecord | None]:
-    """A log entry for rows written: each one's row, None where it is no longer
-    active (the unit drops it)."""
-    return {key: row if row.status == Status.ACTIVE else None for key, row in updates.items()}
+    """A log entry for rows written: each one's row (one no longer active leaves
+    the unit; a tombstone says it was deleted: :meth:`Corpus.updated
+    <sidecar.memory.corpus.corpus.Corpus.updated>` then keeps nothing of it)."""
+    return dict(updates)
 
 
 #: Changes a unit remembers (a corpus older than them is built from all rows).
@@ -178,9 +180,10 @@ def scope_changes(
     units: Sequence[Unit], versions: tuple[int, ...]
 ) -> dict[str, MemoryRecord | None] | None:
     """The rows a scope sees now in place of those it saw when its units were at
-    ``versions`` (each changed id's first row across the units, None where none
-    holds it), when one unit changed and its log reaches back that far; else None
-    (the corpus is built from all the rows)."""
+    ``versions`` (each changed id's first active row across the units; where none
+    holds it, the changed unit's row, not active, or None), when one unit changed
+    and its log reaches back that far; else None (the corpus is built from all the
+    rows)."""
     moved = [
         k for k, (unit, seq) in enumerate(zip(units, versions, strict=True)) if unit.seq != seq
     ]
@@ -191,14 +194,15 @@ def scope_changes(
         return None
     out: dict[str, MemoryRecord | None] = {}
     for key, row in changed.items():
+        held = row if row is not None and row.status == Status.ACTIVE else None
         seen: MemoryRecord | None = None
         for k, unit in enumerate(units):
             if k == moved[0]:
-                seen = row
+                seen = held
             else:
                 position = unit.positions().get(key)
                 seen = None if position is None else unit.rows[position]
             if seen is not None:
                 break
-        out[key] = seen
+        out[key] = seen if seen is not None else row
     return out

@@ -112,3 +112,29 @@ async def test_a_row_shared_with_a_group_stays_the_users_own_version(
     cache.apply([rec(1, status=Status.DELETED)])  # the user's unit drops it
     served = await cache.corpus(SCOPE)
     same(served, fresh(cache))
+
+
+async def test_a_deleted_memory_leaves_nothing_behind(store: MemoryStore) -> None:
+    """A supersede keeps the layers shared with the snapshot before (fast); a
+    deletion folds them: no vector, posting or memo entry of the deleted memory
+    stays in what the cache holds."""
+    cache = CorpusCache(store, CacheConfig(), Metrics())
+    await cache.corpus(SCOPE)
+    cache.apply([rec(9)])
+    before = await cache.corpus(SCOPE)
+    cache.apply([rec(5, status=Status.SUPERSEDED), rec(10, content="User now drinks coffee.")])
+    superseded = await cache.corpus(SCOPE)
+    same(superseded, fresh(cache))
+    assert superseded._matrix._buffer is before._matrix._buffer  # shared, m5's row dead
+    gone = rec(4)
+    cache.apply([gone.with_changes(status=Status.DELETED)])
+    served = await cache.corpus(SCOPE)
+    same(served, fresh(cache))
+    held = served._matrix._buffer.data[: served._matrix._end]
+    assert len(held) == served.size
+    assert not any(np.array_equal(row, np.asarray(gone.embedding, np.float32)) for row in held)
+    assert not any(np.array_equal(row, np.asarray(rec(5).embedding, np.float32)) for row in held)
+    assert served.bm25._moved is None  # one table: the removed documents' postings gone
+    assert served.bm25._base_size == served.size
+    assert "m4" not in served.index_of
+    assert "m4" not in cache._features._memories

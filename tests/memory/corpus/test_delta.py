@@ -178,10 +178,12 @@ def test_a_chain_of_updates_told_as_changes_equals_a_fresh_build() -> None:
 def test_changes_to_rows_no_snapshot_holds_leave_it_as_it_was() -> None:
     rows = memories(10)
     corpus = Corpus.build(rows, DIM)
-    gone = rows[0].with_changes(id="never-seen", status=Status.DELETED)
+    gone = rows[0].with_changes(id="never-seen", status=Status.SUPERSEDED)
     same = Corpus.updated(corpus, {"never-seen": gone, "also-never": None}, DIM)
     assert same is corpus  # its derived values stay
     assert_same(same, Corpus.build(rows, DIM), "nothing")
+    deleted = Corpus.updated(corpus, {"x": gone.with_changes(status=Status.DELETED)}, DIM)
+    assert_same(deleted, Corpus.build(rows, DIM), "a deletion is built from all rows")
 
 
 def test_an_update_of_an_empty_snapshot_is_a_build() -> None:
