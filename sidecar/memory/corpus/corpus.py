@@ -285,8 +285,9 @@ class Corpus:
         remapped by ``sources``, else built afresh; ``layout``: how they came from
         ``previous``'s by an update (sessions and links are then carried too);
         ``scrub``: rows removed may have been deleted, so the layers shared with
-        ``previous`` (vector buffer, BM25 base, id index) are folded and keep
-        nothing of them (found among all rows, a removal cannot tell)."""
+        ``previous`` that hold what memories say (vector buffer, BM25 base) are
+        folded and keep nothing of them (found among all rows, a removal cannot
+        tell); the id index keeps the ids (not content) until its next fold."""
         features = _features(memo, memories, previous, start, sources)
 
         def terms(
@@ -334,7 +335,7 @@ class Corpus:
             moves = None
         index_of = (
             previous.index_of.remapped(memories, moves)
-            if previous is not None and moves is not None and not (sources is not None and scrub)
+            if previous is not None and moves is not None
             else RowIndex(memories)
         )
         if previous is not None and layout is not None:
