@@ -262,11 +262,14 @@ class CorpusCache:
             if rows is not None:
                 before[key] = unit.seq
                 self._seq += 1
-                held = unit.rows
                 unit.changed(
                     tuple(rows),
                     self._seq,
-                    {row.id: row for row, was in zip(rows, held, strict=True) if row is not was},
+                    {
+                        row.id: row
+                        for row, was in zip(rows, unit.rows, strict=True)
+                        if row is not was
+                    },
                     in_place=True,
                 )
         if before:
@@ -522,11 +525,7 @@ class CorpusCache:
         fresh = [r for r in updates.values() if r.status == Status.ACTIVE]
         newest = max(old.max_updated, *(r.updated_at for r in changed))
         unit = Unit((*kept, *fresh), now, self._seq, old.full_at, newest, wall)
-        unit.log = logged(
-            old,
-            self._seq,
-            {k: r if r.status == Status.ACTIVE else None for k, r in updates.items()},
-        )
+        unit.log = logged(old, self._seq, held_rows(updates))
         return unit, fresh
 
     def _evict(self) -> None:

@@ -6,6 +6,7 @@ reaches back to the snapshot before."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from sidecar.memory.records.records import (
     Scope,
     Status,
     Visibility,
+    now_ms,
 )
 from sidecar.memory.store.milvus import MemoryStore
 from sidecar.metrics import Metrics
@@ -137,4 +139,28 @@ async def test_a_deleted_memory_leaves_nothing_behind(store: MemoryStore) -> Non
     assert served.bm25._moved is None  # one table: the removed documents' postings gone
     assert served.bm25._base_size == served.size
     assert "m4" not in served.index_of  # (its id may stay in the index's base: not content)
+    assert "m4" not in cache._features._memories
+
+
+async def test_a_deletion_another_replica_wrote_leaves_nothing_behind(
+    store: MemoryStore,
+) -> None:
+    """A tombstone read by a unit's delta refresh (another replica deleted the
+    memory) folds the shared layers too, and its text leaves the memo."""
+    cache = CorpusCache(store, CacheConfig(ttl_s=0.001, full_reload_s=3_600), Metrics())
+    await cache.corpus(SCOPE)
+    await store.upsert([rec(9, updated_at=now_ms())])
+    await asyncio.sleep(0.01)
+    before = await cache.corpus(SCOPE)  # a delta refresh brought m9 in
+    assert before.size == 10
+    gone = rec(4)
+    await store.upsert([gone.with_changes(status=Status.DELETED, updated_at=now_ms() + 1)])
+    await asyncio.sleep(0.01)
+    served = await cache.corpus(SCOPE)
+    same(served, fresh(cache))
+    assert "m4" not in served.index_of
+    held = served._matrix._buffer.data[: served._matrix._end]
+    assert len(held) == served.size
+    assert not any(np.array_equal(row, np.asarray(gone.embedding, np.float32)) for row in held)
+    assert served.bm25._moved is None
     assert "m4" not in cache._features._memories
