@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.memory.corpus.assembly import same_document
+from sidecar.memory.corpus.bm25 import new_positions
 from sidecar.memory.corpus.row_index import RowIndex
 from sidecar.memory.records.records import MemoryRecord, NodeType, Status
 
@@ -74,30 +75,25 @@ def changed_layout(
     sessions: set[str] = set()
     categories_changed = False
     for key, row in changes.items():
-        live = row is not None and row.status == wanted
+        live = row if row is not None and row.status == wanted else None
         if key in category_ids:
             categories_changed = True
-        if live and row is not None and row.node_type == category:
+        if live is not None and live.node_type == category:
             categories_changed = True
-            new_categories.append(row)
+            new_categories.append(live)
         j = index_of.get(key)
         if j is not None:
             old = records[j]
             if row is old:
                 continue
-            if (
-                live
-                and row is not None
-                and row.node_type == memory
-                and row.created_at == old.created_at
-            ):
-                replaced[j] = row
+            if live is not None and live.node_type == memory and live.created_at == old.created_at:
+                replaced[j] = live
                 sessions.add(old.session_id)  # its own is found with the fresh rows'
                 continue
             removed.append(j)
             sessions.add(old.session_id)
-        if live and row is not None and row.node_type == memory:
-            inserted.append(row)
+        if live is not None and live.node_type == memory:
+            inserted.append(live)
 
     size = len(records)
     keep = np.ones(size, dtype=bool)
@@ -108,8 +104,7 @@ def changed_layout(
     at = np.searchsorted(kept, np.asarray(points, dtype=np.int64))
     sources = np.insert(kept, at, -1) if len(at) else kept
     placed = (at + np.arange(len(at))).tolist()
-    new_of_old = np.full(size, -1, dtype=np.int64)
-    new_of_old[sources[sources >= 0]] = np.flatnonzero(sources >= 0)
+    new_of_old = new_positions(sources, size)
     fresh_rows: dict[int, MemoryRecord] = dict(zip(placed, inserted, strict=True))
     for j, row in replaced.items():
         i = int(new_of_old[j])
@@ -142,20 +137,30 @@ def changed_layout(
     )
 
 
-def spliced(old: Sequence[T], sources: Ints, fresh: Callable[[int], T]) -> list[T]:
-    """``old[sources[i]]`` for each ``i``, ``fresh(i)`` where that is -1: by slices
-    of consecutive rows where there are a few runs of them (an update leaves a
-    handful), else one C-level pass."""
+def _runs(sources: Ints) -> list[tuple[int, int]] | None:
+    """``(begin, end)`` of each run of ``sources`` that is consecutive rows (or one
+    -1), None past ``MAX_RUNS`` of them (then rows move by index)."""
     if not len(sources):
         return []
     breaks = np.flatnonzero((np.diff(sources) != 1) | (sources[1:] < 0) | (sources[:-1] < 0)) + 1
     if len(breaks) > MAX_RUNS:
+        return None
+    bounds = breaks.tolist()
+    return list(zip([0, *bounds], [*bounds, len(sources)], strict=True))
+
+
+def spliced(old: Sequence[T], sources: Ints, fresh: Callable[[int], T]) -> list[T]:
+    """``old[sources[i]]`` for each ``i``, ``fresh(i)`` where that is -1: by slices
+    of consecutive rows where there are a few runs of them (an update leaves a
+    handful), else one C-level pass."""
+    runs = _runs(sources)
+    if runs is None:
         out = list(map(old.__getitem__, sources.tolist()))  # -1 reads one, replaced
         for i in np.flatnonzero(sources < 0).tolist():
             out[i] = fresh(i)
         return out
     out = []
-    for begin, end in zip([0, *breaks.tolist()], [*breaks.tolist(), len(sources)], strict=True):
+    for begin, end in runs:
         first = int(sources[begin])
         if first < 0:
             out.extend(fresh(i) for i in range(begin, end))
@@ -169,14 +174,12 @@ def taken(values: npt.NDArray[Any], sources: Ints, fill: object = 0) -> npt.NDAr
     that is -1: by slices where there are a few runs of consecutive rows (a fancy
     index gathers rows of a few values ~10x slower)."""
     out = np.full((len(sources), *values.shape[1:]), fill, dtype=values.dtype)
-    if not len(sources):
-        return out
-    breaks = np.flatnonzero((np.diff(sources) != 1) | (sources[1:] < 0) | (sources[:-1] < 0)) + 1
-    if len(breaks) > MAX_RUNS:
+    runs = _runs(sources)
+    if runs is None:
         kept = np.flatnonzero(sources >= 0)
         out[kept] = values[sources[kept]]
         return out
-    for begin, end in zip([0, *breaks.tolist()], [*breaks.tolist(), len(sources)], strict=True):
+    for begin, end in runs:
         first = int(sources[begin])
         if first >= 0:
             out[begin:end] = values[first : first + end - begin]
@@ -196,9 +199,8 @@ def moved_sessions(
     old_prev, old_next, old_codes = previous
     sources = layout.sources
     size = len(memories)
-    new_of_old = np.full(len(old_codes) + 1, -1, dtype=np.int64)
+    new_of_old = new_positions(sources, len(old_codes))
     kept = np.flatnonzero(sources >= 0)
-    new_of_old[sources[kept]] = kept
     codes = np.empty(size, dtype=np.int64)
     codes[kept] = old_codes[sources[kept]]
     for i in layout.fresh:

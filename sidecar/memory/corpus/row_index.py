@@ -18,6 +18,7 @@ from typing import TypeVar, overload
 import numpy as np
 import numpy.typing as npt
 
+from sidecar.memory.corpus.bm25 import new_positions
 from sidecar.memory.records.records import MemoryRecord
 
 Ints = npt.NDArray[np.int64]
@@ -99,10 +100,7 @@ class RowIndex(Mapping[str, int]):
     def remapped(self, records: Sequence[MemoryRecord], sources: Ints) -> RowIndex:
         """The index of ``records``, whose row ``i`` is this index's row
         ``sources[i]`` (-1: a new or changed memory)."""
-        old_size = len(self._records)
-        new_of_old = np.full(old_size + 1, -1, dtype=np.int64)  # [-1] reads -1
-        kept = np.flatnonzero(sources >= 0)
-        new_of_old[sources[kept]] = kept
+        new_of_old = new_positions(sources, len(self._records))  # [-1] reads -1
         base_rows = (
             np.arange(len(self._base), dtype=np.int64) if self._moved is None else self._moved
         )

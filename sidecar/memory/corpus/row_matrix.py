@@ -106,7 +106,7 @@ class RowMatrix:
         """This matrix followed by ``rows``."""
         if not len(rows):
             return self
-        return self._moved(
+        return self.remapped(
             np.concatenate(
                 [
                     np.arange(self.size, dtype=np.int64),
@@ -120,32 +120,23 @@ class RowMatrix:
         """The matrix whose row ``i`` is this one's ``sources[i]``, the rows of
         ``rows`` in order where that is -1. ``fold``: in a buffer of its own (no row
         it does not hold is kept: a deleted memory's vector)."""
-        if fold:
-            own = np.arange(self._end, dtype=np.int64) if self._rows is None else self._rows
-            out = np.empty((len(sources), self.dim), dtype=np.float32)
-            kept = sources >= 0
-            out[kept] = self._buffer.data[own[sources[kept]]]
-            out[~kept] = rows
-            return RowMatrix.of(out)
-        return self._moved(sources, rows)
-
-    def _moved(self, sources: Ints, fresh: Matrix) -> RowMatrix:
         own = np.arange(self._end, dtype=np.int64) if self._rows is None else self._rows
         at = np.empty(len(sources), dtype=np.int64)
         kept = sources >= 0
         at[kept] = own[sources[kept]]
-        size, count = len(sources), len(fresh)
+        size, count = len(sources), len(rows)
         buffer, end = self._buffer, self._end
         if count:
-            start = buffer.append(fresh)
+            start = buffer.append(rows)
             at[~kept] = np.arange(start, start + count, dtype=np.int64)
             end = start + count
         elif size:
             end = int(at.max()) + 1
         else:
             end = 0
-        if FOLD_EVERY * (end - size) > end:
-            # Too many rows read for nothing: the live ones, in order, in a new buffer.
+        if fold or FOLD_EVERY * (end - size) > end:
+            # Asked, or too many rows read for nothing: the live ones, in order, in
+            # a new buffer.
             folded = _Buffer.holding(buffer.data[at], int(size * _GROWTH) + _MIN_ROOM)
             return RowMatrix(folded, size, None, self.dim)
         in_order = end == size and bool((at == np.arange(size)).all())
