@@ -25,9 +25,13 @@ retrievers), the store left out (its reads are the same for every strategy):
 * ``after_update_ms``: a snapshot made from the warm one after an update — one
   fact superseded by a new one, one memory deleted, or a consolidation pass (five
   memories merged into five others) — from the rows that changed, as the corpus
-  cache makes it (:meth:`Corpus.updated`; a deletion's tombstone makes it build
-  from all rows, keeping nothing of the deleted memory), and its first query: what
-  the next request after a write costs (reported together and per kind);
+  cache makes it (:meth:`Corpus.updated`), and its first query: what
+  the next request after a write costs (reported together and per kind). The
+  written rows are read into the memo first, as the cache reads them when it
+  applies the write (:mod:`sidecar.memory.corpus.read_ahead`), outside the time;
+  a deletion's fold of the layers shared with the snapshot before runs after the
+  request, in the cache's compactor (:mod:`sidecar.memory.corpus.compaction`):
+  ``delete_compaction_ms``;
 * ``hybrid_warm_ms``: ``hybrid`` warm, the floor.
 
 What a size has loaded is frozen out of the garbage collector before it is
@@ -60,9 +64,10 @@ from scripts.benchlib import REPO, percentile, write_report
 from sidecar.config import RetrievalConfig, SidecarConfig
 from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.corpus.features import FeatureMemo
+from sidecar.memory.corpus.read_ahead import ReadAhead
 from sidecar.memory.embedding.factory import build_embedder
 from sidecar.memory.read.retrieval.base import Query, Retriever, SearchSpace
-from sidecar.memory.read.retrieval.registry import build_retrievers
+from sidecar.memory.read.retrieval.registry import build_retrievers, memory_readers
 from sidecar.memory.records.records import MemoryRecord, Scope, Status
 from sidecar.memory.store.protocol import Store
 
@@ -202,7 +207,10 @@ class Bench:
             )
             first.append(ms)
         memo = FeatureMemo(2 * len(memories))
-        Corpus.build(memories, self.dim, memo=memo)  # every memory read once
+        # Every memory read once, as the corpus cache reads rows as they enter it: a
+        # load's, and a write's when the write is applied (before the next request).
+        ahead = ReadAhead(memo, self.dim, memory_readers())
+        ahead.read(memories)
         settled()
         cold = []
         for i in range(reps):
@@ -221,18 +229,28 @@ class Bench:
                 await self.ask(corpus, query, strategy)
                 into.append((time.perf_counter() - started) * 1000)
         after: dict[str, list[float]] = {kind: [] for kind in UPDATES}
+        compactions: list[float] = []
         for i in range(reps):
             for kind, update in UPDATES.items():
                 changed = update(memories, rng)
                 changes = changes_between(memories, changed, LEFT_AS[kind])
+                ahead.read(
+                    [r for r in changes.values() if r is not None and r.status == Status.ACTIVE]
+                )
                 query = self.queries[(i + 1) % len(self.queries)]
                 started = time.perf_counter()
-                if BY_CHANGES:
+                if COMPACTS:  # as the corpus cache: a deletion's fold after the request
+                    updated = Corpus.updated(corpus, changes, self.dim, memo=memo, compact=False)
+                elif BY_CHANGES:
                     updated = Corpus.updated(corpus, changes, self.dim, memo=memo)
                 else:  # a checkout before Corpus.updated (before/after figures)
                     updated = Corpus.build(changed, self.dim, corpus, memo=memo)
                 await self.ask(updated, query)
                 after[kind].append((time.perf_counter() - started) * 1000)
+                if COMPACTS and updated.holds_deleted:
+                    started = time.perf_counter()
+                    updated.compacted(self.dim)
+                    compactions.append((time.perf_counter() - started) * 1000)
         every = [ms for values in after.values() for ms in values]
         return {
             "memories": len(memories),
@@ -242,6 +260,9 @@ class Bench:
             "after_update_ms": summary(every),
             "after_update_by_kind_ms": {kind: summary(v) for kind, v in after.items()},
             "hybrid_warm_ms": summary(hybrid),
+            # A deletion's fold of the shared layers, in a worker thread after the
+            # request (the corpus cache's compactor), not in the figures above.
+            "delete_compaction_ms": summary(compactions) if compactions else None,
             "mean_chars": round(statistics.mean(len(r.content) for r in memories)),
         }
 
@@ -249,6 +270,8 @@ class Bench:
 #: Whether this checkout makes a snapshot from the changed rows (the script also
 #: runs against older checkouts, which build it from all rows, for before/after).
 BY_CHANGES = hasattr(Corpus, "updated")
+#: Whether it folds a deletion out of the shared layers after the request.
+COMPACTS = hasattr(Corpus, "compacted")
 
 
 #: The status a row leaves the corpus with, per update (as the write path stores

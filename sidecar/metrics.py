@@ -266,6 +266,15 @@ class Metrics:
             " worker's cache relay",
             registry=reg,
         )
+        self.corpus_compactions = Counter(
+            p + "corpus_compactions",
+            "Snapshots whose shared vector buffer and BM25 base were folded after a"
+            " deletion, off the request path, by outcome (swapped: the cache serves the"
+            " folded one; stale: a newer snapshot came first, compacted in turn;"
+            " error: left to the next build from all rows)",
+            ["outcome"],
+            registry=reg,
+        )
         self.cold_fallbacks = Counter(
             p + "cold_corpus_fallbacks",
             "Requests answered by store-side search while the scope's corpus loaded",

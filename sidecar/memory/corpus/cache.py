@@ -21,6 +21,7 @@ from typing import Protocol
 
 from sidecar.config import CacheConfig
 from sidecar.errors import SidecarError
+from sidecar.memory.corpus.compaction import Compactor
 from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.corpus.features import FeatureMemo, Reader
 from sidecar.memory.corpus.read_ahead import ReadAhead
@@ -110,6 +111,8 @@ class CorpusCache:
         #: a new one reads only memories it has not seen (bounded like the rows).
         self._features = FeatureMemo(config.max_rows)
         self._ahead = ReadAhead(self._features, store.dim, readers)
+        #: Folds a deletion out of the layers a snapshot shares, after the request.
+        self._compactor = Compactor(store.dim, metrics)
 
     async def corpus(self, scope: Scope) -> Corpus:
         """The scope's corpus, loading (and waiting for) whatever is missing or stale."""
@@ -175,7 +178,10 @@ class CorpusCache:
             return cached[1]
         changes = scope_changes(units, cached[0]) if cached is not None else None
         if cached is not None and changes is not None:
-            corpus = Corpus.updated(cached[1], changes, self._store.dim, memo=self._features)
+            # A deletion's fold of the shared layers waits for the compactor.
+            corpus = Corpus.updated(
+                cached[1], changes, self._store.dim, memo=self._features, compact=False
+            )
         else:
             rows = [row for unit in units for row in unit.rows]
             corpus = Corpus.build(
@@ -184,7 +190,26 @@ class CorpusCache:
         self._corpora[cache_key] = (versions, corpus)
         while len(self._corpora) > self._config.max_scopes:
             self._corpora.popitem(last=False)
+        if corpus.holds_deleted:
+            self._compactor.soon(cache_key, corpus, self._compacted)
         return corpus
+
+    def _compacted(self, key: tuple[str, ...], before: Corpus, after: Corpus) -> None:
+        """Serve ``after`` (``before`` compacted) where ``before`` is still served;
+        a newer snapshot made from it holds the deleted rows too: compacted next."""
+        cached = self._corpora.get(key)
+        if cached is None:
+            return
+        if cached[1] is before:
+            self._corpora[key] = (cached[0], after)
+            self._metrics.corpus_compactions.labels(outcome="swapped").inc()
+        elif cached[1].holds_deleted:
+            self._metrics.corpus_compactions.labels(outcome="stale").inc()
+            self._compactor.soon(key, cached[1], self._compacted)
+
+    async def compactions(self) -> None:
+        """Wait until no deleted memory is left in the served snapshots' layers."""
+        await self._compactor.settled()
 
     def _background(self, key: str) -> None:
         if key in self._loading:
@@ -206,6 +231,7 @@ class CorpusCache:
         for task in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError, SidecarError):
                 await task
+        await self._compactor.settled()
 
     def apply(
         self, records: Sequence[MemoryRecord], *, mirror: bool = True, stamp: int | None = None

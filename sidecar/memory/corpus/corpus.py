@@ -88,6 +88,10 @@ class Corpus:
     _session_numbers: dict[str, int] = field(default_factory=dict, repr=False)
     #: Whether any memory names a link (``related_ids``), found or not.
     _related: bool = field(default=False, repr=False)
+    #: Whether the layers shared with earlier snapshots (vector buffer, BM25 base)
+    #: still hold a deleted memory's vector or postings, its removal made without
+    #: folding them (:meth:`updated` with ``compact=False``; :meth:`compacted`).
+    _holds_deleted: bool = field(default=False, repr=False)
 
     @property
     def size(self) -> int:
@@ -224,15 +228,18 @@ class Corpus:
         dim: int,
         *,
         memo: FeatureMemo | None = None,
+        compact: bool = True,
     ) -> Corpus:
         """:meth:`build` of ``previous``'s rows after ``changes`` (each changed id's
         row now, None where it has none), equal to it, found from the changed rows
         alone (:mod:`~sidecar.memory.corpus.delta`): what a write costs the next
-        request does not grow with the rows it left alone."""
+        request does not grow with the rows it left alone. A deletion folds the
+        layers shared with ``previous`` so nothing of the deleted memory (its
+        vector, its postings) stays in them; ``compact=False`` leaves that to
+        :meth:`compacted`, off the request path (the deleted row is out of the
+        snapshot either way: never scored, never returned)."""
         if not _full_matrix(previous) or previous._matrix.dim != dim:
             return cls.build(_rows_after(previous, changes), dim, previous, memo=memo)
-        # A deletion folds the layers shared with the previous snapshot, so nothing
-        # of the deleted memory (its vector, its postings) stays behind in them.
         deleted = any(row is not None and row.status == Status.DELETED for row in changes.values())
         layout = changed_layout(previous.records, previous.index_of, previous.categories, changes)
         unmoved = len(layout.sources) == previous.size and not layout.fresh
@@ -264,8 +271,35 @@ class Corpus:
             layout.start,
             None if layout.start is not None else layout.sources,
             layout,
-            scrub=deleted,
+            scrub=deleted and compact,
+            holds_deleted=deleted and not compact,
         )
+
+    def compacted(self, dim: int) -> Corpus:
+        """This snapshot with the layers it shares with earlier ones folded where
+        they still hold a deleted memory (:attr:`holds_deleted`): the same rows,
+        scores and derived values, nothing of the deleted memory kept. Costs what a
+        deletion's fold costs (every vector and posting copied once)."""
+        if not self._holds_deleted:
+            return self
+        records = list(self.records)
+        layout = Layout(
+            records,
+            list(self.categories),
+            None,
+            np.arange(self.size, dtype=np.int64),
+            [],
+            frozenset(),
+        )
+        return Corpus._assembled(
+            records, layout.categories, dim, self, self.memo, None, layout.sources, layout
+        )
+
+    @property
+    def holds_deleted(self) -> bool:
+        """Whether a deleted memory's vector or postings are still in the layers
+        this snapshot shares (:meth:`compacted` folds them)."""
+        return self._holds_deleted
 
     @classmethod
     def _assembled(
@@ -280,6 +314,7 @@ class Corpus:
         layout: Layout | None,
         *,
         scrub: bool = True,
+        holds_deleted: bool = False,
     ) -> Corpus:
         """The corpus of these rows: ``previous``'s extended from ``start``,
         remapped by ``sources``, else built afresh; ``layout``: how they came from
@@ -287,7 +322,9 @@ class Corpus:
         ``scrub``: rows removed may have been deleted, so the layers shared with
         ``previous`` that hold what memories say (vector buffer, BM25 base) are
         folded and keep nothing of them (found among all rows, a removal cannot
-        tell); the id index keeps the ids (not content) until its next fold."""
+        tell); the id index keeps the ids (not content) until its next fold.
+        ``holds_deleted``: rows removed were deleted and ``scrub`` is not asked
+        (:meth:`compacted` folds the layers later)."""
         features = _features(memo, memories, previous, start, sources)
 
         def terms(
@@ -374,6 +411,10 @@ class Corpus:
             _session_codes=codes,
             _session_numbers=numbers,
             _related=related,
+            # Layers shared with ``previous`` keep what it held, unless folded.
+            _holds_deleted=previous is not None
+            and (previous._holds_deleted or holds_deleted)
+            and not (sources is not None and scrub),
         )
         if extended is not None:
             corpus._extend_derived(extended)

@@ -78,9 +78,9 @@ async def test_writes_bring_the_snapshot_up_to_date_from_the_changed_rows(
     updates: list[int] = []
     original = Corpus.updated.__func__  # type: ignore[attr-defined]
 
-    def counted(cls, previous, changes, dim, *, memo=None):  # type: ignore[no-untyped-def]
+    def counted(cls, previous, changes, dim, **options):  # type: ignore[no-untyped-def]
         updates.append(len(changes))
-        return original(cls, previous, changes, dim, memo=memo)
+        return original(cls, previous, changes, dim, **options)
 
     monkeypatch.setattr(Corpus, "updated", classmethod(counted))
     steps = [
@@ -118,8 +118,9 @@ async def test_a_row_shared_with_a_group_stays_the_users_own_version(
 
 async def test_a_deleted_memory_leaves_nothing_behind(store: MemoryStore) -> None:
     """A supersede keeps the layers shared with the snapshot before (fast); a
-    deletion folds them: no vector, posting or memo entry of the deleted memory
-    stays in what the cache holds."""
+    deletion's snapshot leaves the deleted row out at once, and the compaction run
+    right after it folds the shared layers: no vector, posting or memo entry of the
+    deleted memory stays in what the cache holds."""
     cache = CorpusCache(store, CacheConfig(), Metrics())
     await cache.corpus(SCOPE)
     cache.apply([rec(9)])
@@ -130,7 +131,13 @@ async def test_a_deleted_memory_leaves_nothing_behind(store: MemoryStore) -> Non
     assert superseded._matrix._buffer is before._matrix._buffer  # shared, m5's row dead
     gone = rec(4)
     cache.apply([gone.with_changes(status=Status.DELETED)])
+    assert "m4" not in cache._features._memories  # its text left at once
+    first = await cache.corpus(SCOPE)
+    same(first, fresh(cache))  # the deleted row is out of the snapshot at once
+    assert first.holds_deleted  # its vector and postings wait for the compactor
+    await cache.compactions()
     served = await cache.corpus(SCOPE)
+    assert served is not first and not served.holds_deleted
     same(served, fresh(cache))
     held = served._matrix._buffer.data[: served._matrix._end]
     assert len(held) == served.size
@@ -156,6 +163,8 @@ async def test_a_deletion_another_replica_wrote_leaves_nothing_behind(
     gone = rec(4)
     await store.upsert([gone.with_changes(status=Status.DELETED, updated_at=now_ms() + 1)])
     await asyncio.sleep(0.01)
+    await cache.corpus(SCOPE)
+    await cache.compactions()
     served = await cache.corpus(SCOPE)
     same(served, fresh(cache))
     assert "m4" not in served.index_of

@@ -175,6 +175,50 @@ def test_a_chain_of_updates_told_as_changes_equals_a_fresh_build() -> None:
                 assert np.array_equal(carried.bm25.scores(query), built.bm25.scores(query)), note
 
 
+def test_a_deletion_left_to_compaction_serves_the_same_then_keeps_nothing_of_it() -> None:
+    """``compact=False``: the deleted row is out of the snapshot at once (it equals
+    a fresh build) while the shared layers still hold its vector and postings,
+    through later updates; :meth:`Corpus.compacted` folds them, and still equals a
+    fresh build, its carried context index too."""
+    config = ConversationConfig()
+    rng = random.Random(5)
+    memo = FeatureMemo(10_000)
+    rows: Rows = memories(60, seed=4, long_every=7)
+    corpus = Corpus.build(rows, DIM, memo=memo)
+    warm(corpus, config)
+    gone = rows[17]
+    corpus = Corpus.updated(
+        corpus, {gone.id: gone.with_changes(status=Status.DELETED)}, DIM, memo=memo, compact=False
+    )
+    rows = [r for r in rows if r is not gone]
+    assert corpus.holds_deleted
+    assert_same(corpus, Corpus.build(rows, DIM), "deleted, not compacted")
+    for update in (appended, superseded):  # the layers stay shared: still held
+        warm(corpus, config)
+        new_rows = update(rows, rng)
+        corpus = Corpus.updated(corpus, changes_between(rows, new_rows), DIM, memo=memo)
+        rows = new_rows
+        assert corpus.holds_deleted, update.__name__
+    warm(corpus, config)
+    deleted_vector = np.asarray(gone.embedding, np.float32)
+    shared = corpus._matrix._buffer.data[: corpus._matrix._end]
+    assert any(np.array_equal(row, deleted_vector) for row in shared)  # not yet folded
+    compacted = corpus.compacted(DIM)
+    assert not compacted.holds_deleted
+    fresh = Corpus.build(rows, DIM, memo=FeatureMemo(10_000))
+    assert_same(compacted, fresh, "compacted")
+    carried, built = context_index(compacted, config), context_index(fresh, config)
+    assert np.array_equal(carried.priors, built.priors)
+    assert np.allclose(carried.weights, built.weights)
+    for query in QUERIES:
+        assert np.array_equal(carried.bm25.scores(query), built.bm25.scores(query))
+    held = compacted._matrix._buffer.data[: compacted._matrix._end]
+    assert len(held) == compacted.size
+    assert not any(np.array_equal(row, deleted_vector) for row in held)
+    assert compacted.bm25._moved is None  # one table: the deleted postings gone
+    assert compacted.compacted(DIM) is compacted
+
+
 def test_changes_to_rows_no_snapshot_holds_leave_it_as_it_was() -> None:
     rows = memories(10)
     corpus = Corpus.build(rows, DIM)
