@@ -22,6 +22,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from sidecar.memory.corpus.moves import Moves
+
 Ints = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float32]
 TermIds = npt.NDArray[np.int32]
@@ -81,7 +83,7 @@ class BM25Index:
 
     def remapped(
         self,
-        sources: Sequence[int] | Ints,
+        sources: Sequence[int] | Ints | Moves,
         documents: Documents | None,
         ids: Sequence[TermIds] | None = None,
         *,
@@ -94,11 +96,12 @@ class BM25Index:
         build over the same documents does. This index is unchanged. ``fold``: one
         table of its own (no posting of a removed document is kept: a deleted
         memory's words)."""
-        size = len(sources)
-        source = np.asarray(sources, dtype=np.int64)
-        kept = np.flatnonzero(source >= 0)
-        new_of_old = new_positions(source, self.size)
-        fresh = np.flatnonzero(source < 0)
+        moves = Moves.of(sources, self.size)
+        size = len(moves)
+        source = moves.sources
+        kept = moves.kept
+        new_of_old = moves.new_of_old
+        fresh = moves.fresh
         added = _parts(documents, ids)
         if len(fresh) != len(added):
             raise ValueError("one document per new position (-1) is needed")
@@ -349,16 +352,6 @@ def term_ids(vocab: dict[str, int], document: Sequence[str]) -> TermIds:
     cache's memo); new terms are added to ``vocab``."""
     lookup = vocab.setdefault
     return np.fromiter((lookup(t, len(vocab)) for t in document), np.int32, len(document))
-
-
-def new_positions(sources: Ints, old_size: int) -> Ints:
-    """Where each old document went, for a remap whose document ``i`` is the old
-    ``sources[i]`` (-1: new): -1 for one removed; one entry more, -1, so that an old
-    index of -1 ("none") reads -1 too."""
-    out = np.full(old_size + 1, -1, dtype=np.int64)
-    kept = np.flatnonzero(sources >= 0)
-    out[sources[kept]] = kept
-    return out
 
 
 #: How many joined postings per document a :class:`JoinedBM25` keeps for the

@@ -36,8 +36,9 @@ from sidecar.memory.corpus.delta import (
 )
 from sidecar.memory.corpus.derived import MemoryColumn, column_key
 from sidecar.memory.corpus.features import FeatureMemo, MemoryFeatures, Reader, kept_values
+from sidecar.memory.corpus.moves import Moves
 from sidecar.memory.corpus.row_index import RowIndex
-from sidecar.memory.corpus.row_matrix import RowMatrix
+from sidecar.memory.corpus.row_matrix import RowMatrix, room_for
 from sidecar.memory.corpus.rows import (
     DOCUMENT,
     Matrix,
@@ -269,7 +270,7 @@ class Corpus:
             previous,
             memo,
             layout.start,
-            None if layout.start is not None else layout.sources,
+            None if layout.start is not None else layout.moves,
             layout,
             scrub=deleted and compact,
             holds_deleted=deleted and not compact,
@@ -287,12 +288,12 @@ class Corpus:
             records,
             list(self.categories),
             None,
-            np.arange(self.size, dtype=np.int64),
+            Moves(np.arange(self.size, dtype=np.int64), self.size),
             [],
             frozenset(),
         )
         return Corpus._assembled(
-            records, layout.categories, dim, self, self.memo, None, layout.sources, layout
+            records, layout.categories, dim, self, self.memo, None, layout.moves, layout
         )
 
     @property
@@ -310,7 +311,7 @@ class Corpus:
         previous: Corpus | None,
         memo: FeatureMemo | None,
         start: int | None,
-        sources: Ints | None,
+        sources: Ints | Moves | None,
         layout: Layout | None,
         *,
         scrub: bool = True,
@@ -325,7 +326,10 @@ class Corpus:
         tell); the id index keeps the ids (not content) until its next fold.
         ``holds_deleted``: rows removed were deleted and ``scrub`` is not asked
         (:meth:`compacted` folds the layers later)."""
-        features = _features(memo, memories, previous, start, sources)
+        moves = None
+        if previous is not None and sources is not None:
+            moves = Moves.of(sources, previous.size)
+        features = _features(memo, memories, previous, start, moves)
 
         def terms(
             positions: Sequence[int], into: BM25Index | None
@@ -350,29 +354,35 @@ class Corpus:
             vectors = previous._matrix.appended(matrix(memories, dim, features, tail))
             bm25 = previous.bm25.extended(*terms(tail, previous.bm25))
             ngrams = dict(previous._ngrams)
-            moves: Ints | None = np.concatenate(
-                [np.arange(start, dtype=np.int64), np.full(len(tail), -1, dtype=np.int64)]
+            moved: Moves | None = Moves(
+                np.concatenate(
+                    [np.arange(start, dtype=np.int64), np.full(len(tail), -1, dtype=np.int64)]
+                ),
+                previous.size,
             )
-        elif previous is not None and sources is not None:
+        elif previous is not None and moves is not None:
             # Rows removed, replaced or reordered (a supersede, a delete, a
             # consolidation pass, a delta refresh): the vectors, tokens and postings
             # of every row the previous corpus had move to their new places.
-            vectors = _reuse(previous, memories, dim, features, sources, fold=scrub)
-            changed = np.flatnonzero(sources < 0).tolist()
-            bm25 = previous.bm25.remapped(sources, *terms(changed, previous.bm25), fold=scrub)
+            vectors = _reuse(previous, memories, dim, features, moves, fold=scrub)
+            changed = moves.fresh.tolist()
+            bm25 = previous.bm25.remapped(moves, *terms(changed, previous.bm25), fold=scrub)
             ngrams = {}
-            moves = sources
+            moved = moves
         else:
-            vectors = RowMatrix.of(matrix(memories, dim, features))
+            size = len(memories)
+            vectors = RowMatrix.in_buffer(
+                matrix(memories, dim, features, room=room_for(size)), size
+            )
             documents, ids = terms(range(len(memories)), None)
             bm25 = BM25Index(
                 documents, vocabulary=memo.vocabulary if memo is not None else None, ids=ids
             )
             ngrams = {}
-            moves = None
+            moved = None
         index_of = (
-            previous.index_of.remapped(memories, moves)
-            if previous is not None and moves is not None
+            previous.index_of.remapped(memories, moved)
+            if previous is not None and moved is not None
             else RowIndex(memories)
         )
         if previous is not None and layout is not None:
@@ -414,12 +424,12 @@ class Corpus:
             # Layers shared with ``previous`` keep what it held, unless folded.
             _holds_deleted=previous is not None
             and (previous._holds_deleted or holds_deleted)
-            and not (sources is not None and scrub),
+            and not (moves is not None and scrub),
         )
         if extended is not None:
             corpus._extend_derived(extended)
-        elif previous is not None and sources is not None:
-            corpus._remap_derived(previous, sources)
+        elif previous is not None and moves is not None:
+            corpus._remap_derived(previous, moves)
         return corpus
 
     def _extend_derived(self, previous: Corpus) -> None:
@@ -435,7 +445,7 @@ class Corpus:
                 self._derived[key] = append(self)
                 self._structural.add(key)
 
-    def _remap_derived(self, previous: Corpus, sources: npt.NDArray[np.int64]) -> None:
+    def _remap_derived(self, previous: Corpus, sources: Moves) -> None:
         """Carry ``previous``'s structural values that can follow memories removed,
         replaced or reordered (:class:`~sidecar.memory.corpus.derived.Remappable`)
         into this snapshot, whose memory ``i`` is ``previous``'s memory
@@ -488,7 +498,7 @@ def _reuse(
     memories: Sequence[MemoryRecord],
     dim: int,
     features: Sequence[MemoryFeatures] | None,
-    sources: Ints,
+    sources: Moves,
     *,
     fold: bool = False,
 ) -> RowMatrix:
@@ -497,7 +507,7 @@ def _reuse(
     buffer), tuples of floats converted only for the others."""
     if old._matrix.dim != dim:
         return RowMatrix.of(matrix(memories, dim, features))
-    fresh = np.flatnonzero(sources < 0).tolist()
+    fresh = sources.fresh.tolist()
     return old._matrix.remapped(sources, matrix(memories, dim, features, fresh), fold=fold)
 
 
@@ -526,7 +536,7 @@ def _features(
     memories: Sequence[MemoryRecord],
     previous: Corpus | None,
     start: int | None,
-    sources: Ints | None,
+    sources: Moves | None,
 ) -> tuple[MemoryFeatures, ...] | None:
     """The memo's entry of each memory: ``previous``'s for the memories it had with
     the same text (its first ``start``, or where ``sources`` says), else looked up."""

@@ -22,15 +22,13 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.memory.corpus.assembly import same_document
-from sidecar.memory.corpus.bm25 import new_positions
+from sidecar.memory.corpus.moves import Moves, new_positions, runs_of
 from sidecar.memory.corpus.row_index import RowIndex
 from sidecar.memory.records.records import MemoryRecord, NodeType, Status
 
 T = TypeVar("T")
 Ints = npt.NDArray[np.int64]
 
-#: Past this many runs of consecutive rows, a splice moves rows by index.
-MAX_RUNS = 64
 #: Session codes given after a fresh build start here (a fresh build's codes are
 #: row numbers, below it).
 _NEW_SESSION = 1 << 40
@@ -46,16 +44,21 @@ class Layout:
     """The next snapshot's rows: ``memories`` (by time), ``categories`` (by id);
     ``start``: they are the previous snapshot's followed by new ones from there;
     else ``sources``: memory ``i`` is the previous snapshot's ``sources[i]``, -1
-    where new or changed. ``fresh``: the rows whose record is not the previous
+    where new or changed (``moves``: the same, read once for every layer).
+    ``fresh``: the rows whose record is not the previous
     snapshot's object (new, or a new version); ``sessions``: the session ids of
     rows removed, added or changed (their neighbours are found again)."""
 
     memories: list[MemoryRecord]
     categories: list[MemoryRecord]
     start: int | None
-    sources: Ints
+    moves: Moves
     fresh: list[int]
     sessions: frozenset[str]
+
+    @property
+    def sources(self) -> Ints:
+        return self.moves.sources
 
 
 def changed_layout(
@@ -111,7 +114,8 @@ def changed_layout(
         fresh_rows[i] = row
         if not same_document(row, records[j]):
             sources[i] = -1
-    memories = spliced(records, sources, fresh_rows.__getitem__)
+    moves = Moves(sources, size)
+    memories = spliced(records, moves, fresh_rows.__getitem__)
     for i, row in fresh_rows.items():
         memories[i] = row
     # Appended only: nothing removed, inserted among the old rows, changed or moved
@@ -131,32 +135,27 @@ def changed_layout(
         memories,
         list(categories),
         start,
-        sources,
+        moves,
         sorted(fresh_rows),
         frozenset(sessions),
     )
 
 
-def _runs(sources: Ints) -> list[tuple[int, int]] | None:
-    """``(begin, end)`` of each run of ``sources`` that is consecutive rows (or one
-    -1), None past ``MAX_RUNS`` of them (then rows move by index)."""
-    if not len(sources):
-        return []
-    breaks = np.flatnonzero((np.diff(sources) != 1) | (sources[1:] < 0) | (sources[:-1] < 0)) + 1
-    if len(breaks) > MAX_RUNS:
-        return None
-    bounds = breaks.tolist()
-    return list(zip([0, *bounds], [*bounds, len(sources)], strict=True))
+def _read(sources: Ints | Moves) -> tuple[Ints, list[tuple[int, int]] | None, Moves | None]:
+    if isinstance(sources, Moves):
+        return sources.sources, sources.runs, sources
+    return sources, runs_of(sources), None
 
 
-def spliced(old: Sequence[T], sources: Ints, fresh: Callable[[int], T]) -> list[T]:
+def spliced(old: Sequence[T], moves: Ints | Moves, fresh: Callable[[int], T]) -> list[T]:
     """``old[sources[i]]`` for each ``i``, ``fresh(i)`` where that is -1: by slices
     of consecutive rows where there are a few runs of them (an update leaves a
     handful), else one C-level pass."""
-    runs = _runs(sources)
+    sources, runs, known = _read(moves)
     if runs is None:
         out = list(map(old.__getitem__, sources.tolist()))  # -1 reads one, replaced
-        for i in np.flatnonzero(sources < 0).tolist():
+        new = known.fresh if known is not None else np.flatnonzero(sources < 0)
+        for i in new.tolist():
             out[i] = fresh(i)
         return out
     out = []
@@ -169,14 +168,14 @@ def spliced(old: Sequence[T], sources: Ints, fresh: Callable[[int], T]) -> list[
     return out
 
 
-def taken(values: npt.NDArray[Any], sources: Ints, fill: object = 0) -> npt.NDArray[Any]:
+def taken(values: npt.NDArray[Any], moves: Ints | Moves, fill: object = 0) -> npt.NDArray[Any]:
     """``values[sources[i]]`` for each ``i`` (rows of a 2-D array), ``fill`` where
     that is -1: by slices where there are a few runs of consecutive rows (a fancy
     index gathers rows of a few values ~10x slower)."""
+    sources, runs, known = _read(moves)
     out = np.full((len(sources), *values.shape[1:]), fill, dtype=values.dtype)
-    runs = _runs(sources)
     if runs is None:
-        kept = np.flatnonzero(sources >= 0)
+        kept = known.kept if known is not None else np.flatnonzero(sources >= 0)
         out[kept] = values[sources[kept]]
         return out
     for begin, end in runs:
@@ -197,10 +196,11 @@ def moved_sessions(
     ``previous``: the previous snapshot's arrays; ``numbers``: its session codes by
     id (shared; a session not seen before gets a new one)."""
     old_prev, old_next, old_codes = previous
-    sources = layout.sources
+    moves = Moves.of(layout.moves, len(old_codes))
+    sources = moves.sources
     size = len(memories)
-    new_of_old = new_positions(sources, len(old_codes))
-    kept = np.flatnonzero(sources >= 0)
+    new_of_old = moves.new_of_old
+    kept = moves.kept
     codes = np.empty(size, dtype=np.int64)
     codes[kept] = old_codes[sources[kept]]
     for i in layout.fresh:

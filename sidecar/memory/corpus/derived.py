@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.memory.corpus.delta import taken
+from sidecar.memory.corpus.moves import Moves
 from sidecar.memory.records.records import MemoryRecord
 
 
@@ -48,10 +49,10 @@ class Appendable(Protocol):
 class Remappable(Protocol):
     """A per-corpus value that can follow memories removed, replaced or reordered:
     memory ``i`` of the new snapshot is memory ``sources[i]`` of the old, or new
-    where that is -1 (cheaper than building it again; the result must equal a
-    fresh build)."""
+    where that is -1 (:class:`~sidecar.memory.corpus.moves.Moves`; cheaper than
+    building it again; the result must equal a fresh build)."""
 
-    def remapped(self, corpus: Snapshot, sources: npt.NDArray[np.int64]) -> Remappable: ...
+    def remapped(self, corpus: Snapshot, sources: Moves) -> Remappable: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,11 +74,10 @@ class MemoryColumn:
         )
         return MemoryColumn(self.name, self.read, np.concatenate([self.values, tail]))
 
-    def remapped(self, corpus: Snapshot, sources: npt.NDArray[np.int64]) -> MemoryColumn:
+    def remapped(self, corpus: Snapshot, sources: Moves) -> MemoryColumn:
         """This column for ``corpus`` (see :class:`Remappable`): only the new or
         changed memories are read."""
-        source = np.asarray(sources, dtype=np.int64)
-        values = taken(self.values, source)
-        for i in np.flatnonzero(source < 0).tolist():
+        values = taken(self.values, sources)
+        for i in sources.fresh.tolist():
             values[i] = corpus.read(self.name, i, self.read)
         return MemoryColumn(self.name, self.read, values)

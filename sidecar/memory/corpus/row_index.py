@@ -18,7 +18,7 @@ from typing import TypeVar, overload
 import numpy as np
 import numpy.typing as npt
 
-from sidecar.memory.corpus.bm25 import new_positions
+from sidecar.memory.corpus.moves import Moves
 from sidecar.memory.records.records import MemoryRecord
 
 Ints = npt.NDArray[np.int64]
@@ -97,17 +97,18 @@ class RowIndex(Mapping[str, int]):
             return self._base
         return dict(zip(map(_ID, self._records), range(len(self._records)), strict=True))
 
-    def remapped(self, records: Sequence[MemoryRecord], sources: Ints) -> RowIndex:
+    def remapped(self, records: Sequence[MemoryRecord], sources: Ints | Moves) -> RowIndex:
         """The index of ``records``, whose row ``i`` is this index's row
         ``sources[i]`` (-1: a new or changed memory)."""
-        new_of_old = new_positions(sources, len(self._records))  # [-1] reads -1
+        moves = Moves.of(sources, len(self._records))
+        new_of_old = moves.new_of_old  # [-1] reads -1
         base_rows = (
             np.arange(len(self._base), dtype=np.int64) if self._moved is None else self._moved
         )
         moved = new_of_old[base_rows]
         added = {key: int(new_of_old[row]) for key, row in self._added.items()}
         added = {key: row for key, row in added.items() if row >= 0}
-        for i in np.flatnonzero(sources < 0).tolist():
+        for i in moves.fresh.tolist():
             added[records[i].id] = i
         if len(added) > _ADDED_MIN + len(records) // _ADDED_PER or _REMOVED_EVERY * int(
             np.count_nonzero(moved < 0)

@@ -19,6 +19,8 @@ import threading
 import numpy as np
 import numpy.typing as npt
 
+from sidecar.memory.corpus.moves import Moves
+
 Matrix = npt.NDArray[np.float32]
 Ints = npt.NDArray[np.int64]
 
@@ -28,6 +30,11 @@ FOLD_EVERY = 8
 #: A new buffer has room for this share more rows (appends then write in place).
 _GROWTH = 1.25
 _MIN_ROOM = 16
+
+
+def room_for(size: int) -> int:
+    """The rows a new buffer of ``size`` rows leaves free after them."""
+    return int(size * (_GROWTH - 1)) + _MIN_ROOM
 
 
 class _Buffer:
@@ -87,6 +94,12 @@ class RowMatrix:
         rows = np.ascontiguousarray(rows, dtype=np.float32)
         return cls(_Buffer(rows, len(rows)), len(rows), None, rows.shape[1])
 
+    @classmethod
+    def in_buffer(cls, data: Matrix, size: int) -> RowMatrix:
+        """A matrix of ``data``'s first ``size`` rows, the others room to append in
+        place (a fresh build's: else the first write after it copies every row)."""
+        return cls(_Buffer(data, size), size, None, data.shape[1])
+
     def dense(self) -> Matrix:
         """The rows as one matrix (a view when they lie in order, else a copy)."""
         data = self._buffer.data
@@ -116,19 +129,19 @@ class RowMatrix:
             rows,
         )
 
-    def remapped(self, sources: Ints, rows: Matrix, *, fold: bool = False) -> RowMatrix:
+    def remapped(self, sources: Ints | Moves, rows: Matrix, *, fold: bool = False) -> RowMatrix:
         """The matrix whose row ``i`` is this one's ``sources[i]``, the rows of
         ``rows`` in order where that is -1. ``fold``: in a buffer of its own (no row
         it does not hold is kept: a deleted memory's vector)."""
-        own = np.arange(self._end, dtype=np.int64) if self._rows is None else self._rows
-        at = np.empty(len(sources), dtype=np.int64)
-        kept = sources >= 0
-        at[kept] = own[sources[kept]]
-        size, count = len(sources), len(rows)
+        moves = Moves.of(sources, self.size)
+        at = np.empty(len(moves), dtype=np.int64)
+        kept = moves.kept
+        at[kept] = moves.sources[kept] if self._rows is None else self._rows[moves.sources[kept]]
+        size, count = len(moves), len(rows)
         buffer, end = self._buffer, self._end
         if count:
             start = buffer.append(rows)
-            at[~kept] = np.arange(start, start + count, dtype=np.int64)
+            at[moves.fresh] = np.arange(start, start + count, dtype=np.int64)
             end = start + count
         elif size:
             end = int(at.max()) + 1
@@ -137,7 +150,7 @@ class RowMatrix:
         if fold or FOLD_EVERY * (end - size) > end:
             # Asked, or too many rows read for nothing: the live ones, in order, in
             # a new buffer.
-            folded = _Buffer.holding(buffer.data[at], int(size * _GROWTH) + _MIN_ROOM)
+            folded = _Buffer.holding(buffer.data[at], size + room_for(size))
             return RowMatrix(folded, size, None, self.dim)
         in_order = end == size and bool((at == np.arange(size)).all())
         return RowMatrix(buffer, end, None if in_order else at, self.dim)

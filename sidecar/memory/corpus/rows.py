@@ -52,31 +52,41 @@ def matrix(
     dim: int,
     features: Sequence[MemoryFeatures] | None = None,
     positions: Sequence[int] | None = None,
+    *,
+    room: int = 0,
 ) -> Matrix:
     """The embeddings of the records (those at ``positions``, default all) as rows,
     zeros where one is missing; each vector converted once, kept in its memory's
     ``features`` when given (tuples of Python floats convert at about 10 µs a row:
-    most of a cold snapshot's cost)."""
+    most of a cold snapshot's cost). ``room``: that many rows more after them, not
+    written (a buffer later rows are appended to in place)."""
     at = range(len(records)) if positions is None else positions
     if not at:
-        return np.zeros((0, dim), dtype=np.float32)
+        return np.zeros((room, dim), dtype=np.float32)
     if features is not None:
         rows = _kept_rows(features, records, at)
         if rows is None:
             rows = [memo_vector(features[i], records[i], dim) for i in at]
         # One concatenation of the rows, not a stack (which views each row as a
         # matrix of one first): half the time.
-        return np.concatenate(rows).reshape(len(rows), dim)
+        out = np.empty((len(rows) + room, dim), dtype=np.float32)
+        np.concatenate(rows, out=out.reshape(-1)[: len(rows) * dim])
+        return out
+    if room:
+        written = matrix(records, dim, None, positions)
+        out = np.empty((len(written) + room, dim), dtype=np.float32)
+        out[: len(written)] = written
+        return out
     chosen = [records[i] for i in at]
     if all(r.embedding is not None and len(r.embedding) == dim for r in chosen):
         # Python floats convert to float64 several times faster than to float32,
         # and the cast gives the same float32 values.
         return np.array([r.embedding for r in chosen], dtype=np.float64).astype(np.float32)
-    matrix = np.zeros((len(chosen), dim), dtype=np.float32)
+    zeroed = np.zeros((len(chosen), dim), dtype=np.float32)
     for i, record in enumerate(chosen):
         if record.embedding is not None:
-            matrix[i] = record.embedding
-    return matrix
+            zeroed[i] = record.embedding
+    return zeroed
 
 
 def memo_term_ids(

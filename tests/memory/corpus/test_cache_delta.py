@@ -137,7 +137,8 @@ async def test_a_deleted_memory_leaves_nothing_behind(store: MemoryStore) -> Non
     assert first.holds_deleted  # its vector and postings wait for the compactor
     await cache.compactions()
     served = await cache.corpus(SCOPE)
-    assert served is not first and not served.holds_deleted
+    assert served is not first
+    assert not served.holds_deleted
     same(served, fresh(cache))
     held = served._matrix._buffer.data[: served._matrix._end]
     assert len(held) == served.size

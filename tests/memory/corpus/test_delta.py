@@ -265,3 +265,13 @@ def test_the_row_index_folds_into_a_new_base_and_reads_the_same() -> None:
         assert dict(index.items()) == {r.id: k for k, r in enumerate(rows)}
         assert index.get(gone) is None
         assert gone not in index
+
+
+def test_a_fresh_build_leaves_room_so_the_next_write_copies_no_vector() -> None:
+    rows = memories(40)
+    corpus = Corpus.build(rows, DIM)
+    new = rows[-1].with_changes(id="late", created_at=rows[-1].created_at + 1)
+    after = Corpus.updated(corpus, {"late": new}, DIM)
+    assert after._matrix._buffer is corpus._matrix._buffer  # written in place
+    assert np.array_equal(corpus.vectors, Corpus.build(rows, DIM).vectors)
+    assert_same(after, Corpus.build([*rows, new], DIM), "appended in place")

@@ -63,11 +63,12 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.config import ConversationConfig, HybridConfig
-from sidecar.memory.corpus.bm25 import JoinedBM25, new_positions
+from sidecar.memory.corpus.bm25 import JoinedBM25
 from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.corpus.delta import taken
 from sidecar.memory.corpus.derived import column_key
 from sidecar.memory.corpus.features import Reader
+from sidecar.memory.corpus.moves import Moves
 from sidecar.memory.language.entities import speaker
 from sidecar.memory.read.retrieval.base import Query
 from sidecar.memory.read.retrieval.signals import Scores, Signals, fuse
@@ -145,20 +146,21 @@ class ContextIndex:
             self.read_together or _together(priors[own]),
         )
 
-    def remapped(self, corpus: Corpus, sources: npt.NDArray[np.int64]) -> ContextIndex:
+    def remapped(self, corpus: Corpus, sources: Moves) -> ContextIndex:
         """This index for ``corpus``, whose memory ``i`` is this index's memory
         ``sources[i]`` (-1: new or changed): a memory whose priors are the same
         unchanged memories keeps its weights; the others (new ones, and those after a
         removed or changed memory in its session) are read again."""
-        source = np.asarray(sources, dtype=np.int64)
-        new_of_old = new_positions(source, len(self.priors))
+        moves = Moves.of(sources, len(self.priors))
+        source = moves.sources
+        new_of_old = moves.new_of_old
         priors = _priors(corpus, self.turns, self.replies, self.long_lines)
-        before = taken(self.priors, source, -1)
+        before = taken(self.priors, moves, -1)
         moved = new_of_old[before]
         moved[(before >= 0) & (moved < 0)] = -2  # a prior gone or changed
         same = (source >= 0) & _rows_equal(moved, priors)
         again = np.flatnonzero(~same)
-        weights = taken(self.weights, source)
+        weights = taken(self.weights, moves)
         weights[again] = _weights(corpus, again, priors[again], self.decay)
         return ContextIndex(
             self.turns,

@@ -38,10 +38,10 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.config import CueConfig
-from sidecar.memory.corpus.bm25 import new_positions
 from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.corpus.derived import column_key
 from sidecar.memory.corpus.features import Reader
+from sidecar.memory.corpus.moves import Moves
 from sidecar.memory.language.amounts import asks_amount, tells_amount
 from sidecar.memory.language.entities import names, subject
 from sidecar.memory.language.intent import asks_past, wish
@@ -168,15 +168,16 @@ class Subjects:
             members[key] = new if old is None else np.concatenate([old, new])
         return Subjects(corpus.size, members)
 
-    def remapped(self, corpus: Corpus, sources: npt.NDArray[np.int64]) -> Subjects:
+    def remapped(self, corpus: Corpus, sources: Moves) -> Subjects:
         """These subjects for ``corpus``, whose memory ``i`` is memory ``sources[i]``
         here (-1: new or changed, read again)."""
-        new_of_old = new_positions(np.asarray(sources, dtype=np.int64), self.size)
+        moves = Moves.of(sources, self.size)
+        new_of_old = moves.new_of_old
         found: dict[str, list[Ints]] = {}
         for key, rows in self.members.items():
             moved = new_of_old[rows]
             found.setdefault(key, []).append(moved[moved >= 0])
-        for i in np.flatnonzero(np.asarray(sources) < 0).tolist():
+        for i in moves.fresh.tolist():
             about = corpus.read("subject", i, _subject)
             if about is not None:
                 found.setdefault(about, []).append(np.asarray([i], dtype=np.int64))
