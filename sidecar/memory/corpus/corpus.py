@@ -386,13 +386,15 @@ class Corpus:
             else RowIndex(memories)
         )
         if previous is not None and layout is not None:
-            prev, nxt, codes = moved_sessions(
+            prev, nxt, codes, touched = moved_sessions(
                 memories,
                 layout,
                 (previous.session_prev, previous.session_next, previous._session_codes),
                 previous._session_numbers,
             )
             numbers = previous._session_numbers
+            if moves is not None:
+                moves = moves.with_touched(touched)
         else:
             prev, nxt, codes, numbers = session_order(memories)
         if (

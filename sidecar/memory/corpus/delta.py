@@ -190,11 +190,12 @@ def moved_sessions(
     layout: Layout,
     previous: tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], Ints],
     numbers: dict[str, int],
-) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], Ints]:
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], Ints, Ints]:
     """Session order (previous, next, session codes) after ``layout``'s update:
-    carried through the moved rows, and found again for the sessions it touched.
-    ``previous``: the previous snapshot's arrays; ``numbers``: its session codes by
-    id (shared; a session not seen before gets a new one)."""
+    carried through the moved rows, and found again for the sessions it touched
+    (their rows, in order, come fourth: the only rows whose neighbours may have
+    changed). ``previous``: the previous snapshot's arrays; ``numbers``: its
+    session codes by id (shared; a session not seen before gets a new one)."""
     old_prev, old_next, old_codes = previous
     moves = Moves.of(layout.moves, len(old_codes))
     sources = moves.sources
@@ -214,14 +215,16 @@ def moved_sessions(
     prev[kept] = new_of_old[old_prev[sources[kept]]]
     nxt[kept] = new_of_old[old_next[sources[kept]]]
     unnamed = numbers.get("")
+    touched: list[Ints] = [np.asarray(layout.fresh, dtype=np.int64)]
     for sid in layout.sessions.union([memories[i].session_id for i in layout.fresh]):
         code = numbers.get(sid)
         if code is None:
             continue
         members = np.flatnonzero(codes == code)
+        touched.append(members)
         prev[members] = -1
         nxt[members] = -1
         if code != unnamed and len(members) > 1:
             prev[members[1:]] = members[:-1]
             nxt[members[:-1]] = members[1:]
-    return prev, nxt, codes
+    return prev, nxt, codes, np.unique(np.concatenate(touched))

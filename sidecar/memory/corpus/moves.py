@@ -54,11 +54,24 @@ class Moves:
     """Row ``i`` of a new snapshot is row ``sources[i]`` of one of ``old_size``
     rows (-1: new or changed). The arrays it gives are shared and read only."""
 
-    __slots__ = ("_fresh", "_kept", "_new_of_old", "_runs", "_runs_found", "old_size", "sources")
+    __slots__ = (
+        "_fresh",
+        "_kept",
+        "_new_of_old",
+        "_runs",
+        "_runs_found",
+        "old_size",
+        "sources",
+        "touched",
+    )
 
     def __init__(self, sources: Ints, old_size: int) -> None:
         self.sources = _frozen(np.array(sources, dtype=np.int64))
         self.old_size = old_size
+        #: The new rows whose session neighbours may differ from their source's
+        #: (rows of a session a row left, entered or changed in; in order); None:
+        #: not known, any may.
+        self.touched: Ints | None = None
         self._kept: Ints | None = None
         self._fresh: Ints | None = None
         self._new_of_old: Ints | None = None
@@ -73,6 +86,14 @@ class Moves:
                 raise ValueError(f"moves from {sources.old_size} rows, not {old_size}")
             return sources
         return cls(np.asarray(sources, dtype=np.int64), old_size)
+
+    def with_touched(self, rows: Ints) -> Moves:
+        """These moves, knowing that only ``rows`` may have new session neighbours."""
+        out = Moves.__new__(Moves)
+        for name in Moves.__slots__:
+            setattr(out, name, getattr(self, name))
+        out.touched = _frozen(np.asarray(rows, dtype=np.int64))
+        return out
 
     def __len__(self) -> int:
         return len(self.sources)

@@ -170,6 +170,7 @@ def test_a_chain_of_updates_told_as_changes_equals_a_fresh_build() -> None:
             carried = context_index(corpus, config)
             built = context_index(fresh, config)
             assert np.array_equal(carried.priors, built.priors), note
+            assert np.array_equal(carried.sessions, built.sessions), note
             assert np.allclose(carried.weights, built.weights), note
             for query in QUERIES:
                 assert np.array_equal(carried.bm25.scores(query), built.bm25.scores(query)), note
@@ -209,6 +210,7 @@ def test_a_deletion_left_to_compaction_serves_the_same_then_keeps_nothing_of_it(
     assert_same(compacted, fresh, "compacted")
     carried, built = context_index(compacted, config), context_index(fresh, config)
     assert np.array_equal(carried.priors, built.priors)
+    assert np.array_equal(carried.sessions, built.sessions)
     assert np.allclose(carried.weights, built.weights)
     for query in QUERIES:
         assert np.array_equal(carried.bm25.scores(query), built.bm25.scores(query))

@@ -154,10 +154,20 @@ class ContextIndex:
         moves = Moves.of(sources, len(self.priors))
         source = moves.sources
         new_of_old = moves.new_of_old
-        priors = _priors(corpus, self.turns, self.replies, self.long_lines)
         before = taken(self.priors, moves, -1)
         moved = new_of_old[before]
         moved[(before >= 0) & (moved < 0)] = -2  # a prior gone or changed
+        touched = moves.touched
+        if touched is None:
+            priors = _priors(corpus, self.turns, self.replies, self.long_lines)
+            sessions = _sessions(corpus)
+        else:
+            # A row of a session no row left, entered or changed in has the same
+            # neighbours as its source: its priors and session moved with it.
+            priors = moved.copy()
+            priors[touched] = _priors(corpus, self.turns, self.replies, self.long_lines, touched)
+            sessions = new_of_old[taken(self.sessions, moves, -1)]
+            _regrouped(corpus, sessions, touched)
         same = (source >= 0) & _rows_equal(moved, priors)
         again = np.flatnonzero(~same)
         weights = taken(self.weights, moves)
@@ -171,7 +181,7 @@ class ContextIndex:
             priors,
             weights,
             corpus.bm25.joined(priors, capped=self.capped),
-            _sessions(corpus),
+            sessions,
             _together(priors),
         )
 
@@ -295,25 +305,46 @@ def _sessions(corpus: Corpus) -> Ints:
         groups = further
 
 
-def _priors(corpus: Corpus, turns: int, replies: bool = False, long_lines: int = 0) -> Ints:
+def _regrouped(corpus: Corpus, groups: Ints, rows: Ints) -> None:
+    """Set ``groups`` (:func:`_sessions`) of ``rows`` (every row of their sessions)
+    again, the others left: a row's chain of priors stays in its session."""
+    prev = corpus.session_prev[rows].astype(np.int64)
+    groups[rows] = np.where(prev >= 0, prev, rows)
+    while True:
+        further = groups[groups[rows]]
+        if np.array_equal(further, groups[rows]):
+            return
+        groups[rows] = further
+
+
+def _priors(
+    corpus: Corpus,
+    turns: int,
+    replies: bool = False,
+    long_lines: int = 0,
+    rows: Ints | None = None,
+) -> Ints:
     """Every memory's priors, newest first (-1 past its session's start);
     ``replies``: none for a transcript line whose prior has its speaker;
-    ``long_lines``: none for a line longer than this, and none from such a line on."""
-    priors = np.full((corpus.size, turns), -1, dtype=np.int64)
-    if turns == 0 or corpus.size == 0:
+    ``long_lines``: none for a line longer than this, and none from such a line on;
+    ``rows``: those memories' only, in that order."""
+    count = corpus.size if rows is None else len(rows)
+    priors = np.full((count, turns), -1, dtype=np.int64)
+    if turns == 0 or count == 0:
         return priors
     prev = corpus.session_prev.astype(np.int64)
     long = long_transcript_lines(corpus, long_lines)
     if long is not None:
         prev = np.where(long | np.append(long, False)[prev], -1, prev)
     prev = np.append(prev, -1)  # index -1 reads -1
-    priors[:, 0] = prev[:-1]
+    priors[:, 0] = prev[:-1] if rows is None else prev[rows]
     for t in range(1, turns):
         priors[:, t] = prev[priors[:, t - 1]]
     if replies:
         said = corpus.column("speaker", _speaker, np.int64)
+        own = said if rows is None else said[rows]
         before = np.append(said, -1)[priors[:, 0]]  # index -1 reads -1 (no speaker)
-        priors[(said >= 0) & (before == said), :] = -1
+        priors[(own >= 0) & (before == own), :] = -1
     return priors
 
 
