@@ -215,7 +215,7 @@ def moved_sessions(
     prev[kept] = new_of_old[old_prev[sources[kept]]]
     nxt[kept] = new_of_old[old_next[sources[kept]]]
     unnamed = numbers.get("")
-    touched: list[Ints] = [np.asarray(layout.fresh, dtype=np.int64)]
+    touched: list[Ints] = [np.zeros(0, dtype=np.int64)]  # a fresh row's session is one
     for sid in layout.sessions.union([memories[i].session_id for i in layout.fresh]):
         code = numbers.get(sid)
         if code is None:
@@ -227,4 +227,5 @@ def moved_sessions(
         if code != unnamed and len(members) > 1:
             prev[members[1:]] = members[:-1]
             nxt[members[:-1]] = members[1:]
-    return prev, nxt, codes, np.unique(np.concatenate(touched))
+    # Sessions are disjoint: their rows sorted are each row once.
+    return prev, nxt, codes, np.sort(np.concatenate(touched))
