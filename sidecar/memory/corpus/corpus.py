@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from operator import is_
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -32,7 +32,6 @@ from sidecar.memory.corpus.delta import (
     Layout,
     changed_layout,
     moved_sessions,
-    spliced,
 )
 from sidecar.memory.corpus.derived import MemoryColumn, column_key
 from sidecar.memory.corpus.features import FeatureMemo, MemoryFeatures, Reader, kept_values
@@ -73,7 +72,9 @@ class Corpus:
     #: What was read of each memory, shared with the snapshots before and after
     #: this one (the corpus cache's); None: read per snapshot.
     memo: FeatureMemo | None = field(default=None, repr=False, compare=False)
-    #: The memo's entry of each memory (None without a memo): a read is a lookup.
+    #: The memo's entry of each memory, or None: looked up in the memo when read
+    #: (a snapshot made from another by an update: carrying every entry cost a
+    #: copy of them per update), or no memo.
     _features: tuple[MemoryFeatures, ...] | None = field(default=None, repr=False, compare=False)
     _ngrams: dict[int, frozenset[str]] = field(default_factory=dict, repr=False)
     #: Values computed from this snapshot (topic groups, category trees, link
@@ -164,23 +165,29 @@ class Corpus:
         """:meth:`read` of the memories from ``start`` on, in order (a column's
         values: one loop, not a call per memory)."""
         records = self.records[start:]
-        if self._features is None:
+        if self._features is not None:
+            entries: Sequence[MemoryFeatures] = self._features[start:]
+        elif self.memo is not None:
+            entries = self.memo.features_of(records)
+        else:
             return [read(record) for record in records]
-        kept = kept_values(self._features[start:], name)
+        kept = kept_values(entries, name)
         if kept is not None:
             return kept
         return [
-            entry.value(name, record, read)
-            for entry, record in zip(self._features[start:], records, strict=True)
+            entry.value(name, record, read) for entry, record in zip(entries, records, strict=True)
         ]
 
     def read(self, name: str, index: int, read: Reader) -> Any:
         """``read(record)`` of memory ``index``, kept in the memo when the snapshot
         has one (``read`` must depend on the record's text alone, and be the only
         reader named ``name``)."""
-        if self._features is None:
-            return read(self.records[index])
-        return self._features[index].value(name, self.records[index], read)
+        record = self.records[index]
+        if self._features is not None:
+            return self._features[index].value(name, record, read)
+        if self.memo is not None:
+            return self.memo.value(name, record, read)
+        return read(record)
 
     @classmethod
     def build(
@@ -330,6 +337,10 @@ class Corpus:
         if previous is not None and sources is not None:
             moves = Moves.of(sources, previous.size)
         features = _features(memo, memories, previous, start, moves)
+        # What the memo read of the rows this build reads (new ones, or all).
+        entries: Sequence[MemoryFeatures] | None = features
+        if features is None and memo is not None:
+            entries = MemoEntries(memo, memories)
 
         def terms(
             positions: Sequence[int], into: BM25Index | None
@@ -337,13 +348,13 @@ class Corpus:
             """What an index counts of these memories: their term ids from the memo,
             for an index on its vocabulary (read once per memory), else their
             tokens."""
-            if memo is None or features is None:
+            if memo is None or entries is None:
                 return [document(memories[i]) for i in positions], None
             if into is not None and into.vocabulary is not memo.vocabulary:
                 return [
-                    features[i].value(DOCUMENT, memories[i], document_tokens) for i in positions
+                    entries[i].value(DOCUMENT, memories[i], document_tokens) for i in positions
                 ], None
-            return None, memo_term_ids_of(features, memories, positions, memo.vocabulary)
+            return None, memo_term_ids_of(entries, memories, positions, memo.vocabulary)
 
         extended = previous if start is not None else None
         if previous is not None and start is not None:
@@ -351,7 +362,7 @@ class Corpus:
             # vectors, BM25 postings and n-grams; links and sessions are recomputed
             # (back-links change old rows' related_ids).
             tail = range(start, len(memories))
-            vectors = previous._matrix.appended(matrix(memories, dim, features, tail))
+            vectors = previous._matrix.appended(matrix(memories, dim, entries, tail))
             bm25 = previous.bm25.extended(*terms(tail, previous.bm25))
             ngrams = dict(previous._ngrams)
             moved: Moves | None = Moves(
@@ -364,16 +375,14 @@ class Corpus:
             # Rows removed, replaced or reordered (a supersede, a delete, a
             # consolidation pass, a delta refresh): the vectors, tokens and postings
             # of every row the previous corpus had move to their new places.
-            vectors = _reuse(previous, memories, dim, features, moves, fold=scrub)
+            vectors = _reuse(previous, memories, dim, entries, moves, fold=scrub)
             changed = moves.fresh.tolist()
             bm25 = previous.bm25.remapped(moves, *terms(changed, previous.bm25), fold=scrub)
             ngrams = {}
             moved = moves
         else:
             size = len(memories)
-            vectors = RowMatrix.in_buffer(
-                matrix(memories, dim, features, room=room_for(size)), size
-            )
+            vectors = RowMatrix.in_buffer(matrix(memories, dim, entries, room=room_for(size)), size)
             documents, ids = terms(range(len(memories)), None)
             bm25 = BM25Index(
                 documents, vocabulary=memo.vocabulary if memo is not None else None, ids=ids
@@ -540,17 +549,40 @@ def _features(
     start: int | None,
     sources: Moves | None,
 ) -> tuple[MemoryFeatures, ...] | None:
-    """The memo's entry of each memory: ``previous``'s for the memories it had with
-    the same text (its first ``start``, or where ``sources`` says), else looked up."""
+    """The memo's entry of each memory, to keep with a snapshot built afresh; None
+    for one made from ``previous`` by an update (``start`` or ``sources``: its
+    entries are looked up when read) or without a memo."""
     if memo is None:
         return None
-    entry = memo.features
-    known = previous._features if previous is not None and previous.memo is memo else None
-    if known is not None and start is not None:
-        return known + tuple(map(entry, memories[start:]))
-    if known is not None and sources is not None:
-        return tuple(spliced(known, sources, lambda i: entry(memories[i])))
+    updated = start is not None or sources is not None
+    if previous is not None and previous.memo is memo and updated:
+        return None
     return memo.features_of(memories)
+
+
+class MemoEntries(Sequence[MemoryFeatures]):
+    """The memo's entry of each of ``records``, looked up when read (the few rows
+    an update reads: new ones)."""
+
+    __slots__ = ("_memo", "_records")
+
+    def __init__(self, memo: FeatureMemo, records: Sequence[MemoryRecord]) -> None:
+        self._memo = memo
+        self._records = records
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    @overload
+    def __getitem__(self, index: int) -> MemoryFeatures: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[MemoryFeatures]: ...
+
+    def __getitem__(self, index: int | slice) -> MemoryFeatures | Sequence[MemoryFeatures]:
+        if isinstance(index, slice):
+            return self._memo.features_of(self._records[index])
+        return self._memo.features(self._records[index])
 
 
 def _full_matrix(corpus: Corpus) -> bool:
@@ -572,7 +604,7 @@ def _rescored(
         records=tuple(memories),
         categories=tuple(categories),
         memo=memo,
-        _features=_features(memo, memories, previous, len(memories), None),
+        _features=previous._features if previous.memo is memo else None,
         _derived={},
         _structural=set(),
     )
