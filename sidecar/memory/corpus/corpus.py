@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from operator import is_
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -21,30 +21,40 @@ import numpy.typing as npt
 from sidecar.memory.corpus.assembly import (
     Ints,
     active_rows,
-    same_document,
     same_rows,
     session_order,
 )
 from sidecar.memory.corpus.assembly import links as resolved_links
 from sidecar.memory.corpus.assembly import sources as source_rows
-from sidecar.memory.corpus.bm25 import BM25Index, TermIds
+from sidecar.memory.corpus.bm25 import BM25Index
+from sidecar.memory.corpus.carried import (
+    category_matrix,
+    columns_first,
+    indexed_terms,
+    kept_entries,
+    reused_vectors,
+    rows_after,
+    same_structure,
+)
 from sidecar.memory.corpus.delta import (
     Layout,
     changed_layout,
     moved_sessions,
 )
 from sidecar.memory.corpus.derived import MemoryColumn, column_key
-from sidecar.memory.corpus.features import FeatureMemo, MemoryFeatures, Reader, kept_values
+from sidecar.memory.corpus.features import (
+    FeatureMemo,
+    MemoEntries,
+    MemoryFeatures,
+    Reader,
+    kept_values,
+)
 from sidecar.memory.corpus.moves import Moves
 from sidecar.memory.corpus.row_index import RowIndex
 from sidecar.memory.corpus.row_matrix import RowMatrix, room_for
 from sidecar.memory.corpus.rows import (
-    DOCUMENT,
     Matrix,
-    document,
-    document_tokens,
     matrix,
-    memo_term_ids_of,
 )
 from sidecar.memory.language.text import char_ngrams
 from sidecar.memory.records.records import MemoryRecord, Status
@@ -209,7 +219,9 @@ class Corpus:
         Where the caller knows which rows changed, :meth:`updated` does the same
         without a pass over every row."""
         memories, categories = active_rows(rows)
-        if previous is not None and _same_structure(previous, memories, categories):
+        if previous is not None and same_structure(
+            (previous.records, previous.categories), memories, categories
+        ):
             return _rescored(previous, memories, categories, memo)
         start = (
             len(previous.records)
@@ -247,7 +259,8 @@ class Corpus:
         :meth:`compacted`, off the request path (the deleted row is out of the
         snapshot either way: never scored, never returned)."""
         if not _full_matrix(previous) or previous._matrix.dim != dim:
-            return cls.build(_rows_after(previous, changes), dim, previous, memo=memo)
+            rows = rows_after((*previous.records, *previous.categories), changes)
+            return cls.build(rows, dim, previous, memo=memo)
         deleted = any(row is not None and row.status == Status.DELETED for row in changes.values())
         layout = changed_layout(previous.records, previous.index_of, previous.categories, changes)
         unmoved = len(layout.sources) == previous.size and not layout.fresh
@@ -336,25 +349,17 @@ class Corpus:
         moves = None
         if previous is not None and sources is not None:
             moves = Moves.of(sources, previous.size)
-        features = _features(memo, memories, previous, start, moves)
+        features = kept_entries(
+            memo,
+            memories,
+            updated=previous is not None
+            and previous.memo is memo
+            and (start is not None or moves is not None),
+        )
         # What the memo read of the rows this build reads (new ones, or all).
         entries: Sequence[MemoryFeatures] | None = features
         if features is None and memo is not None:
             entries = MemoEntries(memo, memories)
-
-        def terms(
-            positions: Sequence[int], into: BM25Index | None
-        ) -> tuple[list[Sequence[str]] | None, list[TermIds] | None]:
-            """What an index counts of these memories: their term ids from the memo,
-            for an index on its vocabulary (read once per memory), else their
-            tokens."""
-            if memo is None or entries is None:
-                return [document(memories[i]) for i in positions], None
-            if into is not None and into.vocabulary is not memo.vocabulary:
-                return [
-                    entries[i].value(DOCUMENT, memories[i], document_tokens) for i in positions
-                ], None
-            return None, memo_term_ids_of(entries, memories, positions, memo.vocabulary)
 
         extended = previous if start is not None else None
         if previous is not None and start is not None:
@@ -363,7 +368,9 @@ class Corpus:
             # (back-links change old rows' related_ids).
             tail = range(start, len(memories))
             vectors = previous._matrix.appended(matrix(memories, dim, entries, tail))
-            bm25 = previous.bm25.extended(*terms(tail, previous.bm25))
+            bm25 = previous.bm25.extended(
+                *indexed_terms(memo, entries, memories, tail, previous.bm25)
+            )
             ngrams = dict(previous._ngrams)
             moved: Moves | None = Moves(
                 np.concatenate(
@@ -375,15 +382,17 @@ class Corpus:
             # Rows removed, replaced or reordered (a supersede, a delete, a
             # consolidation pass, a delta refresh): the vectors, tokens and postings
             # of every row the previous corpus had move to their new places.
-            vectors = _reuse(previous, memories, dim, entries, moves, fold=scrub)
+            vectors = reused_vectors(previous._matrix, memories, dim, entries, moves, fold=scrub)
             changed = moves.fresh.tolist()
-            bm25 = previous.bm25.remapped(moves, *terms(changed, previous.bm25), fold=scrub)
+            bm25 = previous.bm25.remapped(
+                moves, *indexed_terms(memo, entries, memories, changed, previous.bm25), fold=scrub
+            )
             ngrams = {}
             moved = moves
         else:
             size = len(memories)
             vectors = RowMatrix.in_buffer(matrix(memories, dim, entries, room=room_for(size)), size)
-            documents, ids = terms(range(len(memories)), None)
+            documents, ids = indexed_terms(memo, entries, memories, range(len(memories)), None)
             bm25 = BM25Index(
                 documents, vocabulary=memo.vocabulary if memo is not None else None, ids=ids
             )
@@ -425,7 +434,11 @@ class Corpus:
             session_prev=prev,
             session_next=nxt,
             categories=tuple(categories),
-            category_vectors=_category_matrix(previous, categories, dim),
+            category_vectors=category_matrix(
+                None if previous is None else (previous.categories, previous.category_vectors),
+                categories,
+                dim,
+            ),
             memo=memo,
             _features=features,
             _ngrams=ngrams,
@@ -447,7 +460,7 @@ class Corpus:
         """Carry ``previous``'s structural values that can follow appended memories
         (:class:`~sidecar.memory.corpus.derived.Appendable`) into this snapshot,
         which appends memories to it."""
-        for key in _columns_first(previous):
+        for key in columns_first(previous._derived, previous._structural):
             value = previous._derived.get(key)
             # The method, not isinstance of the protocol: that check reads every
             # protocol member per value, per snapshot.
@@ -461,7 +474,7 @@ class Corpus:
         replaced or reordered (:class:`~sidecar.memory.corpus.derived.Remappable`)
         into this snapshot, whose memory ``i`` is ``previous``'s memory
         ``sources[i]`` (-1: a new or changed one)."""
-        for key in _columns_first(previous):
+        for key in columns_first(previous._derived, previous._structural):
             value = previous._derived.get(key)
             remap = getattr(value, "remapped", None)
             if callable(remap):
@@ -480,109 +493,6 @@ class Corpus:
             structural=True,
         )
         return built.values
-
-
-def _columns_first(corpus: Corpus) -> list[Hashable]:
-    """``corpus``'s structural keys, its columns first: a value carried into the
-    next snapshot may read a column there (the context index reads who said each
-    line), which is then carried, not read again from every memory."""
-    keys = list(corpus._structural)
-    return sorted(keys, key=lambda key: not isinstance(corpus._derived.get(key), MemoryColumn))
-
-
-def _category_matrix(old: Corpus | None, categories: Sequence[MemoryRecord], dim: int) -> Matrix:
-    """The categories' vectors, ``old``'s matrix when they are the same rows."""
-    if (
-        old is not None
-        and len(old.categories) == len(categories)
-        and all(
-            new.id == prev.id and new.embedding is prev.embedding
-            for new, prev in zip(categories, old.categories, strict=True)
-        )
-    ):
-        return old.category_vectors
-    return matrix(categories, dim)
-
-
-def _reuse(
-    old: Corpus,
-    memories: Sequence[MemoryRecord],
-    dim: int,
-    features: Sequence[MemoryFeatures] | None,
-    sources: Moves,
-    *,
-    fold: bool = False,
-) -> RowMatrix:
-    """The vectors of ``memories``: ``old``'s rows where ``sources`` has one (not
-    copied: :mod:`~sidecar.memory.corpus.row_matrix`; ``fold``: copied into a new
-    buffer), tuples of floats converted only for the others."""
-    if old._matrix.dim != dim:
-        return RowMatrix.of(matrix(memories, dim, features))
-    fresh = sources.fresh.tolist()
-    return old._matrix.remapped(sources, matrix(memories, dim, features, fresh), fold=fold)
-
-
-def _same_structure(
-    old: Corpus, memories: Sequence[MemoryRecord], categories: Sequence[MemoryRecord]
-) -> bool:
-    """Whether ``old``'s vectors, BM25 index, links and session order hold for these
-    rows (in this order): only fields the indexes do not read may differ."""
-    if len(old.records) != len(memories) or len(old.categories) != len(categories):
-        return False
-    for new_rows, old_rows in ((memories, old.records), (categories, old.categories)):
-        if all(map(is_, new_rows, old_rows)):
-            continue
-        for new, prev in zip(new_rows, old_rows, strict=True):
-            if new is not prev and not (
-                same_document(new, prev)
-                and new.related_ids == prev.related_ids
-                and new.session_id == prev.session_id
-            ):
-                return False
-    return True
-
-
-def _features(
-    memo: FeatureMemo | None,
-    memories: Sequence[MemoryRecord],
-    previous: Corpus | None,
-    start: int | None,
-    sources: Moves | None,
-) -> tuple[MemoryFeatures, ...] | None:
-    """The memo's entry of each memory, to keep with a snapshot built afresh; None
-    for one made from ``previous`` by an update (``start`` or ``sources``: its
-    entries are looked up when read) or without a memo."""
-    if memo is None:
-        return None
-    updated = start is not None or sources is not None
-    if previous is not None and previous.memo is memo and updated:
-        return None
-    return memo.features_of(memories)
-
-
-class MemoEntries(Sequence[MemoryFeatures]):
-    """The memo's entry of each of ``records``, looked up when read (the few rows
-    an update reads: new ones)."""
-
-    __slots__ = ("_memo", "_records")
-
-    def __init__(self, memo: FeatureMemo, records: Sequence[MemoryRecord]) -> None:
-        self._memo = memo
-        self._records = records
-
-    def __len__(self) -> int:
-        return len(self._records)
-
-    @overload
-    def __getitem__(self, index: int) -> MemoryFeatures: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[MemoryFeatures]: ...
-
-    def __getitem__(self, index: int | slice) -> MemoryFeatures | Sequence[MemoryFeatures]:
-        if isinstance(index, slice):
-            return self._memo.features_of(self._records[index])
-        return self._memo.features(self._records[index])
 
 
 def _full_matrix(corpus: Corpus) -> bool:
@@ -608,9 +518,3 @@ def _rescored(
         _derived={},
         _structural=set(),
     )
-
-
-def _rows_after(previous: Corpus, changes: Mapping[str, MemoryRecord | None]) -> list[MemoryRecord]:
-    """``previous``'s rows with ``changes`` applied (for a full :meth:`Corpus.build`)."""
-    kept = [r for r in (*previous.records, *previous.categories) if r.id not in changes]
-    return [*kept, *(r for r in changes.values() if r is not None)]

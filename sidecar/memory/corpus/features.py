@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from operator import attrgetter, is_, itemgetter
-from typing import Any, cast
+from typing import Any, cast, overload
 
 from sidecar.memory.records.records import MemoryRecord
 
@@ -131,3 +131,28 @@ class FeatureMemo:
     def clear(self) -> None:
         self._memories.clear()
         self.vocabulary = {}
+
+
+class MemoEntries(Sequence[MemoryFeatures]):
+    """The memo's entry of each of ``records``, looked up when read (the few rows
+    an update reads: new ones)."""
+
+    __slots__ = ("_memo", "_records")
+
+    def __init__(self, memo: FeatureMemo, records: Sequence[MemoryRecord]) -> None:
+        self._memo = memo
+        self._records = records
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    @overload
+    def __getitem__(self, index: int) -> MemoryFeatures: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[MemoryFeatures]: ...
+
+    def __getitem__(self, index: int | slice) -> MemoryFeatures | Sequence[MemoryFeatures]:
+        if isinstance(index, slice):
+            return self._memo.features_of(self._records[index])
+        return self._memo.features(self._records[index])

@@ -1,0 +1,138 @@
+"""What a new snapshot takes from the one before it, and the checks that decide it.
+
+:class:`~sidecar.memory.corpus.corpus.Corpus` builds a snapshot afresh, or from
+the previous one (rows appended, or moved: :mod:`~sidecar.memory.corpus.moves`).
+These helpers say whether the previous snapshot's layers still hold (same rows,
+same vectors) and carry them: vectors, the category matrix, memo entries, carried
+derived values first by kind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from operator import is_
+from typing import Any
+
+from sidecar.memory.corpus.assembly import same_document
+from sidecar.memory.corpus.bm25 import BM25Index, TermIds
+from sidecar.memory.corpus.derived import MemoryColumn
+from sidecar.memory.corpus.features import FeatureMemo, MemoryFeatures
+from sidecar.memory.corpus.moves import Moves
+from sidecar.memory.corpus.row_matrix import RowMatrix
+from sidecar.memory.corpus.rows import (
+    DOCUMENT,
+    Matrix,
+    document,
+    document_tokens,
+    matrix,
+    memo_term_ids_of,
+)
+from sidecar.memory.records.records import MemoryRecord
+
+
+def columns_first(
+    derived: Mapping[Hashable, Any], structural: Iterable[Hashable]
+) -> list[Hashable]:
+    """A snapshot's ``structural`` keys of its ``derived`` values, its columns
+    first: a value carried into the next snapshot may read a column there (the
+    context index reads who said each line), which is then carried, not read again
+    from every memory."""
+    return sorted(structural, key=lambda key: not isinstance(derived.get(key), MemoryColumn))
+
+
+def category_matrix(
+    old: tuple[Sequence[MemoryRecord], Matrix] | None,
+    categories: Sequence[MemoryRecord],
+    dim: int,
+) -> Matrix:
+    """The categories' vectors, ``old``'s matrix (its categories and their vectors)
+    when they are the same rows."""
+    if (
+        old is not None
+        and len(old[0]) == len(categories)
+        and all(
+            new.id == prev.id and new.embedding is prev.embedding
+            for new, prev in zip(categories, old[0], strict=True)
+        )
+    ):
+        return old[1]
+    return matrix(categories, dim)
+
+
+def reused_vectors(
+    old: RowMatrix,
+    memories: Sequence[MemoryRecord],
+    dim: int,
+    features: Sequence[MemoryFeatures] | None,
+    sources: Moves,
+    *,
+    fold: bool = False,
+) -> RowMatrix:
+    """The vectors of ``memories``: ``old``'s rows where ``sources`` has one (not
+    copied: :mod:`~sidecar.memory.corpus.row_matrix`; ``fold``: copied into a new
+    buffer), tuples of floats converted only for the others."""
+    if old.dim != dim:
+        return RowMatrix.of(matrix(memories, dim, features))
+    fresh = sources.fresh.tolist()
+    return old.remapped(sources, matrix(memories, dim, features, fresh), fold=fold)
+
+
+def same_structure(
+    old: tuple[Sequence[MemoryRecord], Sequence[MemoryRecord]],
+    memories: Sequence[MemoryRecord],
+    categories: Sequence[MemoryRecord],
+) -> bool:
+    """Whether the vectors, BM25 index, links and session order of ``old`` (a
+    snapshot's memories and categories) hold for these rows (in this order): only
+    fields the indexes do not read may differ."""
+    old_memories, old_categories = old
+    if len(old_memories) != len(memories) or len(old_categories) != len(categories):
+        return False
+    for new_rows, old_rows in ((memories, old_memories), (categories, old_categories)):
+        if all(map(is_, new_rows, old_rows)):
+            continue
+        for new, prev in zip(new_rows, old_rows, strict=True):
+            if new is not prev and not (
+                same_document(new, prev)
+                and new.related_ids == prev.related_ids
+                and new.session_id == prev.session_id
+            ):
+                return False
+    return True
+
+
+def kept_entries(
+    memo: FeatureMemo | None, memories: Sequence[MemoryRecord], *, updated: bool
+) -> tuple[MemoryFeatures, ...] | None:
+    """The memo's entry of each memory, to keep with a snapshot built afresh; None
+    for one ``updated`` from a snapshot on the same memo (its entries are looked
+    up when read) or without a memo."""
+    if memo is None or updated:
+        return None
+    return memo.features_of(memories)
+
+
+def indexed_terms(
+    memo: FeatureMemo | None,
+    entries: Sequence[MemoryFeatures] | None,
+    memories: Sequence[MemoryRecord],
+    positions: Sequence[int],
+    into: BM25Index | None,
+) -> tuple[list[Sequence[str]] | None, list[TermIds] | None]:
+    """What an index counts of the memories at ``positions``: their term ids from
+    the memo (``entries``: its entry of each memory), for an index on its
+    vocabulary (read once per memory), else their tokens (for ``into``, an index
+    on another vocabulary)."""
+    if memo is None or entries is None:
+        return [document(memories[i]) for i in positions], None
+    if into is not None and into.vocabulary is not memo.vocabulary:
+        return [entries[i].value(DOCUMENT, memories[i], document_tokens) for i in positions], None
+    return None, memo_term_ids_of(entries, memories, positions, memo.vocabulary)
+
+
+def rows_after(
+    rows: Sequence[MemoryRecord], changes: Mapping[str, MemoryRecord | None]
+) -> list[MemoryRecord]:
+    """``rows`` with ``changes`` applied (for a full build)."""
+    kept = [r for r in rows if r.id not in changes]
+    return [*kept, *(r for r in changes.values() if r is not None)]
