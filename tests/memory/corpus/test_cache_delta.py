@@ -78,7 +78,7 @@ async def test_writes_bring_the_snapshot_up_to_date_from_the_changed_rows(
     updates: list[int] = []
     original = Corpus.updated.__func__  # type: ignore[attr-defined]
 
-    def counted(cls, previous, changes, dim, **options):  # type: ignore[no-untyped-def]
+    def counted(cls, previous, changes, dim, /, **options):  # type: ignore[no-untyped-def]
         updates.append(len(changes))
         return original(cls, previous, changes, dim, **options)
 
@@ -174,3 +174,30 @@ async def test_a_deletion_another_replica_wrote_leaves_nothing_behind(
     assert not any(np.array_equal(row, np.asarray(gone.embedding, np.float32)) for row in held)
     assert served.bm25._moved is None
     assert "m4" not in cache._features._memories
+
+
+async def test_a_snapshot_made_while_its_deletion_compacts_is_compacted_in_turn(
+    store: MemoryStore,
+) -> None:
+    """A write between a deletion's snapshot and its compaction makes a snapshot
+    from the one still holding the deleted row: the compaction of the first finds
+    it served instead, and compacts it."""
+    metrics = Metrics()
+    cache = CorpusCache(store, CacheConfig(), metrics)
+    await cache.corpus(SCOPE)
+    gone = rec(3)
+    cache.apply([gone.with_changes(status=Status.DELETED)])
+    first = await cache.corpus(SCOPE)  # its compaction starts in a worker thread
+    cache.apply([rec(9)])
+    second = await cache.corpus(SCOPE)
+    assert second is not first
+    assert second.holds_deleted  # made from the first: the same shared layers
+    await cache.compactions()
+    served = await cache.corpus(SCOPE)
+    assert not served.holds_deleted
+    same(served, fresh(cache))
+    held = served._matrix._buffer.data[: served._matrix._end]
+    assert not any(np.array_equal(row, np.asarray(gone.embedding, np.float32)) for row in held)
+    compactions = metrics.corpus_compactions
+    assert compactions.labels(outcome="stale")._value.get() == 1  # the first's
+    assert compactions.labels(outcome="swapped")._value.get() == 1  # the second's
