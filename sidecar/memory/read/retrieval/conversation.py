@@ -161,6 +161,7 @@ class ContextIndex:
         if touched is None:
             priors = _priors(corpus, self.turns, self.replies, self.long_lines)
             sessions = _sessions(corpus)
+            same = (source >= 0) & _rows_equal(moved, priors)
         else:
             # A row of a session no row left, entered or changed in has the same
             # neighbours as its source: its priors and session moved with it.
@@ -168,7 +169,8 @@ class ContextIndex:
             priors[touched] = _priors(corpus, self.turns, self.replies, self.long_lines, touched)
             sessions = new_of_old[taken(self.sessions, moves, -1)]
             _regrouped(corpus, sessions, touched)
-        same = (source >= 0) & _rows_equal(moved, priors)
+            same = source >= 0
+            same[touched] &= _rows_equal(moved[touched], priors[touched])
         again = np.flatnonzero(~same)
         weights = taken(self.weights, moves)
         weights[again] = _weights(corpus, again, priors[again], self.decay)
@@ -332,20 +334,40 @@ def _priors(
     priors = np.full((count, turns), -1, dtype=np.int64)
     if turns == 0 or count == 0:
         return priors
-    prev = corpus.session_prev.astype(np.int64)
     long = long_transcript_lines(corpus, long_lines)
-    if long is not None:
-        prev = np.where(long | np.append(long, False)[prev], -1, prev)
-    prev = np.append(prev, -1)  # index -1 reads -1
-    priors[:, 0] = prev[:-1] if rows is None else prev[rows]
-    for t in range(1, turns):
-        priors[:, t] = prev[priors[:, t - 1]]
+    if rows is None:
+        prev = corpus.session_prev.astype(np.int64)
+        if long is not None:
+            prev = np.where(long | np.append(long, False)[prev], -1, prev)
+        prev = np.append(prev, -1)  # index -1 reads -1
+        priors[:, 0] = prev[:-1]
+        for t in range(1, turns):
+            priors[:, t] = prev[priors[:, t - 1]]
+    else:
+        # The same steps back, taken from these rows only.
+        priors[:, 0] = _back(corpus.session_prev, long, np.asarray(rows, dtype=np.int64))
+        for t in range(1, turns):
+            priors[:, t] = _back(corpus.session_prev, long, priors[:, t - 1])
     if replies:
         said = corpus.column("speaker", _speaker, np.int64)
         own = said if rows is None else said[rows]
         before = np.append(said, -1)[priors[:, 0]]  # index -1 reads -1 (no speaker)
         priors[(own >= 0) & (before == own), :] = -1
     return priors
+
+
+def _back(
+    session_prev: npt.NDArray[np.int32], long: npt.NDArray[np.bool_] | None, at: Ints
+) -> Ints:
+    """The prior of each of ``at`` (-1 for -1): its session's previous memory,
+    none where it or that one is a long transcript line (:func:`_priors`)."""
+    here = at >= 0
+    safe = np.where(here, at, 0)
+    prev = np.where(here, session_prev[safe], -1).astype(np.int64)
+    if long is not None:
+        before = prev >= 0
+        prev[here & (long[safe] | (before & long[np.where(before, prev, 0)]))] = -1
+    return prev
 
 
 def long_transcript_lines(corpus: Corpus, limit: int) -> npt.NDArray[np.bool_] | None:
@@ -378,16 +400,17 @@ def _weights(corpus: Corpus, own: Ints, priors: Ints, decay: float) -> npt.NDArr
     one's length in tokens (at least 1), a prior's decayed by its distance, all
     divided by the norm of the joined vector."""
     turns = priors.shape[1]
-    lengths = np.maximum(corpus.bm25.lengths, 1.0).astype(np.float32)
+    lengths = corpus.bm25.lengths
+    one = np.float32(1.0)
     weights = np.zeros((len(own), turns + 1), dtype=np.float32)
-    weights[:, 0] = lengths[own]
+    weights[:, 0] = np.maximum(lengths[own], one)
     # No prior (-1): row 0 read with a weight of 0 adds exactly nothing, and
     # costs no masked copies.
     has = priors >= 0
     at = np.where(has, priors, 0)
     for t in range(turns):
         weights[:, t + 1] = np.where(
-            has[:, t], np.float32(decay**t) * lengths[at[:, t]], np.float32(0)
+            has[:, t], np.float32(decay**t) * np.maximum(lengths[at[:, t]], one), np.float32(0)
         )
     norms = np.empty(len(own), dtype=np.float32)
     # The joined vectors a block of rows at a time: the block's arrays stay in
