@@ -324,8 +324,8 @@ class CorpusCache:
             self._corpora[keys] = (seqs, corpus.with_access(changed) if changed else corpus)
 
     def _apply(self, records: Sequence[MemoryRecord]) -> None:
-        # A deleted memory's text leaves the memo now (the snapshots after it keep
-        # nothing of it either: Corpus.updated).
+        # A deleted memory's text leaves the memo now (the next snapshot leaves its
+        # row out, and the compactor folds its vector and postings out after it).
         self._features.drop([r.id for r in records if r.status == Status.DELETED])
         changed: dict[str, dict[str, MemoryRecord]] = {}
         for record in records:
@@ -452,15 +452,21 @@ class CorpusCache:
     def invalidate_user(
         self, user_id: str, *, mirror: bool = True, stamp: int | None = None
     ) -> None:
-        """Mark the user's own unit stale; peers' writes of their rows stamped
-        before this are not applied after it. Tells ``on_user_invalidated``."""
+        """Mark the user's own unit stale and drop the snapshots made of it; peers'
+        writes of their rows stamped before this are not applied after it. Tells
+        ``on_user_invalidated``."""
         if stamp is None:
             stamp = self.stamps.now()
         else:
             mirror = False
         self.stamps.note_user(user_id, stamp)
         self._features.forget_user(user_id)
-        self._bump(f"user:{user_id}")
+        key = f"user:{user_id}"
+        self._bump(key)
+        # The snapshots made of the user's rows hold their text: not kept until
+        # the next request of each scope replaces them.
+        for keys in [keys for keys in self._corpora if key in keys]:
+            del self._corpora[keys]
         if mirror and self._mirror is not None:
             self._mirror.invalidated_user(user_id, stamp)
         if self._on_user_invalidated is not None:

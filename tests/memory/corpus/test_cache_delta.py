@@ -201,3 +201,17 @@ async def test_a_snapshot_made_while_its_deletion_compacts_is_compacted_in_turn(
     compactions = metrics.corpus_compactions
     assert compactions.labels(outcome="stale")._value.get() == 1  # the first's
     assert compactions.labels(outcome="swapped")._value.get() == 1  # the second's
+
+
+async def test_forgetting_a_user_drops_the_snapshots_made_of_their_rows(
+    store: MemoryStore,
+) -> None:
+    """The cached snapshots of a forgotten user's scopes hold their memories' text:
+    they go at once, not at the scope's next request."""
+    cache = CorpusCache(store, CacheConfig(), Metrics())
+    await cache.corpus(SCOPE)
+    await cache.corpus(Scope("bob", group_ids=("team",)))
+    assert len(cache._corpora) == 2
+    cache.invalidate_user("alice")
+    assert [keys for keys in cache._corpora if "user:alice" in keys] == []
+    assert len(cache._corpora) == 1  # bob's stays
