@@ -19,7 +19,7 @@ import threading
 import numpy as np
 import numpy.typing as npt
 
-from sidecar.memory.corpus.moves import Moves
+from sidecar.memory.corpus.moves import Moves, runs_of
 
 Matrix = npt.NDArray[np.float32]
 Ints = npt.NDArray[np.int64]
@@ -50,10 +50,20 @@ class _Buffer:
         self.lock = threading.Lock()
 
     @classmethod
-    def holding(cls, rows: Matrix, room: int) -> _Buffer:
-        data = np.empty((max(room, len(rows)), rows.shape[1]), dtype=np.float32)
-        data[: len(rows)] = rows
-        return cls(data, len(rows))
+    def gathered(cls, data: Matrix, at: Ints, room: int) -> _Buffer:
+        """A buffer of ``data``'s rows ``at``, in order, and ``room`` rows free:
+        copied by slices where they lie in a few runs (a fold after a deletion
+        or two), else gathered; one copy either way."""
+        size = len(at)
+        out = np.empty((size + room, data.shape[1]), dtype=np.float32)
+        runs = runs_of(at)
+        if runs is None:
+            np.take(data, at, axis=0, out=out[:size])
+        else:
+            for begin, end in runs:
+                first = int(at[begin])
+                out[begin:end] = data[first : first + end - begin]
+        return cls(out, size)
 
     def append(self, rows: Matrix) -> int:
         """Write ``rows`` after the last row written; where the first went. A full
@@ -150,7 +160,7 @@ class RowMatrix:
         if fold or FOLD_EVERY * (end - size) > end:
             # Asked, or too many rows read for nothing: the live ones, in order, in
             # a new buffer.
-            folded = _Buffer.holding(buffer.data[at], size + room_for(size))
+            folded = _Buffer.gathered(buffer.data, at, room_for(size))
             return RowMatrix(folded, size, None, self.dim)
         in_order = end == size and bool((at == np.arange(size)).all())
         return RowMatrix(buffer, end, None if in_order else at, self.dim)
