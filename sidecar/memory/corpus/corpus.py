@@ -177,10 +177,10 @@ class Corpus:
         records = self.records[start:]
         if self._features is not None:
             entries: Sequence[MemoryFeatures] = self._features[start:]
-        elif self.memo is not None:
+        elif self.memo is not None and self._memo_current():
             entries = self.memo.features_of(records)
         else:
-            return [read(record) for record in records]
+            return [self.read(name, i, read) for i in range(start, self.size)]
         kept = kept_values(entries, name)
         if kept is not None:
             return kept
@@ -195,9 +195,22 @@ class Corpus:
         record = self.records[index]
         if self._features is not None:
             return self._features[index].value(name, record, read)
-        if self.memo is not None:
-            return self.memo.value(name, record, read)
-        return read(record)
+        memo = self.memo
+        if memo is None:
+            return read(record)
+        entry = memo.known(record)
+        if entry is None:
+            if not self._memo_current():
+                return read(record)  # not put back into the memo (see below)
+            entry = memo.features(record)
+        return entry.value(name, record, read)
+
+    def _memo_current(self) -> bool:
+        """Whether the memo was not cleared since this snapshot was made (its index
+        reads the memo's vocabulary): after a forget, a snapshot still in use
+        (a request begun before it) adds nothing to the memo, which would keep a
+        forgotten memory's text."""
+        return self.memo is not None and self.bm25.vocabulary is self.memo.vocabulary
 
     @classmethod
     def build(

@@ -96,6 +96,11 @@ class FeatureMemo:
                 del memories[next(iter(memories))]
         return features
 
+    def known(self, record: MemoryRecord) -> MemoryFeatures | None:
+        """What was read of ``record``'s text, if the memo holds it (nothing added)."""
+        features = self._memories.get(record.id)
+        return features if features is not None and features.reads(record) else None
+
     def features_of(self, records: Sequence[MemoryRecord]) -> tuple[MemoryFeatures, ...]:
         """:meth:`features` of each record: C-level passes when every record's
         entry is there and read from its very text objects (a snapshot of memories

@@ -215,3 +215,30 @@ async def test_forgetting_a_user_drops_the_snapshots_made_of_their_rows(
     cache.invalidate_user("alice")
     assert [keys for keys in cache._corpora if "user:alice" in keys] == []
     assert len(cache._corpora) == 1  # bob's stays
+
+
+async def test_a_snapshot_in_use_when_its_user_is_forgotten_puts_nothing_back_in_the_memo(
+    store: MemoryStore,
+) -> None:
+    """A snapshot made by an update looks its memories up in the memo when read (and
+    keeps what it reads there); one still in use after a forget (a request begun
+    before it) reads without adding the forgotten memories back."""
+    cache = CorpusCache(store, CacheConfig(), Metrics())
+    await cache.corpus(SCOPE)
+    cache.apply([rec(9)])
+    snapshot = await cache.corpus(SCOPE)
+    assert snapshot._features is None  # made by an update: entries looked up
+    calls: list[str] = []
+
+    def probe(record: MemoryRecord) -> int:
+        calls.append(record.id)
+        return len(record.content)
+
+    assert snapshot.read("probe", 2, probe) == snapshot.read("probe", 2, probe)
+    assert len(calls) == 1  # kept in the memo
+    cache.invalidate_user("alice")
+    assert cache._features._memories == {}
+    lengths = snapshot.read_all("probe", probe)
+    assert lengths == [len(r.content) for r in snapshot.records]
+    snapshot.read("other", 0, probe)
+    assert cache._features._memories == {}
