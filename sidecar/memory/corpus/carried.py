@@ -13,12 +13,14 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from operator import is_
 from typing import Any
 
+import numpy as np
+
 from sidecar.memory.corpus.assembly import same_document
 from sidecar.memory.corpus.bm25 import BM25Index, TermIds
 from sidecar.memory.corpus.derived import MemoryColumn
 from sidecar.memory.corpus.features import FeatureMemo, MemoryFeatures
 from sidecar.memory.corpus.moves import Moves
-from sidecar.memory.corpus.row_matrix import RowMatrix
+from sidecar.memory.corpus.row_matrix import RowMatrix, room_for
 from sidecar.memory.corpus.rows import (
     DOCUMENT,
     Matrix,
@@ -136,3 +138,60 @@ def rows_after(
     """``rows`` with ``changes`` applied (for a full build)."""
     kept = [r for r in rows if r.id not in changes]
     return [*kept, *(r for r in changes.values() if r is not None)]
+
+
+def carried_layers(
+    previous: tuple[RowMatrix, BM25Index, dict[int, frozenset[str]]] | None,
+    memories: Sequence[MemoryRecord],
+    dim: int,
+    memo: FeatureMemo | None,
+    entries: Sequence[MemoryFeatures] | None,
+    start: int | None,
+    moves: Moves | None,
+    *,
+    fold: bool,
+) -> tuple[RowMatrix, BM25Index, dict[int, frozenset[str]], Moves | None]:
+    """The vectors, BM25 index and n-grams of ``memories``, and how their rows came
+    from ``previous``'s (its vectors, index and n-grams): appended from ``start``,
+    moved by ``moves``, else built afresh (no moves). ``fold``: as for
+    :meth:`RowMatrix.remapped` and :meth:`BM25Index.remapped`."""
+    if previous is not None and start is not None:
+        # New memories after the old ones (the usual write): reuse the old rows'
+        # vectors, BM25 postings and n-grams; links and sessions are recomputed
+        # (back-links change old rows' related_ids).
+        old_vectors, old_bm25, old_ngrams = previous
+        tail = range(start, len(memories))
+        moved = Moves(
+            np.concatenate(
+                [np.arange(start, dtype=np.int64), np.full(len(tail), -1, dtype=np.int64)]
+            ),
+            old_bm25.size,
+        )
+        return (
+            old_vectors.appended(matrix(memories, dim, entries, tail)),
+            old_bm25.extended(*indexed_terms(memo, entries, memories, tail, old_bm25)),
+            dict(old_ngrams),
+            moved,
+        )
+    if previous is not None and moves is not None:
+        # Rows removed, replaced or reordered (a supersede, a delete, a
+        # consolidation pass, a delta refresh): the vectors, tokens and postings
+        # of every row the previous corpus had move to their new places.
+        old_vectors, old_bm25, _ = previous
+        changed = moves.fresh.tolist()
+        return (
+            reused_vectors(old_vectors, memories, dim, entries, moves, fold=fold),
+            old_bm25.remapped(
+                moves, *indexed_terms(memo, entries, memories, changed, old_bm25), fold=fold
+            ),
+            {},
+            moves,
+        )
+    size = len(memories)
+    documents, ids = indexed_terms(memo, entries, memories, range(size), None)
+    return (
+        RowMatrix.in_buffer(matrix(memories, dim, entries, room=room_for(size)), size),
+        BM25Index(documents, vocabulary=memo.vocabulary if memo is not None else None, ids=ids),
+        {},
+        None,
+    )

@@ -28,11 +28,10 @@ from sidecar.memory.corpus.assembly import links as resolved_links
 from sidecar.memory.corpus.assembly import sources as source_rows
 from sidecar.memory.corpus.bm25 import BM25Index
 from sidecar.memory.corpus.carried import (
+    carried_layers,
     category_matrix,
     columns_first,
-    indexed_terms,
     kept_entries,
-    reused_vectors,
     rows_after,
     same_structure,
 )
@@ -51,10 +50,9 @@ from sidecar.memory.corpus.features import (
 )
 from sidecar.memory.corpus.moves import Moves
 from sidecar.memory.corpus.row_index import RowIndex
-from sidecar.memory.corpus.row_matrix import RowMatrix, room_for
+from sidecar.memory.corpus.row_matrix import RowMatrix
 from sidecar.memory.corpus.rows import (
     Matrix,
-    matrix,
 )
 from sidecar.memory.language.text import char_ngrams
 from sidecar.memory.records.records import MemoryRecord, Status
@@ -375,42 +373,16 @@ class Corpus:
             entries = MemoEntries(memo, memories)
 
         extended = previous if start is not None else None
-        if previous is not None and start is not None:
-            # New memories after the old ones (the usual write): reuse the old rows'
-            # vectors, BM25 postings and n-grams; links and sessions are recomputed
-            # (back-links change old rows' related_ids).
-            tail = range(start, len(memories))
-            vectors = previous._matrix.appended(matrix(memories, dim, entries, tail))
-            bm25 = previous.bm25.extended(
-                *indexed_terms(memo, entries, memories, tail, previous.bm25)
-            )
-            ngrams = dict(previous._ngrams)
-            moved: Moves | None = Moves(
-                np.concatenate(
-                    [np.arange(start, dtype=np.int64), np.full(len(tail), -1, dtype=np.int64)]
-                ),
-                previous.size,
-            )
-        elif previous is not None and moves is not None:
-            # Rows removed, replaced or reordered (a supersede, a delete, a
-            # consolidation pass, a delta refresh): the vectors, tokens and postings
-            # of every row the previous corpus had move to their new places.
-            vectors = reused_vectors(previous._matrix, memories, dim, entries, moves, fold=scrub)
-            changed = moves.fresh.tolist()
-            bm25 = previous.bm25.remapped(
-                moves, *indexed_terms(memo, entries, memories, changed, previous.bm25), fold=scrub
-            )
-            ngrams = {}
-            moved = moves
-        else:
-            size = len(memories)
-            vectors = RowMatrix.in_buffer(matrix(memories, dim, entries, room=room_for(size)), size)
-            documents, ids = indexed_terms(memo, entries, memories, range(len(memories)), None)
-            bm25 = BM25Index(
-                documents, vocabulary=memo.vocabulary if memo is not None else None, ids=ids
-            )
-            ngrams = {}
-            moved = None
+        vectors, bm25, ngrams, moved = carried_layers(
+            None if previous is None else (previous._matrix, previous.bm25, previous._ngrams),
+            memories,
+            dim,
+            memo,
+            entries,
+            start,
+            moves,
+            fold=scrub,
+        )
         index_of = (
             previous.index_of.remapped(memories, moved)
             if previous is not None and moved is not None
