@@ -21,16 +21,15 @@ from typing import Protocol
 
 from sidecar.config import CacheConfig
 from sidecar.errors import SidecarError
-from sidecar.memory.corpus.compaction import Compactor
 from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.corpus.features import FeatureMemo, Reader
 from sidecar.memory.corpus.read_ahead import ReadAhead
+from sidecar.memory.corpus.snapshots import Snapshots
 from sidecar.memory.corpus.units import (
     Unit,
     held,
     held_rows,
     logged,
-    scope_changes,
     unit_filter,
     unit_keys,
     units_of,
@@ -96,7 +95,6 @@ class CorpusCache:
         self._seq = 0
         self._loading: dict[str, asyncio.Future[Unit]] = {}
         self._tasks: set[asyncio.Task[Unit]] = set()
-        self._corpora: OrderedDict[tuple[str, ...], tuple[tuple[int, ...], Corpus]] = OrderedDict()
         #: One background task refreshes every cached unit each ``ttl_s`` with a
         #: single store query (rows changed since ``_watermark``), so the refresh
         #: cost does not grow with the number of cached users.
@@ -111,8 +109,8 @@ class CorpusCache:
         #: a new one reads only memories it has not seen (bounded like the rows).
         self._features = FeatureMemo(config.max_rows)
         self._ahead = ReadAhead(self._features, store.dim, readers)
-        #: Folds a deletion out of the layers a snapshot shares, after the request.
-        self._compactor = Compactor(store.dim, metrics)
+        #: The scopes' snapshots, made from the units.
+        self._snapshots = Snapshots(store.dim, self._features, config.max_scopes, metrics)
 
     async def corpus(self, scope: Scope) -> Corpus:
         """The scope's corpus, loading (and waiting for) whatever is missing or stale."""
@@ -170,46 +168,11 @@ class CorpusCache:
         return self._merge(keys, units)
 
     def _merge(self, keys: list[str], units: list[Unit]) -> Corpus:
-        versions = tuple(u.seq for u in units)
-        cache_key = tuple(keys)
-        cached = self._corpora.get(cache_key)
-        if cached is not None and cached[0] == versions:
-            self._corpora.move_to_end(cache_key)
-            return cached[1]
-        changes = scope_changes(units, cached[0]) if cached is not None else None
-        if cached is not None and changes is not None:
-            # A deletion's fold of the shared layers waits for the compactor.
-            corpus = Corpus.updated(
-                cached[1], changes, self._store.dim, memo=self._features, compact=False
-            )
-        else:
-            rows = [row for unit in units for row in unit.rows]
-            corpus = Corpus.build(
-                rows, self._store.dim, cached[1] if cached else None, memo=self._features
-            )
-        self._corpora[cache_key] = (versions, corpus)
-        while len(self._corpora) > self._config.max_scopes:
-            self._corpora.popitem(last=False)
-        if corpus.holds_deleted:
-            self._compactor.soon(cache_key, corpus, self._compacted)
-        return corpus
-
-    def _compacted(self, key: tuple[str, ...], before: Corpus, after: Corpus) -> None:
-        """Serve ``after`` (``before`` compacted) where ``before`` is still served;
-        a newer snapshot made from it holds the deleted rows too: compacted next."""
-        cached = self._corpora.get(key)
-        if cached is None:
-            return
-        if cached[1] is before:
-            self._corpora[key] = (cached[0], after)
-            self._metrics.corpus_compactions.labels(outcome="swapped").inc()
-        elif cached[1].holds_deleted:
-            self._metrics.corpus_compactions.labels(outcome="stale").inc()
-            self._compactor.soon(key, cached[1], self._compacted)
+        return self._snapshots.merged(tuple(keys), units)
 
     async def compactions(self) -> None:
         """Wait until no deleted memory is left in the served snapshots' layers."""
-        await self._compactor.settled()
+        await self._snapshots.compactions()
 
     def _background(self, key: str) -> None:
         if key in self._loading:
@@ -231,7 +194,7 @@ class CorpusCache:
         for task in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError, SidecarError):
                 await task
-        await self._compactor.settled()
+        await self._snapshots.compactions()
 
     def apply(
         self, records: Sequence[MemoryRecord], *, mirror: bool = True, stamp: int | None = None
@@ -299,29 +262,7 @@ class CorpusCache:
                     in_place=True,
                 )
         if before:
-            self._patch_corpora(before, merged_rows)
-
-    def _patch_corpora(self, before: dict[str, int], rows: dict[str, MemoryRecord]) -> None:
-        """Carry the cached corpora that were current before an access update (their
-        units at the seqs in ``before``, or unchanged) over to the new seqs, with
-        ``rows`` (new versions by id, counts changed only) in place."""
-        for keys, (versions, corpus) in list(self._corpora.items()):
-            if not any(key in before for key in keys):
-                continue
-            units = [self._units.get(key) for key in keys]
-            current = all(
-                unit is not None and version == before.get(key, unit.seq)
-                for key, unit, version in zip(keys, units, versions, strict=True)
-            )
-            if not current:
-                continue  # stale anyway: rebuilt at its next use
-            changed = {
-                index: rows[memory_id]
-                for memory_id in rows
-                if (index := corpus.index_of.get(memory_id)) is not None
-            }
-            seqs = tuple(unit.seq for unit in units if unit is not None)
-            self._corpora[keys] = (seqs, corpus.with_access(changed) if changed else corpus)
+            self._snapshots.patched(before, merged_rows, self._units)
 
     def _apply(self, records: Sequence[MemoryRecord]) -> None:
         # A deleted memory's text leaves the memo now (the next snapshot leaves its
@@ -463,10 +404,7 @@ class CorpusCache:
         self._features.forget_user(user_id)
         key = f"user:{user_id}"
         self._bump(key)
-        # The snapshots made of the user's rows hold their text: not kept until
-        # the next request of each scope replaces them.
-        for keys in [keys for keys in self._corpora if key in keys]:
-            del self._corpora[keys]
+        self._snapshots.drop(key)
         if mirror and self._mirror is not None:
             self._mirror.invalidated_user(user_id, stamp)
         if self._on_user_invalidated is not None:

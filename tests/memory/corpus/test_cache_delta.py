@@ -211,10 +211,10 @@ async def test_forgetting_a_user_drops_the_snapshots_made_of_their_rows(
     cache = CorpusCache(store, CacheConfig(), Metrics())
     await cache.corpus(SCOPE)
     await cache.corpus(Scope("bob", group_ids=("team",)))
-    assert len(cache._corpora) == 2
+    assert len(cache._snapshots._corpora) == 2
     cache.invalidate_user("alice")
-    assert [keys for keys in cache._corpora if "user:alice" in keys] == []
-    assert len(cache._corpora) == 1  # bob's stays
+    assert [keys for keys in cache._snapshots._corpora if "user:alice" in keys] == []
+    assert len(cache._snapshots._corpora) == 1  # bob's stays
 
 
 async def test_a_snapshot_in_use_when_its_user_is_forgotten_puts_nothing_back_in_the_memo(
