@@ -272,7 +272,11 @@ class Corpus:
         if not _full_matrix(previous) or previous._matrix.dim != dim:
             rows = rows_after((*previous.records, *previous.categories), changes)
             return cls.build(rows, dim, previous, memo=memo)
-        deleted = any(row is not None and row.status == Status.DELETED for row in changes.values())
+        # A tombstone of a row this snapshot holds (another's removes nothing here).
+        deleted = any(
+            row is not None and row.status == Status.DELETED and key in previous.index_of
+            for key, row in changes.items()
+        )
         layout = changed_layout(previous.records, previous.index_of, previous.categories, changes)
         unmoved = len(layout.sources) == previous.size and not layout.fresh
         if (
@@ -499,7 +503,9 @@ def _rescored(
         records=tuple(memories),
         categories=tuple(categories),
         memo=memo,
-        _features=previous._features if previous.memo is memo else None,
+        _features=previous._features
+        if previous.memo is memo
+        else kept_entries(memo, memories, updated=False),
         _derived={},
         _structural=set(),
     )

@@ -23,12 +23,14 @@ Ints = npt.NDArray[np.int64]
 MAX_RUNS = 64
 
 
-def new_positions(sources: Ints, old_size: int) -> Ints:
+def new_positions(sources: Ints, old_size: int, kept: Ints | None = None) -> Ints:
     """Where each old row went, for a remap whose row ``i`` is the old
     ``sources[i]`` (-1: new): -1 for one removed; one entry more, -1, so that an old
-    index of -1 ("none") reads -1 too."""
+    index of -1 ("none") reads -1 too. ``kept``: the rows of ``sources`` not -1,
+    where known."""
     out = np.full(old_size + 1, -1, dtype=np.int64)
-    kept = np.flatnonzero(sources >= 0)
+    if kept is None:
+        kept = np.flatnonzero(sources >= 0)
     out[sources[kept]] = kept
     return out
 
@@ -116,9 +118,7 @@ class Moves:
     def new_of_old(self) -> Ints:
         """Where each old row went (:func:`new_positions`)."""
         if self._new_of_old is None:
-            out = np.full(self.old_size + 1, -1, dtype=np.int64)
-            out[self.sources[self.kept]] = self.kept
-            self._new_of_old = _frozen(out)
+            self._new_of_old = _frozen(new_positions(self.sources, self.old_size, self.kept))
         return self._new_of_old
 
     @property

@@ -230,6 +230,11 @@ def test_changes_to_rows_no_snapshot_holds_leave_it_as_it_was() -> None:
     assert_same(same, Corpus.build(rows, DIM), "nothing")
     deleted = Corpus.updated(corpus, {"x": gone.with_changes(status=Status.DELETED)}, DIM)
     assert_same(deleted, Corpus.build(rows, DIM), "a deletion is built from all rows")
+    late = rows[-1].with_changes(id="late", created_at=rows[-1].created_at + 1)
+    changes = {"x": gone.with_changes(status=Status.DELETED), "late": late}
+    appended = Corpus.updated(corpus, changes, DIM, compact=False)
+    assert not appended.holds_deleted  # the tombstone removed nothing here: nothing to fold
+    assert_same(appended, Corpus.build([*rows, late], DIM), "a stranger's tombstone")
 
 
 def test_an_update_of_an_empty_snapshot_is_a_build() -> None:

@@ -335,19 +335,10 @@ def _priors(
     if turns == 0 or count == 0:
         return priors
     long = long_transcript_lines(corpus, long_lines)
-    if rows is None:
-        prev = corpus.session_prev.astype(np.int64)
-        if long is not None:
-            prev = np.where(long | np.append(long, False)[prev], -1, prev)
-        prev = np.append(prev, -1)  # index -1 reads -1
-        priors[:, 0] = prev[:-1]
-        for t in range(1, turns):
-            priors[:, t] = prev[priors[:, t - 1]]
-    else:
-        # The same steps back, taken from these rows only.
-        priors[:, 0] = _back(corpus.session_prev, long, np.asarray(rows, dtype=np.int64))
-        for t in range(1, turns):
-            priors[:, t] = _back(corpus.session_prev, long, priors[:, t - 1])
+    at = np.arange(count, dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
+    priors[:, 0] = _back(corpus.session_prev, long, at)
+    for t in range(1, turns):
+        priors[:, t] = _back(corpus.session_prev, long, priors[:, t - 1])
     if replies:
         said = corpus.column("speaker", _speaker, np.int64)
         own = said if rows is None else said[rows]
