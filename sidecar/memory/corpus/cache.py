@@ -94,7 +94,7 @@ class CorpusCache:
         self._invalidations: dict[str, int] = {}
         self._seq = 0
         self._loading: dict[str, asyncio.Future[Unit]] = {}
-        self._tasks: set[asyncio.Task[Unit]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         #: One background task refreshes every cached unit each ``ttl_s`` with a
         #: single store query (rows changed since ``_watermark``), so the refresh
         #: cost does not grow with the number of cached users.
@@ -113,9 +113,13 @@ class CorpusCache:
         self._snapshots = Snapshots(store.dim, self._features, config.max_scopes, metrics)
 
     async def corpus(self, scope: Scope) -> Corpus:
-        """The scope's corpus, loading (and waiting for) whatever is missing or stale."""
+        """The scope's corpus, loading (and waiting for) whatever is missing or stale.
+        The loads run side by side (a user in many groups has many units) and in
+        tasks of their own: a caller that gives up at its deadline leaves them to
+        finish for the next request."""
         keys = unit_keys(scope)
-        units = [await self._unit(key) for key in keys]
+        pending = {key: self._start(key) for key in keys if self._wanted(key)}
+        units = [await self._unit(key, pending.get(key)) for key in keys]
         return self._merge(keys, units)
 
     async def current(self, scope: Scope) -> Corpus:
@@ -175,15 +179,11 @@ class CorpusCache:
         await self._snapshots.compactions()
 
     def _background(self, key: str) -> None:
-        if key in self._loading:
-            return
-        task = asyncio.get_running_loop().create_task(self._load(key))
-        self._tasks.add(task)
-        task.add_done_callback(self._loaded)
+        if key not in self._loading:
+            self._start(key).add_done_callback(self._loaded)
 
-    def _loaded(self, task: asyncio.Task[Unit]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
+    def _loaded(self, load: asyncio.Future[Unit]) -> None:
+        if not load.cancelled() and load.exception() is not None:
             self._metrics.cache_lookups.labels(outcome="load_error").inc()
 
     async def close(self) -> None:
@@ -432,21 +432,34 @@ class CorpusCache:
             or now - unit.full_at >= self._config.full_reload_s
         )
 
-    async def _unit(self, key: str) -> Unit:
+    def _wanted(self, key: str) -> bool:
         unit = self._units.get(key)
-        if unit is not None and not self._stale(unit):
+        return unit is None or self._stale(unit)
+
+    async def _unit(self, key: str, pending: asyncio.Future[Unit] | None = None) -> Unit:
+        unit = self._units.get(key)
+        if pending is None and unit is not None and not self._stale(unit):
             self._units.move_to_end(key)
             return unit
-        return await self._load(key)
+        return await asyncio.shield(pending or self._start(key))
 
-    async def _load(self, key: str) -> Unit:
-        """Load one unit; concurrent loads of the same unit share one store query."""
+    def _start(self, key: str) -> asyncio.Future[Unit]:
+        """The load of ``key`` under way, started in a task of its own when none is
+        (concurrent loads of the same unit share one store query)."""
         pending = self._loading.get(key)
         if pending is not None:
-            return await asyncio.shield(pending)
+            return pending
         self._metrics.cache_lookups.labels(outcome="load").inc()
-        future: asyncio.Future[Unit] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Unit] = loop.create_future()
         self._loading[key] = future
+        task = loop.create_task(self._load(key, future))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return future
+
+    async def _load(self, key: str, future: asyncio.Future[Unit]) -> None:
+        """Load one unit into ``future``."""
         try:
             invalidations = self._invalidations.get(key, 0)
             unit, new = await self._fetch(key, self._units.get(key))
@@ -460,11 +473,12 @@ class CorpusCache:
                 self._evict()
                 self._start_refresher()
             future.set_result(unit)
-            return unit
-        except BaseException as exc:
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except BaseException as exc:  # handed to the waiters
             future.set_exception(exc)
             future.exception()  # waiters may be gone: never "exception was never retrieved"
-            raise
         finally:
             self._loading.pop(key, None)
 

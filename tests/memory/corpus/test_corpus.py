@@ -113,6 +113,35 @@ async def test_concurrent_loads_share_one_store_query(store: MemoryStore) -> Non
     assert loads == 2  # "user:alice" and "public", once each
 
 
+async def test_a_scopes_units_load_side_by_side_and_outlive_a_caller_that_gives_up(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user in many groups waits for the slowest unit, not for the sum; a request
+    cancelled at its deadline leaves the loads to finish for the next one."""
+    cache = CorpusCache(store, CacheConfig(), Metrics())
+    scan = store.scan
+    running: list[int] = [0, 0]  # now, most at once
+
+    async def slow_scan(*args: object, **kwargs: object) -> object:
+        running[0] += 1
+        running[1] = max(running)
+        try:
+            await asyncio.sleep(0.05)
+            return await scan(*args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            running[0] -= 1
+
+    monkeypatch.setattr(store, "scan", slow_scan)
+    scope = Scope("alice", ("team", "a", "b", "c"))
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(cache.corpus(scope), 0.02)
+    assert running[1] == 6  # the user, public and four groups, all at once
+    await asyncio.sleep(0.3)
+    assert cache.corpus_nowait(scope) is not None  # loaded though nobody waited
+    assert "team-shared" in (await cache.corpus(scope)).index_of
+    await cache.close()
+
+
 async def test_ttl_refresh_is_a_delta_that_also_drops_superseded_rows(
     store: MemoryStore,
 ) -> None:

@@ -150,6 +150,6 @@ async def test_a_load_invalidated_while_it_reads_stops_reading(
         await original(delay)
 
     monkeypatch.setattr(read_ahead.asyncio, "sleep", pause)
-    await cache._load("user:alice")
+    await cache._unit("user:alice")
     assert forgotten
     assert counting.calls.get(column_key("speaker"), 0) < 8
