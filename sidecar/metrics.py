@@ -275,6 +275,15 @@ class Metrics:
             ["outcome"],
             registry=reg,
         )
+        self.corpus_warmings = Counter(
+            p + "corpus_warmings",
+            "Snapshots made after a write or a load, and what the default profile's"
+            " ranking reads of every memory prepared, before the next request, by"
+            " outcome (done; superseded: the scope changed meanwhile, readied again;"
+            " skipped: a unit missing or loading; error: left to the next request)",
+            ["outcome"],
+            registry=reg,
+        )
         self.cold_fallbacks = Counter(
             p + "cold_corpus_fallbacks",
             "Requests answered by store-side search while the scope's corpus loaded",

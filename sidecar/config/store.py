@@ -123,3 +123,8 @@ class CacheConfig(_Model):
     max_rows: int = Field(default=200_000, ge=1_000)
     #: Most merged per-scope corpora kept.
     max_scopes: int = Field(default=1_024, ge=1)
+    #: A scope's snapshot changed by a write or a load is made, with what the default
+    #: profile's ranking reads of every memory whatever the question, this long after
+    #: the scope's last change, off the request path (a turn's writes make one); 0:
+    #: made by the next request that reads it (:mod:`sidecar.memory.corpus.warming`).
+    warm_after_ms: int = Field(default=100, ge=0, le=60_000)

@@ -20,7 +20,7 @@ from sidecar.memory.read.deep.search import DeepSearcher
 from sidecar.memory.read.injections import InjectionLog
 from sidecar.memory.read.pipeline import QueryCaches, RequestPipeline
 from sidecar.memory.read.query_cache import QueryVectorCache
-from sidecar.memory.read.retrieval.registry import build_retrievers, memory_readers
+from sidecar.memory.read.retrieval.registry import build_retrievers, memory_readers, preparer
 from sidecar.memory.read.rewrite.rewriter import QueryRewriter
 from sidecar.memory.read.service import MemoryService
 from sidecar.memory.records.records import Scope
@@ -153,6 +153,7 @@ class Components:
             QueryVectorCache.from_config(config.embedding),
             InjectionLog(config.admin.explain_max_users) if config.explains_injections else None,
         )
+        retrievers = build_retrievers()
         cache = CorpusCache(
             store,
             config.cache,
@@ -161,8 +162,11 @@ class Components:
             on_user_invalidated=caches.forget_user,
             # A writer process serves no reads: the stages' values are not its to read.
             readers=() if writer_process else memory_readers(),
+            # A new snapshot is readied for the default profile's ranking before the
+            # request that reads it (a writer process serves none).
+            prepare=None if writer_process else preparer(retrievers, config.defaults.retrieval),
         )
-        memory = MemoryService(store, embedder, cache, build_retrievers(), metrics)
+        memory = MemoryService(store, embedder, cache, retrievers, metrics)
         for name in config.profile_names():
             profile = config.profile(name)
             if profile is not None:

@@ -527,6 +527,33 @@ async def test_an_empty_user_header_does_not_fall_back_to_the_body_user(
     assert after == before + 1
 
 
+async def test_a_written_turn_readies_the_snapshot_the_users_next_request_reads(
+    sidecar: Sidecar, channel: grpc.aio.Channel
+) -> None:
+    user = new_user()
+    cache = sidecar.components.read.memory.cache
+    metrics = sidecar.components.metrics
+    await remember(sidecar, user, "I live in Berlin.")  # loads the user's corpus
+    await cache.warmings()
+    before = metrics.value("memory_sidecar_corpus_warmings_total", {"outcome": "done"})
+    await remember(sidecar, user, "I have two cats named Tom and Jerry.")
+    await cache.warmings()
+    assert metrics.value("memory_sidecar_corpus_warmings_total", {"outcome": "done"}) > before
+    readied = cache.corpus_nowait(Scope(user))
+    assert readied is not None
+    replies = await exchange(
+        channel,
+        [
+            msg.request_headers(user=user),
+            msg.request_body(msg.chat_body("What are my cats called?")),
+            msg.response_headers(),
+        ],
+    )
+    found = msg.memory_message(mutated_body(replies[1]))
+    assert found is not None and "Jerry" in found["content"]
+    assert cache.corpus_nowait(Scope(user)) is readied  # the request read it as readied
+
+
 async def test_more_groups_than_allowed_are_truncated_and_the_request_keeps_its_memory(
     sidecar: Sidecar, channel: grpc.aio.Channel
 ) -> None:

@@ -21,6 +21,7 @@ from typing import Protocol
 
 from sidecar.config import CacheConfig
 from sidecar.errors import SidecarError
+from sidecar.memory.corpus.compaction import Key
 from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.corpus.features import FeatureMemo, Reader
 from sidecar.memory.corpus.read_ahead import ReadAhead
@@ -29,11 +30,13 @@ from sidecar.memory.corpus.units import (
     Unit,
     held,
     held_rows,
+    keys_user,
     logged,
     unit_filter,
     unit_keys,
     units_of,
 )
+from sidecar.memory.corpus.warming import Prepare, Warmer
 from sidecar.memory.corpus.write_stamps import WriteStamps
 from sidecar.memory.records.records import (
     RELOAD_MARKER,
@@ -86,6 +89,7 @@ class CorpusCache:
         mirror: CacheMirror | None = None,
         on_user_invalidated: Callable[[str], object] | None = None,
         readers: Sequence[tuple[str, Reader]] = (),
+        prepare: Prepare | None = None,
     ) -> None:
         self._store = store
         self._config = config
@@ -110,7 +114,24 @@ class CorpusCache:
         self._features = FeatureMemo(config.max_rows)
         self._ahead = ReadAhead(self._features, store.dim, readers)
         #: The scopes' snapshots, made from the units.
-        self._snapshots = Snapshots(store.dim, self._features, config.max_scopes, metrics)
+        self._snapshots = Snapshots(
+            store.dim, self._features, config.max_scopes, metrics, on_swapped=self._warm_snapshot
+        )
+        #: Makes the snapshots a write or a load changed, and what ``prepare`` reads
+        #: of them, before the next request (:mod:`~sidecar.memory.corpus.warming`).
+        self._warmer = (
+            Warmer(
+                prepare,
+                config.warm_after_ms / 1000,
+                self._ready,
+                self._served,
+                metrics,
+            )
+            if prepare is not None and config.warm_after_ms > 0
+            else None
+        )
+        #: Scopes a request found a unit of missing: readied once their units load.
+        self._wanted: dict[Key, None] = {}
 
     async def corpus(self, scope: Scope) -> Corpus:
         """The scope's corpus, loading (and waiting for) whatever is missing or stale.
@@ -118,7 +139,7 @@ class CorpusCache:
         tasks of their own: a caller that gives up at its deadline leaves them to
         finish for the next request."""
         keys = unit_keys(scope)
-        pending = {key: self._start(key) for key in keys if self._wanted(key)}
+        pending = {key: self._start(key) for key in keys if self._needs_load(key)}
         units = [await self._unit(key, pending.get(key)) for key in keys]
         return self._merge(keys, units)
 
@@ -167,6 +188,10 @@ class CorpusCache:
                 units.append(unit)
         if missing:
             self._metrics.cache_lookups.labels(outcome="cold").inc()
+            if self._warmer is not None:
+                self._wanted[tuple(keys)] = None
+                while len(self._wanted) > self._config.max_scopes:
+                    del self._wanted[next(iter(self._wanted))]
             return None
         self._metrics.cache_lookups.labels(outcome="hit").inc()
         return self._merge(keys, units)
@@ -186,7 +211,44 @@ class CorpusCache:
         if not load.cancelled() and load.exception() is not None:
             self._metrics.cache_lookups.labels(outcome="load_error").inc()
 
+    async def warmings(self) -> None:
+        """Wait until the snapshots readied after writes and loads are ready."""
+        if self._warmer is not None:
+            await self._warmer.settled()
+
+    def _warm(self, *unit_keys: str) -> None:
+        """Ready the snapshots made of these units, and those requests wanted of
+        them once all their units are here."""
+        if self._warmer is None:
+            return
+        for keys in self._snapshots.holding(unit_keys):
+            self._warmer.soon(keys)
+        for keys in [k for k in self._wanted if any(key in unit_keys for key in k)]:
+            if all(key in self._units for key in keys):
+                del self._wanted[keys]
+                self._warmer.soon(keys)
+
+    def _warm_snapshot(self, keys: Key) -> None:
+        if self._warmer is not None:
+            self._warmer.soon(keys)
+
+    def _ready(self, keys: Key) -> tuple[Corpus, str] | None:
+        """``keys``' snapshot as its units are now (made if need be), and its user;
+        None while a unit is missing, stale or loading."""
+        units = [self._units.get(key) for key in keys]
+        if any(key in self._loading for key in keys):
+            return None
+        held = [u for u in units if u is not None and not self._stale(u)]
+        if len(held) < len(keys):
+            return None
+        return self._merge(list(keys), held), keys_user(keys)
+
+    def _served(self, keys: Key) -> Corpus | None:
+        return self._snapshots.served(keys, [self._units.get(key) for key in keys])
+
     async def close(self) -> None:
+        if self._warmer is not None:
+            await self._warmer.close()
         refresher, self._refresher = self._refresher, None
         await cancel_and_wait(refresher)
         for task in list(self._tasks):
@@ -296,6 +358,7 @@ class CorpusCache:
                 self._seq,
                 held_rows(updates),
             )
+        self._warm(*changed)
 
     def _start_refresher(self) -> None:
         if self._refresher is None or self._refresher.done():
@@ -432,7 +495,7 @@ class CorpusCache:
             or now - unit.full_at >= self._config.full_reload_s
         )
 
-    def _wanted(self, key: str) -> bool:
+    def _needs_load(self, key: str) -> bool:
         unit = self._units.get(key)
         return unit is None or self._stale(unit)
 
@@ -473,6 +536,7 @@ class CorpusCache:
                 self._evict()
                 self._start_refresher()
             future.set_result(unit)
+            self._warm(key)
         except asyncio.CancelledError:
             future.cancel()
             raise

@@ -13,7 +13,7 @@ their rows at once (they hold the memories' text).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from sidecar.memory.corpus.compaction import Compactor, Key
 from sidecar.memory.corpus.corpus import Corpus
@@ -27,8 +27,18 @@ class Snapshots:
     """At most ``max_scopes`` snapshots (the least recently used go), vectors of
     ``dim``, memories read through ``memo``."""
 
-    def __init__(self, dim: int, memo: FeatureMemo, max_scopes: int, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        dim: int,
+        memo: FeatureMemo,
+        max_scopes: int,
+        metrics: Metrics,
+        *,
+        on_swapped: Callable[[Key], object] | None = None,
+    ) -> None:
         self._dim = dim
+        #: Told of a key whose served snapshot was swapped for its compacted equal.
+        self._on_swapped = on_swapped
         self._memo = memo
         self._max_scopes = max_scopes
         self._metrics = metrics
@@ -66,9 +76,24 @@ class Snapshots:
         if cached[1] is before:
             self._corpora[keys] = (cached[0], after)
             self._metrics.corpus_compactions.labels(outcome="swapped").inc()
+            if self._on_swapped is not None:
+                self._on_swapped(keys)
         elif cached[1].holds_deleted:
             self._metrics.corpus_compactions.labels(outcome="stale").inc()
             self._compactor.soon(keys, cached[1], self._compacted)
+
+    def served(self, keys: Key, units: list[Unit | None]) -> Corpus | None:
+        """The snapshot of ``keys`` made of ``units`` as they are, if one is held
+        (not made: see :meth:`merged`)."""
+        cached = self._corpora.get(keys)
+        if cached is None or any(unit is None for unit in units):
+            return None
+        current = cached[0] == tuple(unit.seq for unit in units if unit is not None)
+        return cached[1] if current else None
+
+    def holding(self, unit_keys: Collection[str]) -> list[Key]:
+        """The keys of the snapshots made of any of ``unit_keys``."""
+        return [keys for keys in self._corpora if any(key in unit_keys for key in keys)]
 
     async def compactions(self) -> None:
         """Wait until no deleted memory is left in the served snapshots' layers."""

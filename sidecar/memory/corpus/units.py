@@ -138,6 +138,11 @@ def unit_keys(scope: Scope) -> list[str]:
     return keys
 
 
+def keys_user(keys: Sequence[str]) -> str:
+    """The user of the scope whose :func:`unit_keys` are ``keys``."""
+    return keys[0].removeprefix("user:")
+
+
 def units_of(record: MemoryRecord) -> list[str]:
     """The cache units a stored row belongs to (mirrors :func:`unit_filter`)."""
     keys = [f"user:{record.user_id}"]

@@ -57,6 +57,7 @@ were in are read again.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -247,6 +248,19 @@ def in_context(
     if standalone.any():
         mixed = np.where(standalone, base, mixed)
     return mixed
+
+
+def prepare_context(corpus: Corpus, config: ConversationConfig) -> Iterator[None]:
+    """Make what :func:`in_context` and :func:`lift_sessions` read of ``corpus``
+    whatever the question (its context index, which memories stand alone), a step
+    each (see :meth:`PipelineRetriever.prepare`)."""
+    if corpus.size == 0 or (config.weight <= 0 and config.session_lift <= 0):
+        return
+    context_index(corpus, config)
+    yield
+    corpus.column(KEEPS_ITS_WORDS, _keeps_its_words, np.bool_)
+    long_transcript_lines(corpus, config.long_lines)
+    yield
 
 
 #: The column of whether a memory keeps the words it was made from (an excerpt).

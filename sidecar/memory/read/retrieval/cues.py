@@ -32,6 +32,7 @@ question that names no one and no date is ranked as without them.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -80,6 +81,26 @@ def lift_cues(base: Scores, query: Query, corpus: Corpus, config: CueConfig, now
     return lifted
 
 
+def prepare_cues(corpus: Corpus, config: CueConfig) -> Iterator[None]:
+    """Make the columns :func:`lift_cues` reads of ``corpus`` for some question (who
+    each memory is about, when it was told, which tell a time, an amount or a wish),
+    a step each (see :meth:`PipelineRetriever.prepare`)."""
+    if corpus.size == 0:
+        return
+    if config.subject_weight > 0:
+        _subjects(corpus)
+        yield
+    if config.date_weight > 0:
+        _told(corpus)
+    if config.when_weight > 0:
+        _timed(corpus)
+    if config.amount_weight > 0:
+        _amounts(corpus)
+    if config.past_weight > 0:
+        _wishes(corpus)
+    yield
+
+
 def _timed(corpus: Corpus) -> Scores:
     """1 for the memories that say when something happened, else 0."""
     return corpus.column("tells-time", _tells_time, np.float32)
@@ -113,7 +134,7 @@ def subject_share(text: str, corpus: Corpus) -> Scores | None:
     :func:`~sidecar.memory.language.entities.names` do not read as a name ("Jolene"
     opening "Jolene said what…": a name or a sentence opener?) counts when it is
     one of the corpus' subjects."""
-    subjects = corpus.derived("subjects", lambda: Subjects().appended(corpus), structural=True)
+    subjects = _subjects(corpus)
     said = names(text)
     matched = {name: subjects.named(name) for name in said}
     for word in _CAPITALISED.findall(text):
@@ -198,7 +219,7 @@ def _subject(record: MemoryRecord) -> str | None:
 def date_match(spans: tuple[Span, ...], corpus: Corpus, near_days: int) -> Scores:
     """1 for a memory told within a day of a span, 0.5 up to ``near_days`` after
     one, else 0 (the best over the spans)."""
-    told = corpus.column("created-at", _created_at, np.int64)
+    told = _told(corpus)
     out = np.zeros(corpus.size, dtype=np.float32)
     for span in spans:
         if span.calendar:
@@ -209,6 +230,15 @@ def date_match(spans: tuple[Span, ...], corpus: Corpus, near_days: int) -> Score
         out[near] = np.maximum(out[near], 0.5)
         out[(told >= span.start_ms - DAY_MS) & (told < span.end_ms + DAY_MS)] = 1.0
     return out
+
+
+def _subjects(corpus: Corpus) -> Subjects:
+    return corpus.derived("subjects", lambda: Subjects().appended(corpus), structural=True)
+
+
+def _told(corpus: Corpus) -> npt.NDArray[np.int64]:
+    """When each memory was told (ms)."""
+    return corpus.column("created-at", _created_at, np.int64)
 
 
 def _created_at(record: MemoryRecord) -> int:

@@ -68,6 +68,14 @@ class Adjacency:
         return row
 
 
+def prepare_links(corpus: Corpus, config: LinkConfig) -> None:
+    """Make what :func:`expand_links` reads of ``corpus`` whatever the question
+    (see :meth:`PipelineRetriever.prepare`); its rows are made as walks read them."""
+    if config.enabled and config.max_link_depth > 0 and corpus.size > 0:
+        long_transcript_lines(corpus, config.long_lines)
+        adjacency(corpus, config.session_neighbors)
+
+
 def expand_links(
     corpus: Corpus,
     direct: Scores,

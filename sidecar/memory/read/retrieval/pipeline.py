@@ -15,6 +15,7 @@ outside the scope, and results are deterministic for the same corpus and query.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from typing import Literal
 
 import numpy as np
@@ -24,9 +25,9 @@ from sidecar.config import HybridConfig, RetrievalConfig
 from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.read.retrieval.associative import expand_associative
 from sidecar.memory.read.retrieval.base import Query, SearchSpace, Stage
-from sidecar.memory.read.retrieval.conversation import in_context, lift_sessions
-from sidecar.memory.read.retrieval.cues import lift_cues
-from sidecar.memory.read.retrieval.links import expand_links, limit_link_share
+from sidecar.memory.read.retrieval.conversation import in_context, lift_sessions, prepare_context
+from sidecar.memory.read.retrieval.cues import lift_cues, prepare_cues
+from sidecar.memory.read.retrieval.links import expand_links, limit_link_share, prepare_links
 from sidecar.memory.read.retrieval.per_corpus import PerCorpus
 from sidecar.memory.read.retrieval.rerank import composite
 from sidecar.memory.read.retrieval.signals import (
@@ -143,6 +144,29 @@ class PipelineRetriever:
         if via:
             order = limit_link_share(order, base, via, top_k, config.links.max_share)
         return Ranking(order, scores, signals, via, tuple(stages) if len(stages) > 1 else ())
+
+    def prepare(
+        self, corpus: Corpus, config: RetrievalConfig, user_id: str | None = None
+    ) -> Iterator[None]:
+        """Make what :meth:`rank` reads of ``corpus`` whatever the question (the
+        conversation context, the cue columns, the named topics, the link table), a
+        step at a time: the corpus cache readies a new snapshot so, off the request
+        path (:mod:`~sidecar.memory.corpus.warming`), and the first question asked
+        of it costs what later ones do. What depends on the question's words (their
+        joined postings, the link rows a walk reads) is still made when asked."""
+        if corpus.size == 0:
+            return
+        if self._conversation:
+            if config.conversation.enabled:
+                yield from prepare_context(corpus, config.conversation)
+            if config.cues.enabled:
+                yield from prepare_cues(corpus, config.cues)
+        if self._topics is not None and user_id is not None:
+            self._topics.get(corpus, user_id)
+            yield
+        if self._links:
+            prepare_links(corpus, config.links)
+            yield
 
     async def retrieve(self, query: Query, space: SearchSpace, top_k: int) -> list[Hit]:
         ranking = self.rank(query, space.corpus, space.config, top_k, space.scope.user_id)

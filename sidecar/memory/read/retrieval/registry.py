@@ -21,10 +21,13 @@ tiered         progressive abstract -> overview -> content search
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import get_args
 
-from sidecar.config import StrategyName
+from sidecar.config import RetrievalConfig, StrategyName
+from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.corpus.features import Reader
+from sidecar.memory.corpus.warming import Prepare
 from sidecar.memory.read.retrieval import conversation, cues
 from sidecar.memory.read.retrieval.base import Retriever
 from sidecar.memory.read.retrieval.hierarchical import HierarchicalRetriever
@@ -74,3 +77,19 @@ def memory_readers() -> tuple[tuple[str, Reader], ...]:
     reader), for the corpus cache to read as memories enter it
     (:class:`~sidecar.memory.corpus.read_ahead.ReadAhead`)."""
     return (*conversation.READ_AHEAD, *cues.READ_AHEAD)
+
+
+def preparer(retrievers: Mapping[str, Retriever], config: RetrievalConfig) -> Prepare | None:
+    """What ``config``'s strategy reads of every memory of a snapshot whatever the
+    question, made a step at a time, for the corpus cache to ready new snapshots
+    with (:mod:`~sidecar.memory.corpus.warming`); None for a strategy that reads
+    nothing so (scores made by the store, or from per-query values only)."""
+    retriever = retrievers.get(config.strategy)
+    if not isinstance(retriever, PipelineRetriever):
+        return None
+    ranker = retriever
+
+    def prepare(corpus: Corpus, user_id: str) -> Iterator[None]:
+        return ranker.prepare(corpus, config, user_id)
+
+    return prepare
