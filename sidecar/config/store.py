@@ -127,4 +127,8 @@ class CacheConfig(_Model):
     #: profile's ranking reads of every memory whatever the question, this long after
     #: the scope's last change, off the request path (a turn's writes make one); 0:
     #: made by the next request that reads it (:mod:`sidecar.memory.corpus.warming`).
-    warm_after_ms: int = Field(default=100, ge=0, le=60_000)
+    warm_after_ms: int = Field(default=500, ge=0, le=60_000)
+    #: ... for scopes of at least this many memories: a smaller one's first question
+    #: costs under a millisecond more than the next, less than readying it for a
+    #: request that may not come.
+    warm_min_rows: int = Field(default=128, ge=0)

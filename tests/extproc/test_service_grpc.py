@@ -34,6 +34,9 @@ def make_config(tmp: Path) -> SidecarConfig:
         # Accesses are flushed by the tests that need it, never by the clock (a
         # flush makes a new corpus snapshot: the ranking-cache counts would vary).
         retention={"access_flush_s": 3600},
+        # Snapshots readied after writes whatever the user's size (the tests' users
+        # hold a few memories).
+        cache={"warm_min_rows": 0},
         profiles={
             "readonly": {"extraction": {"enabled": False}},
             "closed": {"fail_open": False},

@@ -222,14 +222,16 @@ class CorpusCache:
         if self._warmer is None:
             return
         for keys in self._snapshots.holding(unit_keys):
-            self._warmer.soon(keys)
+            self._warm_snapshot(keys)
         for keys in [k for k in self._wanted if any(key in unit_keys for key in k)]:
             if all(key in self._units for key in keys):
                 del self._wanted[keys]
-                self._warmer.soon(keys)
+                self._warm_snapshot(keys)
 
     def _warm_snapshot(self, keys: Key) -> None:
-        if self._warmer is not None:
+        units = [self._units.get(key) for key in keys]
+        rows = sum(len(unit.rows) for unit in units if unit is not None)
+        if self._warmer is not None and rows >= self._config.warm_min_rows:
             self._warmer.soon(keys)
 
     def _ready(self, keys: Key) -> tuple[Corpus, str] | None:

@@ -19,7 +19,7 @@ from sidecar.memory.store.milvus import MemoryStore
 from sidecar.metrics import Metrics
 
 DIM = 4
-FAST = CacheConfig(warm_after_ms=20)
+FAST = CacheConfig(warm_after_ms=20, warm_min_rows=0)
 
 
 def rec(rid: str, user: str = "alice", **extra: object) -> MemoryRecord:
@@ -117,21 +117,30 @@ async def test_a_change_during_a_run_stops_it_and_readies_the_new_snapshot(
     await cache.close()
 
 
-async def test_no_prepare_or_no_delay_readies_nothing(store: MemoryStore) -> None:
+async def test_no_prepare_no_delay_or_a_small_scope_readies_nothing(store: MemoryStore) -> None:
+    prepare = Preparing()
     for cache in (
         CorpusCache(store, FAST, Metrics()),
-        CorpusCache(store, CacheConfig(warm_after_ms=0), Metrics(), prepare=Preparing()),
+        CorpusCache(
+            store, CacheConfig(warm_after_ms=0, warm_min_rows=0), Metrics(), prepare=prepare
+        ),
+        CorpusCache(
+            store, CacheConfig(warm_after_ms=20, warm_min_rows=3), Metrics(), prepare=prepare
+        ),
     ):
         await cache.corpus(Scope("alice"))
         cache.apply([rec("x")])
         await cache.warmings()
         assert cache.corpus_nowait(Scope("alice")) is not None
         await cache.close()
+    assert prepare.started == 0  # alice has 2 memories
 
 
 async def test_closing_cancels_the_runs_due(store: MemoryStore) -> None:
     prepare = Preparing()
-    cache = CorpusCache(store, CacheConfig(warm_after_ms=10_000), Metrics(), prepare=prepare)
+    cache = CorpusCache(
+        store, CacheConfig(warm_after_ms=10_000, warm_min_rows=0), Metrics(), prepare=prepare
+    )
     await cache.corpus(Scope("alice"))
     cache.apply([rec("x")])
     await cache.close()
