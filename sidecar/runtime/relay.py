@@ -5,7 +5,7 @@ Every supervised sidecar worker serves its cache on a Unix socket the supervisor
 names (``cache.relay_socket``) and connects to every other worker's
 (``cache.relay_peers``); a writer process of its own connects to its worker's and
 to all the others. What a process's cache is told by that process's writes
-(:class:`~sidecar.memory.corpus.cache.CacheMirror`) is sent to every peer:
+(:class:`~sidecar.memory.corpus.write_stamps.CacheMirror`) is sent to every peer:
 
 - ``apply``: rows stored or changed (a turn's facts, back-links, category moves,
   retention, admin edits, tombstones) — a peer's cache takes them as
@@ -294,7 +294,7 @@ class RelayClient:
 
 
 class RelayPeers:
-    """A :class:`~sidecar.memory.corpus.cache.CacheMirror` that tells every peer
+    """A :class:`~sidecar.memory.corpus.write_stamps.CacheMirror` that tells every peer
     (one :class:`RelayClient` each) what this process's cache was told."""
 
     def __init__(self, clients: Sequence[RelayClient]) -> None:

@@ -553,7 +553,8 @@ async def test_a_written_turn_readies_the_snapshot_the_users_next_request_reads(
         ],
     )
     found = msg.memory_message(mutated_body(replies[1]))
-    assert found is not None and "Jerry" in found["content"]
+    assert found is not None
+    assert "Jerry" in found["content"]
     assert cache.corpus_nowait(Scope(user)) is readied  # the request read it as readied
 
 

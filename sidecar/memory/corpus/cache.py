@@ -17,7 +17,6 @@ import contextlib
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
 
 from sidecar.config import CacheConfig
 from sidecar.errors import SidecarError
@@ -28,23 +27,23 @@ from sidecar.memory.corpus.read_ahead import ReadAhead
 from sidecar.memory.corpus.snapshots import Snapshots
 from sidecar.memory.corpus.units import (
     Unit,
+    access_applied,
+    fetched_unit,
     held,
     held_rows,
     keys_user,
-    logged,
     unit_filter,
     unit_keys,
     units_of,
 )
 from sidecar.memory.corpus.warming import Prepare, Warmer
-from sidecar.memory.corpus.write_stamps import WriteStamps
+from sidecar.memory.corpus.write_stamps import CacheMirror, WriteStamps
 from sidecar.memory.records.records import (
     RELOAD_MARKER,
     AccessStat,
     MemoryRecord,
     Scope,
     Status,
-    merge_access,
     now_ms,
 )
 from sidecar.memory.store.filters import build_filter
@@ -57,18 +56,6 @@ from sidecar.tasks import cancel_and_wait
 CLOCK_SKEW_MS = 5_000
 #: Ids per store query when the shared refresh fetches rows with their vectors.
 _ID_BATCH = 500
-
-
-class CacheMirror(Protocol):
-    """Told what a cache is told by this process's writes, with their write stamps
-    (:mod:`sidecar.memory.corpus.write_stamps`), so the caches of the host's other processes
-    take the same (:class:`sidecar.runtime.relay.RelayPeers`)."""
-
-    def applied(self, records: Sequence[MemoryRecord], stamp: int) -> None: ...
-
-    def invalidated(self, records: Sequence[MemoryRecord], stamp: int) -> None: ...
-
-    def invalidated_user(self, user_id: str, stamp: int) -> None: ...
 
 
 class CorpusCache:
@@ -115,23 +102,23 @@ class CorpusCache:
         self._ahead = ReadAhead(self._features, store.dim, readers)
         #: The scopes' snapshots, made from the units.
         self._snapshots = Snapshots(
-            store.dim, self._features, config.max_scopes, metrics, on_swapped=self._warm_snapshot
+            store.dim, self._features, config.max_scopes, metrics, on_swapped=self._swapped
         )
         #: Makes the snapshots a write or a load changed, and what ``prepare`` reads
         #: of them, before the next request (:mod:`~sidecar.memory.corpus.warming`).
         self._warmer = (
             Warmer(
                 prepare,
-                config.warm_after_ms / 1000,
-                self._ready,
-                self._served,
+                config,
                 metrics,
+                ready=self._ready,
+                served=self._served,
+                holding=self._snapshots.holding,
+                rows=self._rows,
             )
             if prepare is not None and config.warm_after_ms > 0
             else None
         )
-        #: Scopes a request found a unit of missing: readied once their units load.
-        self._wanted: dict[Key, None] = {}
 
     async def corpus(self, scope: Scope) -> Corpus:
         """The scope's corpus, loading (and waiting for) whatever is missing or stale.
@@ -189,9 +176,7 @@ class CorpusCache:
         if missing:
             self._metrics.cache_lookups.labels(outcome="cold").inc()
             if self._warmer is not None:
-                self._wanted[tuple(keys)] = None
-                while len(self._wanted) > self._config.max_scopes:
-                    del self._wanted[next(iter(self._wanted))]
+                self._warmer.wanted(tuple(keys))
             return None
         self._metrics.cache_lookups.labels(outcome="hit").inc()
         return self._merge(keys, units)
@@ -217,21 +202,11 @@ class CorpusCache:
             await self._warmer.settled()
 
     def _warm(self, *unit_keys: str) -> None:
-        """Ready the snapshots made of these units, and those requests wanted of
-        them once all their units are here."""
-        if self._warmer is None:
-            return
-        for keys in self._snapshots.holding(unit_keys):
-            self._warm_snapshot(keys)
-        for keys in [k for k in self._wanted if any(key in unit_keys for key in k)]:
-            if all(key in self._units for key in keys):
-                del self._wanted[keys]
-                self._warm_snapshot(keys)
+        if self._warmer is not None:
+            self._warmer.changed(*unit_keys)
 
-    def _warm_snapshot(self, keys: Key) -> None:
-        units = [self._units.get(key) for key in keys]
-        rows = sum(len(unit.rows) for unit in units if unit is not None)
-        if self._warmer is not None and rows >= self._config.warm_min_rows:
+    def _swapped(self, keys: Key) -> None:
+        if self._warmer is not None:
             self._warmer.soon(keys)
 
     def _ready(self, keys: Key) -> tuple[Corpus, str] | None:
@@ -240,13 +215,19 @@ class CorpusCache:
         units = [self._units.get(key) for key in keys]
         if any(key in self._loading for key in keys):
             return None
-        held = [u for u in units if u is not None and not self._stale(u)]
-        if len(held) < len(keys):
+        fresh = [u for u in units if u is not None and not self._stale(u)]
+        if len(fresh) < len(keys):
             return None
-        return self._merge(list(keys), held), keys_user(keys)
+        return self._merge(list(keys), fresh), keys_user(keys)
 
     def _served(self, keys: Key) -> Corpus | None:
         return self._snapshots.served(keys, [self._units.get(key) for key in keys])
+
+    def _rows(self, keys: Key) -> int | None:
+        units = [self._units.get(key) for key in keys]
+        if any(unit is None for unit in units):
+            return None
+        return sum(len(unit.rows) for unit in units if unit is not None)
 
     async def close(self) -> None:
         if self._warmer is not None:
@@ -287,46 +268,12 @@ class CorpusCache:
         """This process flushed these access counts and times, by the cache unit that
         holds each memory: its cached rows take them, and nothing else (a newer
         version of a row keeps its content). Not told to the host's other processes:
-        counts change no content, and their next full reload reads them.
-
-        Only the flushed rows are visited: a flush touches a few memories of many
-        units, and a pass over every row of each would hold the event loop in
-        proportion to everything cached. The scopes' corpora built from the units
-        before are updated the same way (:meth:`Corpus.with_access`), not rebuilt."""
-        before: dict[str, int] = {}  # unit key -> its seq before these counts
-        merged_rows: dict[str, MemoryRecord] = {}
-        for key in sorted(flushed):
-            unit = self._units.get(key)
-            if unit is None:
-                continue
-            positions = unit.positions()
-            rows: list[MemoryRecord] | None = None
-            for stat in flushed[key]:
-                position = positions.get(stat.id)
-                if position is None:
-                    continue
-                row = unit.rows[position] if rows is None else rows[position]
-                merged = merge_access(row, stat)
-                if merged is not row:
-                    if rows is None:
-                        rows = list(unit.rows)
-                    rows[position] = merged
-                    merged_rows[stat.id] = merged
-            if rows is not None:
-                before[key] = unit.seq
-                self._seq += 1
-                unit.changed(
-                    tuple(rows),
-                    self._seq,
-                    {
-                        row.id: row
-                        for row, was in zip(rows, unit.rows, strict=True)
-                        if row is not was
-                    },
-                    in_place=True,
-                )
+        counts change no content, and their next full reload reads them. Only the
+        flushed rows are visited; the snapshots are patched (:meth:`Corpus.with_access`),
+        not rebuilt."""
+        self._seq, before, rows = access_applied(self._units, flushed, self._seq)
         if before:
-            self._snapshots.patched(before, merged_rows, self._units)
+            self._snapshots.patched(before, rows, self._units)
 
     def _apply(self, records: Sequence[MemoryRecord]) -> None:
         # A deleted memory's text leaves the memo now (the next snapshot leaves its
@@ -549,34 +496,14 @@ class CorpusCache:
             self._loading.pop(key, None)
 
     async def _fetch(self, key: str, old: Unit | None) -> tuple[Unit, Sequence[MemoryRecord]]:
-        """A full load, or — when ``old`` had a full load recently — a delta refresh
-        of the rows changed since (milvus-lite returns full rows with their vectors
-        slowly; a delta costs a filtered scan); and the rows it brought in."""
-        now = time.monotonic()
-        wall = now_ms()
+        """A full load, or a delta refresh of ``old`` (:func:`fetched_unit`); and the
+        rows it brought in."""
         self._seq += 1
-        if old is None or now - old.full_at >= self._config.full_reload_s:
-            rows = await self._store.scan(unit_filter(key), with_vectors=True)
-            active = tuple(r for r in rows if r.status == Status.ACTIVE)
-            newest = max((r.updated_at for r in rows), default=0)
-            return Unit(active, now, self._seq, now, newest, wall), active
-        # Rows written in the same millisecond as the newest one seen are re-read.
-        changed = await self._store.scan(
-            unit_filter(key, updated_since=old.max_updated), with_vectors=True
-        )
-        self._metrics.cache_lookups.labels(outcome="delta").inc()
-        if not changed:
-            unchanged = Unit(old.rows, now, old.seq, old.full_at, old.max_updated, wall)
-            unchanged.log = old.log
-            return unchanged, ()
-        updates = {r.id: r for r in changed}
-        self._features.drop([k for k, r in updates.items() if r.status == Status.DELETED])
-        kept = [r for r in old.rows if r.id not in updates]
-        fresh = [r for r in updates.values() if r.status == Status.ACTIVE]
-        newest = max(old.max_updated, *(r.updated_at for r in changed))
-        unit = Unit((*kept, *fresh), now, self._seq, old.full_at, newest, wall)
-        unit.log = logged(old, self._seq, held_rows(updates))
-        return unit, fresh
+        fetched = await fetched_unit(self._store, key, old, self._seq, self._config.full_reload_s)
+        if fetched.delta:
+            self._metrics.cache_lookups.labels(outcome="delta").inc()
+        self._features.drop(fetched.deleted)
+        return fetched.unit, fetched.new
 
     def _evict(self) -> None:
         total = sum(len(u.rows) for u in self._units.values())

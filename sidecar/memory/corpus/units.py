@@ -4,11 +4,21 @@ one visibility rule, :func:`sidecar.memory.store.filters.build_filter`)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from sidecar.memory.records.records import MemoryRecord, Scope, Status, Visibility, now_ms
+from sidecar.memory.records.records import (
+    AccessStat,
+    MemoryRecord,
+    Scope,
+    Status,
+    Visibility,
+    merge_access,
+    now_ms,
+)
 from sidecar.memory.store.filters import Filter, build_filter
+from sidecar.memory.store.protocol import Store
 
 
 @dataclass(slots=True)
@@ -129,6 +139,82 @@ def held(
         elif not same_version(rows, row):
             return False
     return True
+
+
+def access_applied(
+    units: Mapping[str, Unit], flushed: Mapping[str, Sequence[AccessStat]], seq: int
+) -> tuple[int, dict[str, int], dict[str, MemoryRecord]]:
+    """Flushed access counts and times (by unit key) applied to the cached ``units``
+    in place: each changed unit takes the next seq after ``seq``. Returns the last
+    seq given, each changed unit's seq before, and the new rows by id (counts and
+    times changed only). Only the flushed rows are visited."""
+    before: dict[str, int] = {}
+    merged_rows: dict[str, MemoryRecord] = {}
+    for key in sorted(flushed):
+        unit = units.get(key)
+        if unit is None:
+            continue
+        positions = unit.positions()
+        rows: list[MemoryRecord] | None = None
+        for stat in flushed[key]:
+            position = positions.get(stat.id)
+            if position is None:
+                continue
+            row = unit.rows[position] if rows is None else rows[position]
+            merged = merge_access(row, stat)
+            if merged is not row:
+                if rows is None:
+                    rows = list(unit.rows)
+                rows[position] = merged
+                merged_rows[stat.id] = merged
+        if rows is not None:
+            before[key] = unit.seq
+            seq += 1
+            changes = {
+                row.id: row for row, was in zip(rows, unit.rows, strict=True) if row is not was
+            }
+            unit.changed(tuple(rows), seq, changes, in_place=True)
+    return seq, before, merged_rows
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """A unit read from the store: the unit, the rows it brought in, the ids it
+    found deleted, and whether it was a delta of the unit before."""
+
+    unit: Unit
+    new: Sequence[MemoryRecord]
+    deleted: list[str] = field(default_factory=list)
+    delta: bool = False
+
+
+async def fetched_unit(
+    store: Store, key: str, old: Unit | None, seq: int, full_reload_s: float
+) -> Fetched:
+    """Unit ``key`` at ``seq``: a full load, or — when ``old`` had a full load within
+    ``full_reload_s`` — ``old`` with the rows changed since (milvus-lite returns full
+    rows with their vectors slowly; a delta costs a filtered scan)."""
+    now = time.monotonic()
+    wall = now_ms()
+    if old is None or now - old.full_at >= full_reload_s:
+        rows = await store.scan(unit_filter(key), with_vectors=True)
+        active = tuple(r for r in rows if r.status == Status.ACTIVE)
+        newest = max((r.updated_at for r in rows), default=0)
+        return Fetched(Unit(active, now, seq, now, newest, wall), active)
+    # Rows written in the same millisecond as the newest one seen are re-read.
+    changed = await store.scan(unit_filter(key, updated_since=old.max_updated), with_vectors=True)
+    if not changed:
+        unchanged = Unit(old.rows, now, old.seq, old.full_at, old.max_updated, wall)
+        unchanged.log = old.log
+        return Fetched(unchanged, (), delta=True)
+    updates = {r.id: r for r in changed}
+    deleted = [k for k, r in updates.items() if r.status == Status.DELETED]
+    kept = [r for r in old.rows if r.id not in updates]
+    fresh = [r for r in updates.values() if r.status == Status.ACTIVE]
+    newest = max(old.max_updated, *(r.updated_at for r in changed))
+    unit = Unit((*kept, *fresh), now, seq, old.full_at, newest, wall)
+    unit.log = logged(old, seq, held_rows(updates))
+    return Fetched(unit, fresh, deleted, delta=True)
 
 
 def unit_keys(scope: Scope) -> list[str]:

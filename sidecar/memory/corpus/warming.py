@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 
+from sidecar.config import CacheConfig
 from sidecar.memory.corpus.compaction import Key
 from sidecar.memory.corpus.corpus import Corpus
 from sidecar.metrics import Metrics
@@ -32,26 +33,63 @@ Prepare = Callable[[Corpus, str], Iterator[None]]
 Ready = Callable[[Key], tuple[Corpus, str] | None]
 #: The key's snapshot served now, made of units as they are (None: none, or the
 #: units changed since it was made).
-Current = Callable[[Key], Corpus | None]
+Served = Callable[[Key], Corpus | None]
+#: The keys of the snapshots made of any of these units.
+Holding = Callable[[Collection[str]], list[Key]]
+#: How many memories the key's cached units hold (None: one is not cached).
+Rows = Callable[[Key], int | None]
 
 
 class Warmer:
-    """One run per key at a time, ``delay_s`` after the key's last change."""
+    """One run per key at a time, ``cache.warm_after_ms`` after the key's last change,
+    for keys of ``cache.warm_min_rows`` memories or more."""
 
     def __init__(
-        self, prepare: Prepare, delay_s: float, ready: Ready, current: Current, metrics: Metrics
+        self,
+        prepare: Prepare,
+        config: CacheConfig,
+        metrics: Metrics,
+        *,
+        ready: Ready,
+        served: Served,
+        holding: Holding,
+        rows: Rows,
     ) -> None:
         self._prepare = prepare
-        self._delay_s = delay_s
-        self._ready = ready
-        self._current = current
+        self._delay_s = config.warm_after_ms / 1000
+        self._min_rows = config.warm_min_rows
+        self._max_wanted = config.max_scopes
         self._metrics = metrics
+        self._ready = ready
+        self._served = served
+        self._holding = holding
+        self._rows = rows
         self._timers: dict[Key, asyncio.TimerHandle] = {}
         self._running: dict[Key, asyncio.Task[None]] = {}
+        #: Keys a request found a unit of missing: readied once all are cached.
+        self._wanted: dict[Key, None] = {}
+
+    def changed(self, *unit_keys: str) -> None:
+        """These units changed or loaded: ready the snapshots made of them, and
+        those wanted of them once all their units are cached."""
+        for keys in self._holding(unit_keys):
+            self.soon(keys)
+        for keys in [k for k in self._wanted if any(key in unit_keys for key in k)]:
+            if self._rows(keys) is not None:
+                del self._wanted[keys]
+                self.soon(keys)
+
+    def wanted(self, keys: Key) -> None:
+        """A request found a unit of ``keys`` missing (it is loading)."""
+        self._wanted[keys] = None
+        while len(self._wanted) > self._max_wanted:
+            del self._wanted[next(iter(self._wanted))]
 
     def soon(self, key: Key) -> None:
-        """Ready ``key``'s snapshot ``delay_s`` from now (a change to it before then
-        moves the time on; a run under way stops at its next step)."""
+        """Ready ``key``'s snapshot after the delay (a change to it before then moves
+        the time on; a run under way stops at its next step)."""
+        if (self._rows(key) or 0) < self._min_rows:
+            return  # a small scope's first question costs little more than the next
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -84,7 +122,7 @@ class Warmer:
         corpus, user_id = ready
         for _ in self._prepare(corpus, user_id):
             await asyncio.sleep(0)  # requests waiting on the loop go first
-            if self._current(key) is not corpus:
+            if self._served(key) is not corpus:
                 self._metrics.corpus_warmings.labels(outcome="superseded").inc()
                 return
         self._metrics.corpus_warmings.labels(outcome="done").inc()

@@ -24,6 +24,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from sidecar.memory.records.records import MemoryRecord
 
@@ -83,3 +84,15 @@ def _raise(stamps: OrderedDict[str, int], key: str, stamp: int) -> None:
     if stamps.get(key, stamp) <= stamp:
         stamps[key] = stamp
         stamps.move_to_end(key)
+
+
+class CacheMirror(Protocol):
+    """Told what a cache is told by this process's writes, with their write stamps
+    (this module's), so the caches of the host's other processes
+    take the same (:class:`sidecar.runtime.relay.RelayPeers`)."""
+
+    def applied(self, records: Sequence[MemoryRecord], stamp: int) -> None: ...
+
+    def invalidated(self, records: Sequence[MemoryRecord], stamp: int) -> None: ...
+
+    def invalidated_user(self, user_id: str, stamp: int) -> None: ...
