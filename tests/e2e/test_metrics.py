@@ -55,11 +55,17 @@ def ask(stack: Stack, user: str, text: str) -> None:
 
 def test_metrics_after_requests_through_envoy(tmp_path: Path) -> None:
     user = f"metrics-{uuid.uuid4().hex[:6]}"
-    with running_stack(tmp_path) as stack:
+    # Snapshots readied after writes whatever the user's size (this one holds a few).
+    readied = {"cache": {"warm_min_rows": 0, "warm_after_ms": 50}}
+    with running_stack(tmp_path, config_overrides=readied) as stack:
         ask(stack, user, "I live in Berlin and I have two cats.")
         deadline = time.monotonic() + 30
         while stack.sidecar_metric("memory_sidecar_turns_total", {"outcome": "written"}) < 1:
             assert time.monotonic() < deadline, "the turn was not written"
+            time.sleep(0.1)
+        # The written turn's snapshot is readied before the next request reads it.
+        while stack.sidecar_metric("memory_sidecar_corpus_warmings_total", {"outcome": "done"}) < 1:
+            assert time.monotonic() < deadline, "the user's snapshot was not readied"
             time.sleep(0.1)
         ask(stack, user, "Where do I live?")  # cold corpus: store-side search
         ask(stack, user, "How many cats do I have?")  # the corpus is cached by now
