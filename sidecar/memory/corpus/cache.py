@@ -212,13 +212,9 @@ class CorpusCache:
     def _ready(self, keys: Key) -> tuple[Corpus, str] | None:
         """``keys``' snapshot as its units are now (made if need be), and its user;
         None while a unit is missing, stale or loading."""
-        units = [self._units.get(key) for key in keys]
-        if any(key in self._loading for key in keys):
+        if any(key in self._loading or self._needs_load(key) for key in keys):
             return None
-        fresh = [u for u in units if u is not None and not self._stale(u)]
-        if len(fresh) < len(keys):
-            return None
-        return self._merge(list(keys), fresh), keys_user(keys)
+        return self._merge(list(keys), [self._units[key] for key in keys]), keys_user(keys)
 
     def _served(self, keys: Key) -> Corpus | None:
         return self._snapshots.served(keys, [self._units.get(key) for key in keys])
@@ -449,10 +445,9 @@ class CorpusCache:
         return unit is None or self._stale(unit)
 
     async def _unit(self, key: str, pending: asyncio.Future[Unit] | None = None) -> Unit:
-        unit = self._units.get(key)
-        if pending is None and unit is not None and not self._stale(unit):
+        if pending is None and not self._needs_load(key):
             self._units.move_to_end(key)
-            return unit
+            return self._units[key]
         return await asyncio.shield(pending or self._start(key))
 
     def _start(self, key: str) -> asyncio.Future[Unit]:

@@ -244,7 +244,7 @@ def in_context(
         hybrid = hybrid.model_copy(update={"ngram_weight": 0.0})
     fused = fuse(context, hybrid)
     mixed: Scores = ((1 - config.weight) * base + config.weight * fused).astype(np.float32)
-    standalone = corpus.column(KEEPS_ITS_WORDS, _keeps_its_words, np.bool_)
+    standalone = _standalone_column(corpus)
     if standalone.any():
         mixed = np.where(standalone, base, mixed)
     return mixed
@@ -258,13 +258,18 @@ def prepare_context(corpus: Corpus, config: ConversationConfig) -> Iterator[None
         return
     context_index(corpus, config)
     yield
-    corpus.column(KEEPS_ITS_WORDS, _keeps_its_words, np.bool_)
+    _standalone_column(corpus)
     long_transcript_lines(corpus, config.long_lines)
     yield
 
 
 #: The column of whether a memory keeps the words it was made from (an excerpt).
 KEEPS_ITS_WORDS = "keeps-its-words"
+
+
+def _standalone_column(corpus: Corpus) -> npt.NDArray[np.bool_]:
+    """Per memory, whether it keeps the words it was made from (its context)."""
+    return corpus.column(KEEPS_ITS_WORDS, _keeps_its_words, np.bool_)
 
 
 def _keeps_its_words(record: MemoryRecord) -> bool:
@@ -385,7 +390,7 @@ def long_transcript_lines(corpus: Corpus, limit: int) -> npt.NDArray[np.bool_] |
 
     def build() -> npt.NDArray[np.bool_] | None:
         said = corpus.column("speaker", _speaker, np.int64)
-        made = corpus.column(KEEPS_ITS_WORDS, _keeps_its_words, np.bool_)
+        made = _standalone_column(corpus)
         long: npt.NDArray[np.bool_] = (said >= 0) & ~made & (corpus.bm25.lengths > limit)
         return long if long.any() else None
 

@@ -71,9 +71,14 @@ class Adjacency:
 def prepare_links(corpus: Corpus, config: LinkConfig) -> None:
     """Make what :func:`expand_links` reads of ``corpus`` whatever the question
     (see :meth:`PipelineRetriever.prepare`); its rows are made as walks read them."""
-    if config.enabled and config.max_link_depth > 0 and corpus.size > 0:
+    if _walks(corpus, config):
         long_transcript_lines(corpus, config.long_lines)
         adjacency(corpus, config.session_neighbors)
+
+
+def _walks(corpus: Corpus, config: LinkConfig) -> bool:
+    """Whether links are followed in ``corpus`` with these settings."""
+    return config.enabled and config.max_link_depth > 0 and corpus.size > 0
 
 
 def expand_links(
@@ -93,7 +98,7 @@ def expand_links(
     step, in the scores' dtype exactly as the formula reads (a per-link loop over
     NumPy scalars is slow; for the few dozen referrers of a request, plain lists
     collect faster than array operations)."""
-    if not config.enabled or config.max_link_depth == 0 or corpus.size == 0:
+    if not _walks(corpus, config):
         return direct, {}
     long = long_transcript_lines(corpus, config.long_lines)  # None: every link as before
     referrers = top_indices(direct, pool, evidence)
