@@ -190,6 +190,9 @@ class Bench:
 
     def readied(self, corpus: Corpus) -> Corpus:
         """``corpus`` readied for its first query, as the corpus cache readies it."""
+        build_table = getattr(corpus.bm25, "build_table", None)  # None: an older checkout
+        if build_table is not None:
+            build_table()
         if self.prepare is not None:
             for _ in self.prepare(corpus, USER):
                 pass

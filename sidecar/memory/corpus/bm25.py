@@ -23,10 +23,11 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.memory.corpus.moves import Moves
+from sidecar.memory.corpus.term_scan import TermIds as TermIds
+from sidecar.memory.corpus.term_scan import TermScan
 
 Ints = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float32]
-TermIds = npt.NDArray[np.int32]
 Documents = Sequence[Sequence[str]]
 
 
@@ -45,6 +46,9 @@ class BM25Index:
     corpus instead of every posting; once the layer or the removed documents pass
     ``1 / FOLD_EVERY`` of the base, the next update folds them into a new base."""
 
+    #: The documents' term ids, where the posting table is left to scans.
+    _scan: TermScan | None
+
     def __init__(
         self,
         documents: Documents | None,
@@ -59,10 +63,27 @@ class BM25Index:
         vocab = {} if vocabulary is None else vocabulary
         added = _parts(documents, ids)
         lengths = _lengths(added)
+        if ids is not None:
+            # Read once per memory already: the table is sorted when first needed,
+            # each asked term scanned until then (term_scan).
+            self._based(vocab, _NO_DOCS, _NO_DOCS, _NO_COUNTS, lengths)
+            self._scan = TermScan(ids, lengths)
+            return
         width = max(len(lengths), 1)
         positions = np.arange(len(lengths))
-        keys, counts = _counted(vocab, added, positions, width, ids=ids is not None)
+        keys, counts = _counted(vocab, added, positions, width, ids=False)
         self._based(vocab, keys // width, keys % width, counts, lengths)
+
+    def build_table(self) -> None:
+        """Sort the posting table now, where it was left to scans: before an update
+        made from this index needs it, off the request path (the corpus cache's
+        readying). A no-op once sorted."""
+        scan = self._scan
+        if scan is None:
+            return
+        width = max(self.size, 1)
+        keys, counts = _counted(self._vocab, scan.ids, np.arange(self.size), width, ids=True)
+        self._based(self._vocab, keys // width, keys % width, counts, self._lengths)
 
     def _like(self) -> BM25Index:
         out = object.__new__(BM25Index)
@@ -96,6 +117,7 @@ class BM25Index:
         build over the same documents does. This index is unchanged. ``fold``: one
         table of its own (no posting of a removed document is kept: a deleted
         memory's words)."""
+        self.build_table()
         moves = Moves.of(sources, self.size)
         size = len(moves)
         source = moves.sources
@@ -220,6 +242,7 @@ class BM25Index:
         self._read = _TermPostings(self.size)
         self._present, self._offsets = _term_slices(terms) if slices is None else slices
         self._layer_present, self._layer_offsets = _term_slices(empty)
+        self._scan = None  # set last: a reader that sees it unset sees the table
 
     def _index_layer(self) -> None:
         self._layer_present, self._layer_offsets = _term_slices(self._layer_terms)
@@ -239,6 +262,9 @@ class BM25Index:
     def postings(self, term: str) -> tuple[Ints, Floats]:
         """The documents holding ``term`` (each once, in no set order) and its count
         in each."""
+        scan = self._scan
+        if scan is not None:
+            return self._read.get(term, lambda t: _scanned(self._vocab, scan, t))
         if self._moved is None and not len(self._layer_terms):
             return self._base_postings(term)
         return self._read.get(term, self._layered_postings)
@@ -285,6 +311,13 @@ class BM25Index:
 FOLD_EVERY = 8
 _NO_DOCS = np.zeros(0, dtype=np.int64)
 _NO_COUNTS = np.zeros(0, dtype=np.float32)
+
+
+def _scanned(vocab: dict[str, int], scan: TermScan, term: str) -> tuple[Ints, Floats]:
+    tid = vocab.get(term)
+    if tid is None:
+        return _NO_DOCS, _NO_COUNTS
+    return scan.postings(tid)
 
 
 def _idf(size: int, df: int) -> float:

@@ -120,12 +120,19 @@ class Warmer:
             self._metrics.corpus_warmings.labels(outcome="skipped").inc()
             return
         corpus, user_id = ready
-        for _ in self._prepare(corpus, user_id):
+        for _ in self._steps(corpus, user_id):
             await asyncio.sleep(0)  # requests waiting on the loop go first
             if self._served(key) is not corpus:
                 self._metrics.corpus_warmings.labels(outcome="superseded").inc()
                 return
         self._metrics.corpus_warmings.labels(outcome="done").inc()
+
+    def _steps(self, corpus: Corpus, user_id: str) -> Iterator[None]:
+        # The BM25 table first: the first questions scan instead of waiting on it,
+        # an update made from the snapshot would sort it at the request.
+        corpus.bm25.build_table()
+        yield
+        yield from self._prepare(corpus, user_id)
 
     async def settled(self) -> None:
         """Wait for the runs due or under way (tests, evaluations, shutdown)."""

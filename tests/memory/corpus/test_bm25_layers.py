@@ -124,3 +124,32 @@ def test_term_ids_layer_like_tokens() -> None:
         sources, added, documents = step(documents, rng)
         index = index.remapped(sources, None, [bm25.term_ids(vocabulary, d) for d in added])
         same_scores(index, documents)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_cold_index_answers_by_scans_until_its_table_is_needed(seed: int) -> None:
+    """An index of term ids (a cold snapshot's) sorts no table for its questions:
+    each asked term is scanned, with the postings and scores a sorted table gives;
+    the table is sorted for an update made from it, or when asked to."""
+    rng = random.Random(seed)
+    vocabulary: dict[str, int] = {}
+    documents = [document(rng) for _ in range(rng.randint(0, 40))]
+    documents[len(documents) // 2 :] = [[], *documents[len(documents) // 2 + 1 :]]
+    ids = [bm25.term_ids(vocabulary, d) for d in documents]
+    tokens = BM25Index(documents)
+    cold = BM25Index(None, vocabulary=vocabulary, ids=ids)
+    same_scores(cold, documents)
+    assert cold._scan is not None and not len(cold._terms)  # answered by scans
+    for term in {*WORDS, "absent"}:
+        for a, b in zip(cold.postings(term), tokens.postings(term), strict=True):
+            assert np.array_equal(a, b), term
+    sources, added, after = step(documents, rng)
+    updated = BM25Index(None, vocabulary=vocabulary, ids=ids).remapped(
+        sources, None, [bm25.term_ids(vocabulary, d) for d in added]
+    )
+    same_scores(updated, after)
+    cold.build_table()
+    assert cold._scan is None
+    same_scores(cold, documents)
+    cold.build_table()  # once sorted, a no-op
+    same_scores(cold, documents)

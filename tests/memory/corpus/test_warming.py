@@ -105,7 +105,8 @@ async def test_a_change_during_a_run_stops_it_and_readies_the_new_snapshot(
     await cache.corpus(Scope("alice"))
     cache.apply([rec("first")])
     await cache.warmings()
-    assert warmings(metrics, "superseded") == 1
+    # The run the change stopped; the compaction's swap may stop the next one too.
+    assert warmings(metrics, "superseded") >= 1
     # The deletion's fold swaps in a compacted snapshot after the request path's
     # one: readied in turn.
     readied = [corpus for corpus, _ in prepare.readied]
