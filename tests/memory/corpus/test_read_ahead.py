@@ -40,6 +40,8 @@ def rec(i: int, user: str = "alice") -> MemoryRecord:
         embedding=(1.0, float(i), 0.0, 0.0),
         session_id="s1",
         created_at=1_000 + i,
+        # Each fact linked to the next: a question walks the links.
+        related_ids=(f"{user}-{i + 1}",),
     )
 
 
@@ -85,7 +87,7 @@ async def test_the_first_query_reads_no_memory_text_again(
     store: MemoryStore, monkeypatch: pytest.MonkeyPatch, readers: tuple[object, ...]
 ) -> None:
     """Read ahead, the stages find every value in the memo; without, they read."""
-    from sidecar.memory.read.retrieval import conversation, cues
+    from sidecar.memory.read.retrieval import conversation, cues, links
 
     cache = CorpusCache(store, CacheConfig(), Metrics(), readers=readers)  # type: ignore[arg-type]
     corpus = await cache.corpus(Scope("alice"))
@@ -95,6 +97,7 @@ async def test_the_first_query_reads_no_memory_text_again(
         (cues, "tells_amount"),
         (cues, "subject"),
         (conversation, "speaker"),
+        (links, "names_user"),
     ):
         original = getattr(module, name)
         monkeypatch.setattr(
@@ -108,7 +111,7 @@ async def test_the_first_query_reads_no_memory_text_again(
     if readers:
         assert read == []
     else:
-        assert {"tells_time", "tells_amount", "subject", "speaker"} <= set(read)
+        assert {"tells_time", "tells_amount", "subject", "speaker", "names_user"} <= set(read)
 
 
 async def test_a_write_reads_the_rows_it_adds(store: MemoryStore) -> None:

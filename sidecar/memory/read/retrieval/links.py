@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 from sidecar.config import LinkConfig
 from sidecar.memory.corpus.corpus import Corpus
+from sidecar.memory.corpus.features import Reader
 from sidecar.memory.language.entities import names_user
 from sidecar.memory.read.retrieval.conversation import long_transcript_lines
 from sidecar.memory.read.retrieval.signals import Scores
@@ -247,3 +248,10 @@ NAMES_USER = "names-user"
 
 def _names_user(record: MemoryRecord) -> bool:
     return names_user(record.content)
+
+
+#: What the link stage reads of a memory, whichever memories a question reaches
+#: (memo name, reader): read as memories enter the corpus cache
+#: (:mod:`~sidecar.memory.corpus.read_ahead`), not by the first question that walks
+#: to them.
+READ_AHEAD: tuple[tuple[str, Reader], ...] = ((NAMES_USER, _names_user),)

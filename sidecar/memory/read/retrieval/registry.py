@@ -28,7 +28,7 @@ from sidecar.config import RetrievalConfig, StrategyName
 from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.corpus.features import Reader
 from sidecar.memory.corpus.warming import Prepare
-from sidecar.memory.read.retrieval import conversation, cues
+from sidecar.memory.read.retrieval import conversation, cues, links
 from sidecar.memory.read.retrieval.base import Retriever
 from sidecar.memory.read.retrieval.hierarchical import HierarchicalRetriever
 from sidecar.memory.read.retrieval.pipeline import PipelineRetriever
@@ -76,7 +76,7 @@ def memory_readers() -> tuple[tuple[str, Reader], ...]:
     """What the in-process strategies' stages read of every memory (memo name,
     reader), for the corpus cache to read as memories enter it
     (:class:`~sidecar.memory.corpus.read_ahead.ReadAhead`)."""
-    return (*conversation.READ_AHEAD, *cues.READ_AHEAD)
+    return (*conversation.READ_AHEAD, *cues.READ_AHEAD, *links.READ_AHEAD)
 
 
 def preparer(retrievers: Mapping[str, Retriever], config: RetrievalConfig) -> Prepare | None:
