@@ -37,12 +37,24 @@ class Signals:
     ngram: Scores
 
     def at(self, index: int) -> dict[str, float]:
-        return {
-            "cosine": round(float(self.cosine[index]), 6),
-            "bm25": round(float(self.bm25[index]), 6),
-            "lexical": round(float(self.lexical[index]), 6),
-            "ngram": round(float(self.ngram[index]), 6),
-        }
+        return self.rows([index])[0]
+
+    def rows(self, indices: list[int]) -> list[dict[str, float]]:
+        """The signals of each of ``indices``, rounded (a hit's evidence); each column
+        read once, not a value at a time."""
+        columns = [
+            values[indices].tolist()
+            for values in (self.cosine, self.bm25, self.lexical, self.ngram)
+        ]
+        return [
+            {
+                "cosine": round(c, 6),
+                "bm25": round(b, 6),
+                "lexical": round(x, 6),
+                "ngram": round(n, 6),
+            }
+            for c, b, x, n in zip(*columns, strict=True)
+        ]
 
 
 def cosine_scores(query: Query, corpus: Corpus) -> Scores:
@@ -136,21 +148,18 @@ def make_hits(
     """Hits for ``indices`` with their signals as evidence, then the score after each
     of ``stages`` (named, in order): the first, and every later one that changed it."""
     columns = [(name, values[indices].tolist()) for name, values in stages]
+    evidences = signals.rows(indices) if signals is not None else [{} for _ in indices]
+    final = scores[indices].tolist()
+    records = corpus.records
+    routes = via or {}
     hits = []
     for j, index in enumerate(indices):
-        evidence = signals.at(index) if signals is not None else {}
+        evidence = evidences[j]
         previous: float | None = None
         for name, column in columns:
             value = round(column[j], 6)
             if value != previous:
                 evidence[name] = value
             previous = value
-        hits.append(
-            Hit(
-                corpus.records[index],
-                float(scores[index]),
-                evidence,
-                (via or {}).get(index, "direct"),
-            )
-        )
+        hits.append(Hit(records[index], final[j], evidence, routes.get(index, "direct")))
     return hits
