@@ -387,6 +387,10 @@ def term_ids(vocab: dict[str, int], document: Sequence[str]) -> TermIds:
     return np.fromiter((lookup(t, len(vocab)) for t in document), np.int32, len(document))
 
 
+#: A corpus of at most this many documents counts a term's joined postings over
+#: all of them (cheaper than sorting even a rare term's few).
+_COUNTED_UP_TO = 4096
+
 #: How many joined postings per document a :class:`JoinedBM25` keeps for the
 #: terms it was asked (a few times the joined postings of a typical question).
 _KEPT_PER_DOCUMENT = 4
@@ -507,9 +511,9 @@ class JoinedBM25:
                 counts = np.tile(tf, len(self._followers) + 1)[reached]
             into = into[reached]
             # Uncapped, the counts are integers and their float64 sums exact. A
-            # rare term's few documents are sorted; a common one's are counted
-            # over the corpus.
-            if 8 * len(into) < self.size:
+            # rare term's few documents in a large corpus are sorted; else they are
+            # counted over the corpus (the same sums, in the same order).
+            if self.size > _COUNTED_UP_TO and 8 * len(into) < self.size:
                 docs, where = np.unique(into, return_inverse=True)
                 summed = np.bincount(where, weights=counts)
                 held = summed > 0  # a share of 0 (an empty line) holds nothing

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from sidecar.memory.corpus import bm25
 from sidecar.memory.corpus.bm25 import BM25Index
 
 WORDS = "tea dog oslo chess night shift ramen juniper beach tea dog".split()
@@ -28,10 +29,14 @@ def session_priors(count: int, turns: int, session: int) -> np.ndarray:
     return priors
 
 
+@pytest.mark.parametrize("counted_up_to", [0, 1_000_000])
 @pytest.mark.parametrize(("turns", "session", "seed"), [(1, 3, 1), (2, 5, 2), (3, 4, 3), (2, 1, 4)])
 def test_joined_scores_equal_an_index_of_the_joined_texts(
-    turns: int, session: int, seed: int
+    turns: int, session: int, seed: int, counted_up_to: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """``counted_up_to``: a rare term's joined postings sorted, or counted over the
+    corpus."""
+    monkeypatch.setattr(bm25, "_COUNTED_UP_TO", counted_up_to)
     docs = documents(37, seed)
     priors = session_priors(len(docs), turns, session)
     joined_texts = [
