@@ -262,12 +262,23 @@ class BM25Index:
     def postings(self, term: str) -> tuple[Ints, Floats]:
         """The documents holding ``term`` (each once, in no set order) and its count
         in each."""
-        scan = self._scan
-        if scan is not None:
-            return self._read.get(term, lambda t: _scanned(self._vocab, scan, t))
+        if self._scan is not None:
+            return self._read.get(term, self._scanned)
         if self._moved is None and not len(self._layer_terms):
             return self._base_postings(term)
         return self._read.get(term, self._layered_postings)
+
+    def _scanned(self, term: str) -> tuple[Ints, Floats]:
+        """``term``'s postings by a scan, or from the table once enough terms were
+        scanned to pay for sorting it."""
+        scan = self._scan
+        if scan is None or scan.scans >= SCANS_BEFORE_TABLE:
+            self.build_table()
+            return self._base_postings(term)
+        tid = self._vocab.get(term)
+        if tid is None:
+            return _NO_DOCS, _NO_COUNTS
+        return scan.postings(tid)
 
     def _base_postings(self, term: str) -> tuple[Ints, Floats]:
         """The base table's postings of ``term`` (documents numbered as the base's)."""
@@ -306,18 +317,17 @@ class BM25Index:
         return sum(self.idf(t) * (self.k1 + 1) for t in set(query) if len(self.postings(t)[0]) > 0)
 
 
+#: Terms an index built afresh answers by scans (:mod:`~sidecar.memory.corpus.term_scan`)
+#: before it sorts its table (a few questions' terms): a scan costs a thirtieth to a
+#: hundred-and-fiftieth of the sort, from a few hundred memories to tens of
+#: thousands, so the scans before it cost at most about one sort.
+SCANS_BEFORE_TABLE = 32
+
 #: An update folds an index's layer into its base once the layer's postings (or
 #: the removed base documents) are more than 1 / this of the base's.
 FOLD_EVERY = 8
 _NO_DOCS = np.zeros(0, dtype=np.int64)
 _NO_COUNTS = np.zeros(0, dtype=np.float32)
-
-
-def _scanned(vocab: dict[str, int], scan: TermScan, term: str) -> tuple[Ints, Floats]:
-    tid = vocab.get(term)
-    if tid is None:
-        return _NO_DOCS, _NO_COUNTS
-    return scan.postings(tid)
 
 
 def _idf(size: int, df: int) -> float:

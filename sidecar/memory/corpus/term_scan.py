@@ -5,8 +5,9 @@ scope loaded, or evicted and loaded again) does not sort every posting before it
 first question. It answers each asked term by one pass over the documents' term
 ids, laid end to end once, and sorts its table only when something needs all of it:
 an update made from it, or the corpus cache readying the snapshot off the request
-path (:mod:`~sidecar.memory.corpus.warming`). A question asks a handful of terms;
-the table sorts every token of every memory.
+path (:mod:`~sidecar.memory.corpus.warming`), or once it scanned as many terms as
+sorting costs (:data:`~sidecar.memory.corpus.bm25.SCANS_BEFORE_TABLE`). A question
+asks a handful of terms; the table sorts every token of every memory.
 
 The postings are the ones the table gives: each document holding the term once, in
 increasing order, with its count.
@@ -36,6 +37,8 @@ class TermScan:
         self._lengths = lengths
         self._flat: TermIds | None = None
         self._ends: Ints | None = None
+        #: Terms scanned so far.
+        self.scans = 0
 
     def postings(self, tid: int) -> tuple[Ints, Floats]:
         """The documents holding term ``tid`` (increasing) and its count in each."""
@@ -46,6 +49,7 @@ class TermScan:
                 else np.zeros(0, dtype=np.int32)
             )
             self._ends = np.cumsum(self._lengths, dtype=np.int64)
+        self.scans += 1
         hits = np.flatnonzero(self._flat == tid)
         if not len(hits):
             return _NO_DOCS, _NO_COUNTS

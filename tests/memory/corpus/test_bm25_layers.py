@@ -153,3 +153,22 @@ def test_a_cold_index_answers_by_scans_until_its_table_is_needed(seed: int) -> N
     same_scores(cold, documents)
     cold.build_table()  # once sorted, a no-op
     same_scores(cold, documents)
+
+
+def test_a_cold_index_sorts_its_table_once_it_scanned_enough_terms(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(bm25, "SCANS_BEFORE_TABLE", 3)
+    rng = random.Random(4)
+    vocabulary: dict[str, int] = {}
+    documents = [document(rng) for _ in range(20)]
+    cold = BM25Index(
+        None, vocabulary=vocabulary, ids=[bm25.term_ids(vocabulary, d) for d in documents]
+    )
+    cold.scores(["tea", "dog", "oslo"])
+    assert cold._scan is not None
+    cold.scores(["tea", "dog"])  # asked before: no scan
+    assert cold._scan is not None
+    cold.scores(["chess"])
+    assert cold._scan is None
+    same_scores(cold, documents)
