@@ -139,7 +139,8 @@ def test_a_cold_index_answers_by_scans_until_its_table_is_needed(seed: int) -> N
     tokens = BM25Index(documents)
     cold = BM25Index(None, vocabulary=vocabulary, ids=ids)
     same_scores(cold, documents)
-    assert cold._scan is not None and not len(cold._terms)  # answered by scans
+    assert cold._scan is not None  # answered by scans
+    assert not len(cold._terms)
     for term in {*WORDS, "absent"}:
         for a, b in zip(cold.postings(term), tokens.postings(term), strict=True):
             assert np.array_equal(a, b), term
