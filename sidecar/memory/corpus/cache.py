@@ -35,6 +35,7 @@ from sidecar.memory.corpus.units import (
     unit_filter,
     unit_keys,
     units_of,
+    user_unit,
 )
 from sidecar.memory.corpus.warming import Prepare, Warmer
 from sidecar.memory.corpus.write_stamps import CacheMirror, WriteStamps
@@ -141,7 +142,7 @@ class CorpusCache:
         rows the scan no longer finds at all (deleted outright) leave too, unless
         written within the writers' clock skew (a concurrent refresh may have just
         brought them in)."""
-        key = f"user:{scope.user_id}"
+        key = user_unit(scope.user_id)
         unit = self._units.get(key)
         if unit is not None:
             started_wall = now_ms()
@@ -410,7 +411,7 @@ class CorpusCache:
             mirror = False
         self.stamps.note_user(user_id, stamp)
         self._features.forget_user(user_id)
-        key = f"user:{user_id}"
+        key = user_unit(user_id)
         self._bump(key)
         self._snapshots.drop(key)
         if mirror and self._mirror is not None:

@@ -217,21 +217,30 @@ async def fetched_unit(
     return Fetched(unit, fresh, deleted, delta=True)
 
 
+#: The start of a user's own unit's key.
+_USER = "user:"
+
+
+def user_unit(user_id: str) -> str:
+    """The key of the cache unit of ``user_id``'s own rows."""
+    return f"{_USER}{user_id}"
+
+
 def unit_keys(scope: Scope) -> list[str]:
     """The cache units whose union is exactly what ``scope`` may read."""
-    keys = [f"user:{scope.user_id}", "public"]
+    keys = [user_unit(scope.user_id), "public"]
     keys.extend(f"group:{g}" for g in scope.group_ids)
     return keys
 
 
 def keys_user(keys: Sequence[str]) -> str:
     """The user of the scope whose :func:`unit_keys` are ``keys``."""
-    return keys[0].removeprefix("user:")
+    return keys[0].removeprefix(_USER)
 
 
 def units_of(record: MemoryRecord) -> list[str]:
     """The cache units a stored row belongs to (mirrors :func:`unit_filter`)."""
-    keys = [f"user:{record.user_id}"]
+    keys = [user_unit(record.user_id)]
     if record.group_id and record.visibility in (Visibility.GROUP, Visibility.PUBLIC):
         keys.append(f"group:{record.group_id}")
     if record.visibility == Visibility.PUBLIC:
