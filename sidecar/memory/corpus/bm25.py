@@ -23,8 +23,8 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.memory.corpus.moves import Moves
+from sidecar.memory.corpus.term_scan import NO_COUNTS, NO_DOCS, TermScan
 from sidecar.memory.corpus.term_scan import TermIds as TermIds
-from sidecar.memory.corpus.term_scan import TermScan
 
 Ints = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float32]
@@ -66,7 +66,7 @@ class BM25Index:
         if ids is not None:
             # Read once per memory already: the table is sorted when first needed,
             # each asked term scanned until then (term_scan).
-            self._based(vocab, _NO_DOCS, _NO_DOCS, _NO_COUNTS, lengths)
+            self._based(vocab, NO_DOCS, NO_DOCS, NO_COUNTS, lengths)
             self._scan = TermScan(ids, lengths)
             return
         width = max(len(lengths), 1)
@@ -277,14 +277,14 @@ class BM25Index:
             return self._base_postings(term)
         tid = self._vocab.get(term)
         if tid is None:
-            return _NO_DOCS, _NO_COUNTS
+            return NO_DOCS, NO_COUNTS
         return scan.postings(tid)
 
     def _base_postings(self, term: str) -> tuple[Ints, Floats]:
         """The base table's postings of ``term`` (documents numbered as the base's)."""
         tid = self._vocab.get(term)
         if tid is None:
-            return _NO_DOCS, _NO_COUNTS
+            return NO_DOCS, NO_COUNTS
         start, end = _slice(self._present, self._offsets, tid)
         return self._docs[start:end], self._tf[start:end]
 
@@ -326,8 +326,6 @@ SCANS_BEFORE_TABLE = 32
 #: An update folds an index's layer into its base once the layer's postings (or
 #: the removed base documents) are more than 1 / this of the base's.
 FOLD_EVERY = 8
-_NO_DOCS = np.zeros(0, dtype=np.int64)
-_NO_COUNTS = np.zeros(0, dtype=np.float32)
 
 
 def _idf(size: int, df: int) -> float:

@@ -24,8 +24,9 @@ Ints = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float32]
 TermIds = npt.NDArray[np.int32]
 
-_NO_DOCS = np.zeros(0, dtype=np.int64)
-_NO_COUNTS = np.zeros(0, dtype=np.float32)
+#: No postings: no documents, no counts (one pair, shared by every empty answer).
+NO_DOCS = np.zeros(0, dtype=np.int64)
+NO_COUNTS = np.zeros(0, dtype=np.float32)
 
 
 class TermScan:
@@ -52,7 +53,7 @@ class TermScan:
         self.scans += 1
         hits = np.flatnonzero(self._flat == tid)
         if not len(hits):
-            return _NO_DOCS, _NO_COUNTS
+            return NO_DOCS, NO_COUNTS
         # Token p is in the document whose end is the first past p.
         docs = np.searchsorted(self._ends, hits, side="right").astype(np.int64)
         first = np.flatnonzero(np.concatenate(([True], docs[1:] != docs[:-1])))

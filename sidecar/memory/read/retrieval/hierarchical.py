@@ -252,9 +252,9 @@ class HierarchicalRetriever:
         order = sorted(results, key=lambda i: (-results[i], i))[:top_k]
         extra = stats.signals()
         hits = []
-        for index in order:
+        for index, own in zip(order, signals.rows(order), strict=True):
             evidence = {
-                **signals.at(index),
+                **own,
                 Stage.FUSED: round(float(relevance[index]), 6),
                 **extra,
             }

@@ -36,9 +36,6 @@ class Signals:
     lexical: Scores
     ngram: Scores
 
-    def at(self, index: int) -> dict[str, float]:
-        return self.rows([index])[0]
-
     def rows(self, indices: list[int]) -> list[dict[str, float]]:
         """The signals of each of ``indices``, rounded (a hit's evidence); each column
         read once, not a value at a time."""

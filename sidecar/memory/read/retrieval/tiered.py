@@ -136,7 +136,7 @@ def _hits(
         Hit(
             corpus.records[i],
             float(fused[i]),
-            {**signals.at(i), Stage.FUSED: round(float(fused[i]), 6), **extra},
+            {**evidence, Stage.FUSED: round(float(fused[i]), 6), **extra},
         )
-        for i in order
+        for i, evidence in zip(order, signals.rows(order), strict=True)
     ]
