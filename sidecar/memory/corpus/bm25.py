@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -314,7 +314,19 @@ class BM25Index:
 
     def max_score(self, query: Sequence[str]) -> float:
         """An upper bound of any document's score for ``query`` (for normalisation)."""
-        return sum(self.idf(t) * (self.k1 + 1) for t in set(query) if len(self.postings(t)[0]) > 0)
+        return self._best({t: len(self.postings(t)[0]) for t in set(query)})
+
+    def scored(self, query: Sequence[str]) -> tuple[npt.NDArray[np.float32], float]:
+        """(:meth:`scores`, :meth:`max_score`) of ``query``, each term's postings
+        looked up once for both."""
+        found = {term: self.postings(term) for term in set(query)}
+        scores = _scores(query, self.size, self.k1, self._norm, found.__getitem__)
+        return scores, self._best({term: len(docs) for term, (docs, _) in found.items()})
+
+    def _best(self, frequencies: dict[str, int]) -> float:
+        """The highest score a document could have for terms of these document
+        frequencies (summed in the dictionary's order)."""
+        return sum(_idf(self.size, df) * (self.k1 + 1) for df in frequencies.values() if df > 0)
 
 
 #: Terms an index built afresh answers by scans (:mod:`~sidecar.memory.corpus.term_scan`)
@@ -342,12 +354,20 @@ def _scores(
     """BM25 score of every one of ``size`` documents for the query tokens, from
     each term's postings and the documents' length norms."""
     out = np.zeros(size, dtype=np.float32)
-    for term, qtf in Counter(query).items():
-        docs, tf = postings(term)
-        if not len(docs):
-            continue
-        weight = _idf(size, len(docs)) * qtf
-        out[docs] += weight * tf * (k1 + 1) / (tf + norm[docs])
+    found = [(qtf, *postings(term)) for term, qtf in Counter(query).items()]
+    found = [(qtf, docs, tf) for qtf, docs, tf in found if len(docs)]
+    if not found:
+        return out
+    # Every term at once: each posting's share in float32 as a term alone computes
+    # it (the weight a float32 like any Python float beside a float32 array), added
+    # in term order, so every document's sum is the per-term loop's, bit for bit.
+    docs = np.concatenate([d for _, d, _ in found])
+    tf = np.concatenate([t for _, _, t in found])
+    weights = np.repeat(
+        np.asarray([_idf(size, len(d)) * qtf for qtf, d, _ in found], dtype=np.float32),
+        [len(d) for _, d, _ in found],
+    )
+    np.add.at(out, docs, weights * tf * np.float32(k1 + 1) / (tf + norm[docs]))
     return out
 
 
@@ -365,12 +385,19 @@ class _TermPostings:
         found = self._found.get(term)
         if found is None:
             found = make(term)
-            self._kept += len(found[0])
-            if self._kept > _KEPT_PER_DOCUMENT * max(self._size, 1024):
-                self._found.clear()
-                self._kept = len(found[0])
-            self._found[term] = found
+            self.put(term, found)
         return found
+
+    def missing(self, terms: Iterable[str]) -> list[str]:
+        """Those of ``terms`` not kept, each once, in order."""
+        return [term for term in dict.fromkeys(terms) if term not in self._found]
+
+    def put(self, term: str, found: tuple[Ints, Floats]) -> None:
+        self._kept += len(found[0])
+        if self._kept > _KEPT_PER_DOCUMENT * max(self._size, 1024):
+            self._found.clear()
+            self._kept = len(found[0])
+        self._found[term] = found
 
 
 def _term_slices(terms: Ints) -> tuple[Ints, Ints]:
@@ -499,6 +526,10 @@ class JoinedBM25:
 
     def scores(self, query: Sequence[str]) -> npt.NDArray[np.float32]:
         """BM25 score of every joined document for the query tokens (0: no match)."""
+        asked = self._postings.missing(query)
+        if len(asked) > 1:
+            for term, found in zip(asked, self._joined_many(asked), strict=True):
+                self._postings.put(term, found)
         return _scores(
             query,
             self.size,
@@ -509,26 +540,44 @@ class JoinedBM25:
 
     def _joined_postings(self, term: str) -> tuple[Ints, Floats]:
         """The joined documents holding ``term``, and its count in each."""
-        docs, tf = self._parts.postings(term)
-        if len(docs) and self._followers:
-            into = np.concatenate([docs, *(f[docs] for f in self._followers)])
-            reached = into >= 0
-            if self._shares is not None:
-                counts = np.concatenate([tf, *(tf * sh[docs] for sh in self._shares)])[reached]
-            else:
-                counts = np.tile(tf, len(self._followers) + 1)[reached]
-            into = into[reached]
-            # Uncapped, the counts are integers and their float64 sums exact. A
-            # rare term's few documents in a large corpus are sorted; else they are
-            # counted over the corpus (the same sums, in the same order).
-            if self.size > _COUNTED_UP_TO and 8 * len(into) < self.size:
-                docs, where = np.unique(into, return_inverse=True)
-                summed = np.bincount(where, weights=counts)
-                held = summed > 0  # a share of 0 (an empty line) holds nothing
-                docs, summed = docs[held], summed[held]
-            else:
-                summed = np.bincount(into, weights=counts, minlength=self.size)
-                docs = np.flatnonzero(summed)
-                summed = summed[docs]
-            tf = summed.astype(np.float32)
-        return docs, tf
+        return self._joined_many([term])[0]
+
+    def _joined_many(self, terms: Sequence[str]) -> list[tuple[Ints, Floats]]:
+        """Each of ``terms``' joined documents and its count in each, all terms in
+        one pass of array operations (a question's words are asked together)."""
+        found = [self._parts.postings(term) for term in terms]
+        held = [k for k, (docs, _) in enumerate(found) if len(docs)]
+        if not held or not self._followers:
+            return found
+        docs = np.concatenate([found[k][0] for k in held])
+        tf = np.concatenate([found[k][1] for k in held])
+        slots = np.repeat(np.arange(len(held), dtype=np.int64), [len(found[k][0]) for k in held])
+        into = np.concatenate([docs, *(f[docs] for f in self._followers)])
+        reached = into >= 0
+        if self._shares is not None:
+            counts = np.concatenate([tf, *(tf * sh[docs] for sh in self._shares)])[reached]
+        else:
+            counts = np.tile(tf, len(self._followers) + 1)[reached]
+        keys = (np.tile(slots, len(self._followers) + 1) * self.size + into)[reached]
+        # Each (term, joined document)'s counts are summed in float64 in the order
+        # they come (its own, then each prior's): uncapped, integers, exact. Rare
+        # terms' few documents in a large corpus are sorted; else they are
+        # counted over the corpus (the same sums, in the same order).
+        width = len(held) * self.size
+        if self.size > _COUNTED_UP_TO and 8 * len(keys) < width:
+            keys, where = np.unique(keys, return_inverse=True)
+            summed = np.bincount(where, weights=counts)
+            kept = summed > 0  # a share of 0 (an empty line) holds nothing
+            keys, summed = keys[kept], summed[kept]
+        else:
+            summed = np.bincount(keys, weights=counts, minlength=width)
+            keys = np.flatnonzero(summed)
+            summed = summed[keys]
+        slot_of = keys // self.size
+        joined_docs = keys - slot_of * self.size
+        counted = summed.astype(np.float32)
+        bounds = np.searchsorted(slot_of, np.arange(len(held) + 1)).tolist()
+        for j, k in enumerate(held):
+            start, end = bounds[j], bounds[j + 1]
+            found[k] = (joined_docs[start:end], counted[start:end])
+        return found

@@ -3,6 +3,8 @@ index built over the joined texts does, though nothing is indexed twice."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pytest
 
@@ -54,3 +56,78 @@ def test_an_index_without_priors_joins_nothing() -> None:
     index = BM25Index(docs)
     alone = index.joined(np.full((len(docs), 2), -1, dtype=np.int64))
     assert np.array_equal(alone.scores(["tea", "dog"]), index.scores(["tea", "dog"]))
+
+
+def _one_term_joined(joined: bm25.JoinedBM25, term: str) -> tuple[np.ndarray, np.ndarray]:
+    """A term's joined postings made alone, as before terms were joined together:
+    the reference the batch must equal bit for bit."""
+    docs, tf = joined._parts.postings(term)
+    if not len(docs) or not joined._followers:
+        return docs, tf
+    into = np.concatenate([docs, *(f[docs] for f in joined._followers)])
+    reached = into >= 0
+    if joined._shares is not None:
+        counts = np.concatenate([tf, *(tf * sh[docs] for sh in joined._shares)])[reached]
+    else:
+        counts = np.tile(tf, len(joined._followers) + 1)[reached]
+    summed = np.bincount(into[reached], weights=counts, minlength=joined.size)
+    found = np.flatnonzero(summed)
+    return found, summed[found].astype(np.float32)
+
+
+@pytest.mark.parametrize("counted_up_to", [0, 1_000_000])
+@pytest.mark.parametrize("capped", [False, True])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_questions_terms_joined_together_equal_each_joined_alone(
+    seed: int, capped: bool, counted_up_to: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """All of a question's new terms are joined in one pass; each term's postings
+    (documents, counts, dtypes) and the scores are the ones it gets alone."""
+    monkeypatch.setattr(bm25, "_COUNTED_UP_TO", counted_up_to)
+    docs = documents(53, seed)
+    priors = session_priors(len(docs), 2, 4)
+    index = BM25Index(docs)
+    terms = ["dog", "absent", "tea", "juniper", "night", "x", "oslo"]
+    together = index.joined(priors, capped=capped)._joined_many(terms)
+    reference = index.joined(priors, capped=capped)
+    for term, (found, tf) in zip(terms, together, strict=True):
+        want, want_tf = _one_term_joined(reference, term)
+        assert np.array_equal(found, want), term
+        assert np.array_equal(tf, want_tf), term
+        assert (found.dtype, tf.dtype) == (want.dtype, want_tf.dtype), term
+    one_by_one = index.joined(priors, capped=capped)
+    for term in terms:  # each asked alone: no batch
+        one_by_one.scores([term])
+    batched = index.joined(priors, capped=capped)
+    query = ["tea", "dog", "oslo", "dog", "absent", "beach"]
+    assert np.array_equal(batched.scores(query), one_by_one.scores(query))
+
+
+def test_scores_add_the_terms_as_the_per_term_loop_does() -> None:
+    """Every term's shares are added at once, each in float32 as the per-term loop
+    computes and adds it: the same scores, bit for bit, whatever the counts."""
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        size = int(rng.integers(1, 200))
+        table: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for t in range(int(rng.integers(0, 8))):
+            held = rng.choice(size, int(rng.integers(0, size + 1)), replace=False)
+            counts = rng.integers(1, 20, len(held)) * (rng.random() + 0.1)
+            table[f"t{t}"] = (held.astype(np.int64), counts.astype(np.float32))
+        norm = (rng.random(size) * 3 + 0.1).astype(np.float32)
+        query = [f"t{int(x)}" for x in rng.integers(0, 10, int(rng.integers(0, 9)))]
+
+        def postings(
+            term: str, table: dict[str, tuple[np.ndarray, np.ndarray]] = table
+        ) -> tuple[np.ndarray, np.ndarray]:
+            return table.get(term, (bm25.NO_DOCS, bm25.NO_COUNTS))
+
+        want = np.zeros(size, dtype=np.float32)
+        for term, qtf in Counter(query).items():
+            held, tf = postings(term)
+            if len(held):
+                weight = bm25._idf(size, len(held)) * qtf
+                want[held] += weight * tf * (1.2 + 1) / (tf + norm[held])
+        got = bm25._scores(query, size, 1.2, norm, postings)
+        assert got.dtype == np.float32
+        assert np.array_equal(got, want), query

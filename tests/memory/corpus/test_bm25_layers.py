@@ -60,6 +60,9 @@ def same_scores(index: BM25Index, documents: list[list[str]]) -> None:
     for query in QUERIES:
         assert np.array_equal(index.scores(query), fresh.scores(query))
         assert index.max_score(query) == fresh.max_score(query)
+        both = index.scored(query)  # the two at once, each term looked up once
+        assert np.array_equal(both[0], fresh.scores(query))
+        assert both[1] == fresh.max_score(query)
         for term in set(query):
             assert index.idf(term) == fresh.idf(term)
     priors = np.full((len(documents), 2), -1, dtype=np.int64)

@@ -13,7 +13,7 @@ from sidecar.memory.read.retrieval.base import Query
 from sidecar.memory.read.retrieval.links import expand_links
 from sidecar.memory.read.retrieval.pipeline import PipelineRetriever
 from sidecar.memory.read.retrieval.registry import build_retrievers
-from sidecar.memory.read.retrieval.signals import Scores
+from sidecar.memory.read.retrieval.signals import Scores, rounded
 from sidecar.memory.records.records import MemoryRecord, Status
 from sidecar.memory.records.vectors import top_indices
 from tests.support.vectors import unit
@@ -329,3 +329,24 @@ def test_links_are_not_followed_from_or_to_a_long_transcript_line() -> None:
     final, via = expand_links(corpus, direct, LinkConfig(long_lines=64), 5, evidence)
     assert via == {}
     assert np.array_equal(final, direct)
+
+
+def test_evidence_is_rounded_as_round_rounds_it() -> None:
+    """A hit's evidence rounds a float32 column in one numpy pass: the values are
+    ``round(value, 6)``'s, bit for bit, halves (to even) and signs included; other
+    dtypes take ``round`` itself."""
+    rng = np.random.default_rng(3)
+    values = np.concatenate(
+        [
+            (rng.standard_normal(20_000) * scale).astype(np.float32)
+            for scale in (1e-7, 1e-3, 1.0, 40.0, 1e5)
+        ]
+        # exact halves of the sixth decimal (0.0078125 = 7812.5e-6) and their kin
+        + [np.array([j / 2**k for k in range(7, 12) for j in range(-99, 100, 2)], np.float32)]
+    )
+    every = list(range(len(values)))
+    want = [round(v, 6) for v in values.tolist()]
+    got = rounded(values, every)
+    assert [repr(v) for v in got] == [repr(v) for v in want]
+    doubles = values.astype(np.float64) / 3
+    assert rounded(doubles, every) == [round(v, 6) for v in doubles.tolist()]

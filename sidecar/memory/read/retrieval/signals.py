@@ -40,18 +40,27 @@ class Signals:
         """The signals of each of ``indices``, rounded (a hit's evidence); each column
         read once, not a value at a time."""
         columns = [
-            values[indices].tolist()
+            rounded(values, indices)
             for values in (self.cosine, self.bm25, self.lexical, self.ngram)
         ]
         return [
-            {
-                "cosine": round(c, 6),
-                "bm25": round(b, 6),
-                "lexical": round(x, 6),
-                "ngram": round(n, 6),
-            }
+            {"cosine": c, "bm25": b, "lexical": x, "ngram": n}
             for c, b, x, n in zip(*columns, strict=True)
         ]
+
+
+def rounded(values: npt.NDArray[np.floating], indices: list[int]) -> list[float]:
+    """``round(values[i], 6)`` for each of ``indices``, as Python floats.
+
+    A float32 value times 10**6 is exact in float64 (24 + 20 significant bits), so
+    numpy's multiply, round-half-even and divide give what ``round`` gives, bit for
+    bit, in one pass instead of a Python call per value (~0.5 µs each; a hit's
+    evidence rounds a dozen). Other dtypes take ``round`` itself."""
+    picked = values[indices]
+    if picked.dtype == np.float32:
+        exact: list[float] = np.round(picked.astype(np.float64), 6).tolist()
+        return exact
+    return [round(value, 6) for value in picked.tolist()]
 
 
 def cosine_scores(query: Query, corpus: Corpus) -> Scores:
@@ -62,9 +71,7 @@ def cosine_scores(query: Query, corpus: Corpus) -> Scores:
 
 def lexical_scores(query: Query, corpus: Corpus) -> tuple[Scores, Scores]:
     """(bm25, lexical share) for every document."""
-    terms = query.tokens
-    bm25 = corpus.bm25.scores(terms)
-    best = corpus.bm25.max_score(terms)
+    bm25, best = corpus.bm25.scored(query.tokens)
     lexical = (bm25 / best).astype(np.float32) if best > 0 else np.zeros_like(bm25)
     return bm25, lexical
 
@@ -144,7 +151,7 @@ def make_hits(
 ) -> list[Hit]:
     """Hits for ``indices`` with their signals as evidence, then the score after each
     of ``stages`` (named, in order): the first, and every later one that changed it."""
-    columns = [(name, values[indices].tolist()) for name, values in stages]
+    columns = [(name, rounded(values, indices)) for name, values in stages]
     evidences = signals.rows(indices) if signals is not None else [{} for _ in indices]
     final = scores[indices].tolist()
     records = corpus.records
@@ -154,7 +161,7 @@ def make_hits(
         evidence = evidences[j]
         previous: float | None = None
         for name, column in columns:
-            value = round(column[j], 6)
+            value = column[j]
             if value != previous:
                 evidence[name] = value
             previous = value
