@@ -527,9 +527,8 @@ class JoinedBM25:
     def scores(self, query: Sequence[str]) -> npt.NDArray[np.float32]:
         """BM25 score of every joined document for the query tokens (0: no match)."""
         asked = self._postings.missing(query)
-        if len(asked) > 1:
-            for term, found in zip(asked, self._joined_many(asked), strict=True):
-                self._postings.put(term, found)
+        for term, found in zip(asked, self._joined_many(asked), strict=True):
+            self._postings.put(term, found)
         return _scores(
             query,
             self.size,

@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.config import HybridConfig, RetrievalConfig
+from sidecar.memory.corpus.bm25 import BM25Index
 from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.language.text import jaccard
 from sidecar.memory.read.retrieval.base import Query
@@ -71,7 +72,13 @@ def cosine_scores(query: Query, corpus: Corpus) -> Scores:
 
 def lexical_scores(query: Query, corpus: Corpus) -> tuple[Scores, Scores]:
     """(bm25, lexical share) for every document."""
-    bm25, best = corpus.bm25.scored(query.tokens)
+    return index_lexical(corpus.bm25, query.tokens)
+
+
+def index_lexical(index: BM25Index, terms: Sequence[str]) -> tuple[Scores, Scores]:
+    """(bm25, lexical share: bm25 over the best score possible) of ``terms`` for
+    every document of ``index``."""
+    bm25, best = index.scored(terms)
     lexical = (bm25 / best).astype(np.float32) if best > 0 else np.zeros_like(bm25)
     return bm25, lexical
 

@@ -36,6 +36,7 @@ from sidecar.memory.read.retrieval.signals import (
     cosine_scores,
     evidence_mask,
     fuse,
+    index_lexical,
 )
 from sidecar.memory.records.records import Hit
 from sidecar.memory.records.vectors import top_indices
@@ -95,9 +96,7 @@ class TieredRetriever:
                 fused = fuse(signals, hybrid)
             else:
                 index = indexes[0] if tier == "abstract" else indexes[1]
-                bm25 = index.scores(terms)
-                best = index.max_score(terms)
-                lexical = (bm25 / best).astype(np.float32) if best > 0 else np.zeros_like(bm25)
+                bm25, lexical = index_lexical(index, terms)
                 zeros = np.zeros(corpus.size, dtype=np.float32)
                 signals = Signals(cosine, bm25, lexical, zeros)
                 fused = fuse(signals, hybrid.model_copy(update={"ngram_weight": 0.0}))
