@@ -18,7 +18,7 @@ import numpy as np
 from sidecar.memory.corpus.assembly import same_document
 from sidecar.memory.corpus.bm25 import BM25Index, TermIds
 from sidecar.memory.corpus.derived import MemoryColumn
-from sidecar.memory.corpus.features import FeatureMemo, MemoryFeatures
+from sidecar.memory.corpus.features import FeatureMemo, KeptEntries, MemoryFeatures
 from sidecar.memory.corpus.moves import Moves
 from sidecar.memory.corpus.row_matrix import RowMatrix, room_for
 from sidecar.memory.corpus.rows import (
@@ -103,15 +103,20 @@ def same_structure(
     return True
 
 
+#: What a snapshot's entries do not gather into columns: a memory's document is read
+#: whole only for an index on another vocabulary.
+_NOT_GATHERED = frozenset({DOCUMENT})
+
+
 def kept_entries(
     memo: FeatureMemo | None, memories: Sequence[MemoryRecord], *, updated: bool
-) -> tuple[MemoryFeatures, ...] | None:
+) -> KeptEntries | None:
     """The memo's entry of each memory, to keep with a snapshot built afresh; None
     for one ``updated`` from a snapshot on the same memo (its entries are looked
     up when read) or without a memo."""
     if memo is None or updated:
         return None
-    return memo.features_of(memories)
+    return KeptEntries(memo.features_of(memories), skip=_NOT_GATHERED)
 
 
 def indexed_terms(

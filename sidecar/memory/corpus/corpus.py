@@ -43,6 +43,7 @@ from sidecar.memory.corpus.delta import (
 from sidecar.memory.corpus.derived import MemoryColumn, column_key
 from sidecar.memory.corpus.features import (
     FeatureMemo,
+    KeptEntries,
     MemoEntries,
     MemoryFeatures,
     Reader,
@@ -83,7 +84,7 @@ class Corpus:
     #: The memo's entry of each memory, or None: looked up in the memo when read
     #: (a snapshot made from another by an update: carrying every entry cost a
     #: copy of them per update), or no memo.
-    _features: tuple[MemoryFeatures, ...] | None = field(default=None, repr=False, compare=False)
+    _features: KeptEntries | None = field(default=None, repr=False, compare=False)
     _ngrams: dict[int, frozenset[str]] = field(default_factory=dict, repr=False)
     #: Values computed from this snapshot (topic groups, category trees, link
     #: adjacency), built on first use and dropped with the snapshot.
@@ -174,6 +175,10 @@ class Corpus:
         values: one loop, not a call per memory)."""
         records = self.records[start:]
         if self._features is not None:
+            if not start:
+                whole = self._features.column(name)
+                if whole is not None:
+                    return whole
             entries: Sequence[MemoryFeatures] = self._features[start:]
         elif self.memo is not None and self._memo_current():
             entries = self.memo.features_of(records)

@@ -63,6 +63,74 @@ def kept_values(entries: Sequence[MemoryFeatures], name: str) -> list[Any] | Non
         return None
 
 
+class KeptEntries(Sequence[MemoryFeatures]):
+    """A snapshot's memo entries, one per memory, whose values are gathered into
+    columns, every name at once, the first time a column of them is asked.
+
+    Reading one value of every entry follows each entry to its table and each
+    table to the value; with thousands of memories those reads miss the
+    processor's caches, and a pass per value (a term id, a vector, a cue of each
+    memory) repeated them for each of the dozen values a cold snapshot's first
+    query reads. One pass reads each table once. ``skip``: names not gathered
+    (values no snapshot reads whole)."""
+
+    __slots__ = ("_columns", "_entries", "_skip")
+
+    def __init__(self, entries: tuple[MemoryFeatures, ...], skip: frozenset[str]) -> None:
+        self._entries = entries
+        self._skip = skip
+        self._columns: dict[str, list[Any]] | None = None
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @overload
+    def __getitem__(self, index: int) -> MemoryFeatures: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[MemoryFeatures]: ...
+
+    def __getitem__(self, index: int | slice) -> MemoryFeatures | Sequence[MemoryFeatures]:
+        return self._entries[index]
+
+    def column(self, name: str) -> list[Any] | None:
+        """Every entry's value ``name`` when each has it, else None (as
+        :func:`kept_values`). A gathered column is handed over once (a snapshot
+        keeps what it builds of it); asked again, it is read by a pass."""
+        columns = self._columns
+        if columns is None:
+            columns = self._columns = gathered(self._entries, self._skip)
+        found = columns.pop(name, None)
+        return found if found is not None else kept_values(self._entries, name)
+
+
+#: Entries gathered a block at a time: their values' tuples, turned into columns,
+#: stay in the processor's cache (one turn over every entry's tuple misses it once
+#: per value, as a pass per value did).
+_GATHER_BLOCK = 256
+
+
+def gathered(entries: Sequence[MemoryFeatures], skip: frozenset[str]) -> dict[str, list[Any]]:
+    """By name, every entry's value, in one pass over the entries: the names the
+    first entry holds, less ``skip``; none when an entry lacks one of them (its
+    values are then read name by name)."""
+    if not entries:
+        return {}
+    names = tuple(name for name in entries[0].values if name not in skip)
+    if len(names) < 2:  # one name: itemgetter gives the value, not a tuple
+        return {}
+    get = itemgetter(*names)
+    columns: list[list[Any]] = [[] for _ in names]
+    try:
+        for begin in range(0, len(entries), _GATHER_BLOCK):
+            block = list(map(get, map(_VALUES, entries[begin : begin + _GATHER_BLOCK])))
+            for column, values in zip(columns, zip(*block, strict=True), strict=True):
+                column.extend(values)
+    except KeyError:
+        return {}
+    return dict(zip(names, columns, strict=True))
+
+
 class FeatureMemo:
     """Per memory id, the values read from its current text; past ``capacity``
     memories, those of the memory read first go (it is read again when a snapshot

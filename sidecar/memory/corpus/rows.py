@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sidecar.memory.corpus.bm25 import TermIds, term_ids
-from sidecar.memory.corpus.features import MemoryFeatures, kept_values
+from sidecar.memory.corpus.features import KeptEntries, MemoryFeatures, kept_values
 from sidecar.memory.language.embedding_text import changed_words
 from sidecar.memory.language.text import tokens
 from sidecar.memory.records.records import MemoryRecord
@@ -109,7 +109,11 @@ def memo_term_ids_of(
     """:func:`memo_term_ids` of the memories at ``positions``: one C-level pass
     when each was read before."""
     chosen = list(map(features.__getitem__, positions))
-    kept: list[TermIds] | None = kept_values(chosen, TERM_IDS)
+    kept: list[TermIds] | None = (
+        features.column(TERM_IDS)
+        if isinstance(features, KeptEntries) and _every(positions, len(features))
+        else kept_values(chosen, TERM_IDS)
+    )
     if kept is not None:
         return kept
     return [memo_term_ids(chosen[k], records[i], vocabulary) for k, i in enumerate(positions)]
@@ -120,13 +124,22 @@ def _kept_rows(
 ) -> list[npt.NDArray[np.float32]] | None:
     """The kept matrix rows of the memories at ``positions`` when each has one of
     its very vector (one C-level pass), else None."""
-    kept: list[Vector] | None = kept_values(list(map(features.__getitem__, positions)), VECTOR)
+    kept: list[Vector] | None = (
+        features.column(VECTOR)
+        if isinstance(features, KeptEntries) and _every(positions, len(features))
+        else kept_values(list(map(features.__getitem__, positions)), VECTOR)
+    )
     if kept is None:
         return None
     stored = map(_STORED, kept)
     if not all(map(is_, stored, map(_EMBEDDING, map(records.__getitem__, positions)))):
         return None
     return list(map(_ROW, kept))
+
+
+def _every(positions: Sequence[int], size: int) -> bool:
+    """Whether ``positions`` are ``0 .. size - 1`` in order."""
+    return isinstance(positions, range) and positions == range(size)
 
 
 _STORED, _ROW = itemgetter(0), itemgetter(1)
