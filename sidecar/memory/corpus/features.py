@@ -13,7 +13,7 @@ only the memories it has not seen.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from operator import attrgetter, is_, itemgetter
+from operator import attrgetter, eq, itemgetter
 from typing import Any, cast, overload
 
 from sidecar.memory.records.records import MemoryRecord
@@ -51,7 +51,7 @@ class MemoryFeatures:
 
 
 _VALUES = attrgetter("values")
-_ID, _CONTENT, _EXCERPT = attrgetter("id"), attrgetter("content"), attrgetter("excerpt")
+_ID, _TEXT = attrgetter("id"), attrgetter("content", "excerpt")
 
 
 def kept_values(entries: Sequence[MemoryFeatures], name: str) -> list[Any] | None:
@@ -171,13 +171,12 @@ class FeatureMemo:
 
     def features_of(self, records: Sequence[MemoryRecord]) -> tuple[MemoryFeatures, ...]:
         """:meth:`features` of each record: C-level passes when every record's
-        entry is there and read from its very text objects (a snapshot of memories
-        read before), else one by one."""
+        entry is there and read from its text (a snapshot of memories read before,
+        or the same rows loaded again), else one by one."""
         found = list(map(self._memories.get, map(_ID, records)))
         try:
-            if all(map(is_, map(_CONTENT, found), map(_CONTENT, records))) and all(
-                map(is_, map(_EXCERPT, found), map(_EXCERPT, records))
-            ):
+            # One pass over both, each pair of texts compared by identity first.
+            if all(map(eq, map(_TEXT, found), map(_TEXT, records))):
                 return tuple(cast(list[MemoryFeatures], found))
         except AttributeError:  # one not read yet (None)
             pass

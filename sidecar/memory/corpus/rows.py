@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from operator import attrgetter, is_, itemgetter
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -108,15 +109,10 @@ def memo_term_ids_of(
 ) -> list[TermIds]:
     """:func:`memo_term_ids` of the memories at ``positions``: one C-level pass
     when each was read before."""
-    chosen = list(map(features.__getitem__, positions))
-    kept: list[TermIds] | None = (
-        features.column(TERM_IDS)
-        if isinstance(features, KeptEntries) and _every(positions, len(features))
-        else kept_values(chosen, TERM_IDS)
-    )
+    kept: list[TermIds] | None = _kept(features, positions, TERM_IDS)
     if kept is not None:
         return kept
-    return [memo_term_ids(chosen[k], records[i], vocabulary) for k, i in enumerate(positions)]
+    return [memo_term_ids(features[i], records[i], vocabulary) for i in positions]
 
 
 def _kept_rows(
@@ -124,11 +120,7 @@ def _kept_rows(
 ) -> list[npt.NDArray[np.float32]] | None:
     """The kept matrix rows of the memories at ``positions`` when each has one of
     its very vector (one C-level pass), else None."""
-    kept: list[Vector] | None = (
-        features.column(VECTOR)
-        if isinstance(features, KeptEntries) and _every(positions, len(features))
-        else kept_values(list(map(features.__getitem__, positions)), VECTOR)
-    )
+    kept: list[Vector] | None = _kept(features, positions, VECTOR)
     if kept is None:
         return None
     stored = map(_STORED, kept)
@@ -137,9 +129,14 @@ def _kept_rows(
     return list(map(_ROW, kept))
 
 
-def _every(positions: Sequence[int], size: int) -> bool:
-    """Whether ``positions`` are ``0 .. size - 1`` in order."""
-    return isinstance(positions, range) and positions == range(size)
+def _kept(
+    features: Sequence[MemoryFeatures], positions: Sequence[int], name: str
+) -> list[Any] | None:
+    """The kept value ``name`` of the memories at ``positions`` when each has it
+    (a snapshot's gathered column where they are all of its memories), else None."""
+    if isinstance(features, KeptEntries) and positions == range(len(features)):
+        return features.column(name)
+    return kept_values(list(map(features.__getitem__, positions)), name)
 
 
 _STORED, _ROW = itemgetter(0), itemgetter(1)
