@@ -123,3 +123,24 @@ async def test_a_snapshot_of_read_ahead_memories_ranks_as_one_without_a_memo(
     for name, read in memory_readers():
         assert with_memo.read_all(name, read) == plain.read_all(name, read), name
     assert np.array_equal(with_memo.vectors, plain.vectors)
+
+
+def test_rows_loaded_again_with_equal_texts_find_their_entries() -> None:
+    """A load gives new string objects for the same texts: the entries are found
+    (the values read before are kept), and a changed text gets a new one."""
+    records = rows(20)
+    memo = FeatureMemo(100)
+    read_ahead(memo, records)
+    before = memo.features_of(records)
+    again = [
+        r.with_changes(content="".join(list(r.content)), excerpt="".join(list(r.excerpt)))
+        for r in records
+    ]
+    assert all(a.content is not b.content for a, b in zip(again, records, strict=True))
+    assert memo.features_of(again) == before
+    edited = [*again[:4], again[4].with_changes(content="User moved to Porto."), *again[5:]]
+    found = memo.features_of(edited)
+    assert found[4] is not before[4]
+    assert found[4].values == {}
+    assert found[:4] == before[:4]
+    assert found[5:] == before[5:]
