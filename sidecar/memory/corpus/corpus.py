@@ -174,14 +174,19 @@ class Corpus:
         """:meth:`read` of the memories from ``start`` on, in order (a column's
         values: one loop, not a call per memory)."""
         records = self.records[start:]
-        if self._features is not None:
-            if not start:
-                whole = self._features.column(name)
-                if whole is not None:
-                    return whole
-            entries: Sequence[MemoryFeatures] = self._features[start:]
+        entries: Sequence[MemoryFeatures]
+        if not start:
+            whole = self._entries()
+            if whole is None:
+                return [self.read(name, i, read) for i in range(self.size)]
+            column = whole.column(name)
+            if column is not None:
+                return column
+            entries = whole
+        elif self._features is not None:
+            entries = self._features[start:]
         elif self.memo is not None and self._memo_current():
-            entries = self.memo.features_of(records)
+            entries = self.memo.features_of(records)  # the few appended
         else:
             return [self.read(name, i, read) for i in range(start, self.size)]
         kept = kept_values(entries, name)
@@ -190,6 +195,23 @@ class Corpus:
         return [
             entry.value(name, record, read) for entry, record in zip(entries, records, strict=True)
         ]
+
+    def _entries(self) -> KeptEntries | None:
+        """The memo's entry of each memory, found once per snapshot (a snapshot
+        made by an update finds them when a stage first reads a whole column: each
+        column its stages read whole then comes from one gathered pass, not a
+        lookup of every memory per column); None without a current memo."""
+        if self._features is not None:
+            return self._features
+        memo = self.memo
+        if memo is None or not self._memo_current():
+            return None
+        found: KeptEntries | None = self.derived(
+            "memo-entries",
+            lambda: kept_entries(memo, self.records, updated=False),
+            structural=True,
+        )
+        return found
 
     def read(self, name: str, index: int, read: Reader) -> Any:
         """``read(record)`` of memory ``index``, kept in the memo when the snapshot

@@ -144,3 +144,33 @@ def test_rows_loaded_again_with_equal_texts_find_their_entries() -> None:
     assert found[4].values == {}
     assert found[:4] == before[:4]
     assert found[5:] == before[5:]
+
+
+def test_a_snapshot_made_by_an_update_looks_its_memories_up_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A snapshot made from the one before (appends, a supersede) finds its memo
+    entries when a stage first reads a whole column, once for every column; the
+    columns equal a snapshot's built without a memo."""
+    records = rows(60)
+    memo = FeatureMemo(200)
+    read_ahead(memo, records)
+    first = Corpus.build(records[:50], DIM, memo=memo)
+    appended = Corpus.build(records, DIM, first, memo=memo)
+    new = records[7].with_changes(id="m-new", content="User moved to Porto.", created_at=2_000)
+    read_ahead(memo, [new])
+    updated = Corpus.updated(appended, {records[7].id: None, new.id: new}, DIM, memo=memo)
+    calls: list[int] = []
+    looked_up = memo.features_of
+
+    def counted(found: list[MemoryRecord]) -> tuple[object, ...]:
+        calls.append(len(found))
+        return looked_up(found)
+
+    monkeypatch.setattr(memo, "features_of", counted)
+    for corpus in (appended, updated):
+        calls.clear()
+        plain = Corpus.build(list(corpus.records), DIM)
+        for name, read in memory_readers():
+            assert corpus.read_all(name, read) == plain.read_all(name, read), name
+        assert calls == [corpus.size]
