@@ -23,6 +23,8 @@ from sidecar.memory.corpus.moves import Moves
 from sidecar.memory.corpus.row_matrix import RowMatrix, room_for
 from sidecar.memory.corpus.rows import (
     DOCUMENT,
+    TERM_IDS,
+    VECTOR,
     Matrix,
     document,
     document_tokens,
@@ -117,6 +119,17 @@ def kept_entries(
     if memo is None or updated:
         return None
     return KeptEntries(memo.features_of(memories), skip=_NOT_GATHERED)
+
+
+#: What the entries of a snapshot made by an update do not gather: its vectors and
+#: postings came with the snapshot before, so only the stages' values are read whole.
+_NOT_GATHERED_AFTER_UPDATE = frozenset({DOCUMENT, TERM_IDS, VECTOR})
+
+
+def stage_entries(memo: FeatureMemo, memories: Sequence[MemoryRecord]) -> KeptEntries:
+    """The memo's entry of each memory of a snapshot made by an update, for the
+    columns its stages read whole."""
+    return KeptEntries(memo.features_of(memories), skip=_NOT_GATHERED_AFTER_UPDATE)
 
 
 def indexed_terms(

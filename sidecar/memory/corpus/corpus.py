@@ -34,6 +34,7 @@ from sidecar.memory.corpus.carried import (
     kept_entries,
     rows_after,
     same_structure,
+    stage_entries,
 )
 from sidecar.memory.corpus.delta import (
     Layout,
@@ -208,7 +209,7 @@ class Corpus:
             return None
         found: KeptEntries | None = self.derived(
             "memo-entries",
-            lambda: kept_entries(memo, self.records, updated=False),
+            lambda: stage_entries(memo, self.records),
             structural=True,
         )
         return found
