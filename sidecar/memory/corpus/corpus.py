@@ -84,7 +84,8 @@ class Corpus:
     memo: FeatureMemo | None = field(default=None, repr=False, compare=False)
     #: The memo's entry of each memory, or None: looked up in the memo when read
     #: (a snapshot made from another by an update: carrying every entry cost a
-    #: copy of them per update), or no memo.
+    #: copy of them per update; :meth:`_entries` finds them once, when a stage
+    #: first reads a whole column), or no memo.
     _features: KeptEntries | None = field(default=None, repr=False, compare=False)
     _ngrams: dict[int, frozenset[str]] = field(default_factory=dict, repr=False)
     #: Values computed from this snapshot (topic groups, category trees, link
