@@ -181,17 +181,16 @@ class Corpus:
             whole = self._entries()
             if whole is None:
                 return [self.read(name, i, read) for i in range(self.size)]
-            column = whole.column(name)
-            if column is not None:
-                return column
+            kept = whole.column(name)  # a pass of kept values when not gathered
             entries = whole
-        elif self._features is not None:
-            entries = self._features[start:]
-        elif self.memo is not None and self._memo_current():
-            entries = self.memo.features_of(records)  # the few appended
         else:
-            return [self.read(name, i, read) for i in range(start, self.size)]
-        kept = kept_values(entries, name)
+            if self._features is not None:
+                entries = self._features[start:]
+            elif self.memo is not None and self._memo_current():
+                entries = self.memo.features_of(records)  # the few appended
+            else:
+                return [self.read(name, i, read) for i in range(start, self.size)]
+            kept = kept_values(entries, name)
         if kept is not None:
             return kept
         return [
