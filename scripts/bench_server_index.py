@@ -29,7 +29,7 @@ from e2e.seed import synthetic_texts, user_name
 from scripts.benchlib import percentile, write_report
 from sidecar.config import EmbeddingConfig, StoreConfig
 from sidecar.memory.embedding.factory import build_local_embedder
-from sidecar.memory.records.records import MemoryRecord
+from sidecar.memory.records.records import MemoryRecord, as_vector
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.milvus import MemoryStore
 from sidecar.metrics import Metrics
@@ -111,7 +111,7 @@ async def run(args: argparse.Namespace, uri: str, version: str) -> dict[str, Any
             id=f"m{i:031d}",
             user_id=owner,
             content=text,
-            embedding=tuple(float(x) for x in vector),
+            embedding=as_vector(vector),
             created_at=BASE_MS + i,
             updated_at=BASE_MS + i,
         )

@@ -74,7 +74,7 @@ from sidecar.memory.embedding.factory import build_embedder
 from sidecar.memory.read.retrieval import registry
 from sidecar.memory.read.retrieval.base import Query, Retriever, SearchSpace
 from sidecar.memory.read.retrieval.registry import build_retrievers, memory_readers
-from sidecar.memory.records.records import MemoryRecord, Scope, Status
+from sidecar.memory.records.records import MemoryRecord, Scope, Status, as_vector
 from sidecar.memory.store.protocol import Store
 
 USER = "bench-updates"
@@ -131,7 +131,7 @@ def rows(
                 id=f"m{i:06d}",
                 user_id=USER,
                 content=text if cycle == 0 else f"{text} ({cycle})",
-                embedding=tuple(float(x) for x in vector),
+                embedding=as_vector(vector),
                 session_id=f"{session}/{cycle}",
                 created_at=start + i * 60_000,
                 updated_at=start + i * 60_000,
@@ -228,7 +228,7 @@ class Bench:
         memo = FeatureMemo(2 * len(memories))
         # Every memory read once, as the corpus cache reads rows as they enter it: a
         # load's, and a write's when the write is applied (before the next request).
-        ahead = ReadAhead(memo, self.dim, memory_readers())
+        ahead = ReadAhead(memo, memory_readers())
         ahead.read(memories)
         settled()
         cold = []

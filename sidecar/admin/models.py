@@ -374,7 +374,7 @@ def memory_json(
         "provenance": [origin.as_json() for origin in record.origins],
     }
     if embedding and record.embedding is not None:
-        out["embedding"] = [float(x) for x in record.embedding]
+        out["embedding"] = record.embedding.tolist()
         if model is not None:
             out["embedding_model"] = model
     return out

@@ -32,6 +32,7 @@ from sidecar.admin.models import MemoryLine, ValidationFailed, memory_json, vali
 from sidecar.config import SidecarConfig
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.records.batches import chunks
+from sidecar.memory.records.embeddings import Embedding
 from sidecar.memory.records.records import (
     MemoryRecord,
     NodeType,
@@ -299,12 +300,12 @@ class MemoryTransfer:
         )
 
 
-def _unit(vector: tuple[float, ...]) -> tuple[float, ...]:
+def _unit(vector: tuple[float, ...]) -> Embedding:
     """``vector`` L2-normalised (as retrieval expects); unit vectors are kept as is."""
     array = np.asarray(vector, dtype=np.float64)
     norm = float(np.linalg.norm(array))
     if norm == 0.0 or abs(norm - 1.0) < 1e-4:
-        return vector
+        return as_vector(array)
     return as_vector(array / norm)
 
 

@@ -41,9 +41,8 @@ from collections.abc import Callable, Sequence
 from enum import Enum
 from typing import Any
 
-import numpy as np
-
 from sidecar.memory.corpus.cache import CorpusCache
+from sidecar.memory.records.embeddings import Embedding
 from sidecar.memory.records.records import MemoryRecord
 from sidecar.memory.store.schema import encode_origins, row_to_record
 from sidecar.metrics import Metrics
@@ -87,8 +86,7 @@ def _row(record: MemoryRecord) -> dict[str, Any]:
     }
     row["provenance"] = encode_origins(record.origins)  # as a stored row keeps it
     if record.embedding is not None:  # float32 bytes: far cheaper than a list of floats
-        vector = np.asarray(record.embedding, dtype="<f4").tobytes()
-        row["embedding"] = base64.b64encode(vector).decode("ascii")
+        row["embedding"] = base64.b64encode(record.embedding.raw).decode("ascii")
     return row
 
 
@@ -110,8 +108,7 @@ def decode_records(body: bytes) -> list[MemoryRecord]:
         for row in rows:
             vector = row.get("embedding")
             if vector is not None:
-                raw = base64.b64decode(vector, validate=True)
-                row["embedding"] = np.frombuffer(raw, dtype="<f4").tolist()
+                row["embedding"] = Embedding.from_bytes(base64.b64decode(vector, validate=True))
         return [row_to_record(row) for row in rows]
     except (KeyError, TypeError, binascii.Error) as exc:
         raise ValueError(f"not a memory row: {type(exc).__name__}") from exc

@@ -14,6 +14,7 @@ import pytest
 from sidecar.config import StoreConfig
 from sidecar.errors import LLMTimeout, LLMUnavailable, StoreError
 from sidecar.llm import ChatMessage
+from sidecar.memory.records.embeddings import Embedding
 from sidecar.memory.records.records import (
     AccessStat,
     MemoryRecord,
@@ -21,6 +22,7 @@ from sidecar.memory.records.records import (
     Scope,
     Status,
     Visibility,
+    as_vector,
 )
 from sidecar.memory.store.filters import Filter, build_filter, ids_filter
 from sidecar.memory.store.milvus import MemoryStore
@@ -98,9 +100,9 @@ async def test_fake_llm_fails_and_times_out_on_demand() -> None:
 DIM = 4
 
 
-def vector(i: int) -> tuple[float, ...]:
+def vector(i: int) -> Embedding:
     angle = i * 0.7
-    return (float(np.cos(angle)), float(np.sin(angle)), 0.25 * (i % 3), 0.1)
+    return as_vector((float(np.cos(angle)), float(np.sin(angle)), 0.25 * (i % 3), 0.1))
 
 
 def world() -> list[MemoryRecord]:
@@ -211,9 +213,9 @@ async def test_the_fake_store_pages_and_merges_access_as_milvus_lite_does(pair: 
 
 async def test_the_fake_store_refuses_what_milvus_refuses() -> None:
     store = FakeStore(DIM)
-    row = MemoryRecord(id="a", user_id="u", content="x", embedding=(1.0, 0.0, 0.0, 0.0))
+    row = MemoryRecord(id="a", user_id="u", content="x", embedding=as_vector((1.0, 0.0, 0.0, 0.0)))
     with pytest.raises(StoreError, match="dims"):
-        await store.upsert([row.with_changes(embedding=(1.0, 0.0))])
+        await store.upsert([row.with_changes(embedding=as_vector((1.0, 0.0)))])
     with pytest.raises(StoreError, match="id is over 64 bytes"):
         await store.upsert([row.with_changes(id="x" * 65)])
     with pytest.raises(StoreError, match="no embedding"):

@@ -100,7 +100,7 @@ class CorpusCache:
         #: What was read of each memory (tokens, subject ...), for every snapshot:
         #: a new one reads only memories it has not seen (bounded like the rows).
         self._features = FeatureMemo(config.max_rows)
-        self._ahead = ReadAhead(self._features, store.dim, readers)
+        self._ahead = ReadAhead(self._features, readers)
         #: The scopes' snapshots, made from the units.
         self._snapshots = Snapshots(
             store.dim, self._features, config.max_scopes, metrics, on_swapped=self._swapped

@@ -24,7 +24,6 @@ from sidecar.memory.corpus.row_matrix import RowMatrix, room_for
 from sidecar.memory.corpus.rows import (
     DOCUMENT,
     TERM_IDS,
-    VECTOR,
     Matrix,
     document,
     document_tokens,
@@ -67,18 +66,17 @@ def reused_vectors(
     old: RowMatrix,
     memories: Sequence[MemoryRecord],
     dim: int,
-    features: Sequence[MemoryFeatures] | None,
     sources: Moves,
     *,
     fold: bool = False,
 ) -> RowMatrix:
     """The vectors of ``memories``: ``old``'s rows where ``sources`` has one (not
     copied: :mod:`~sidecar.memory.corpus.row_matrix`; ``fold``: copied into a new
-    buffer), tuples of floats converted only for the others."""
+    buffer), the others' joined from their records."""
     if old.dim != dim:
-        return RowMatrix.of(matrix(memories, dim, features))
+        return RowMatrix.of(matrix(memories, dim))
     fresh = sources.fresh.tolist()
-    return old.remapped(sources, matrix(memories, dim, features, fresh), fold=fold)
+    return old.remapped(sources, matrix(memories, dim, fresh), fold=fold)
 
 
 def same_structure(
@@ -121,9 +119,9 @@ def kept_entries(
     return KeptEntries(memo.features_of(memories), skip=_NOT_GATHERED)
 
 
-#: What the entries of a snapshot made by an update do not gather: its vectors and
-#: postings came with the snapshot before, so only the stages' values are read whole.
-_NOT_GATHERED_AFTER_UPDATE = frozenset({DOCUMENT, TERM_IDS, VECTOR})
+#: What the entries of a snapshot made by an update do not gather: its postings came
+#: with the snapshot before, so only the stages' values are read whole.
+_NOT_GATHERED_AFTER_UPDATE = frozenset({DOCUMENT, TERM_IDS})
 
 
 def stage_entries(memo: FeatureMemo, memories: Sequence[MemoryRecord]) -> KeptEntries:
@@ -186,7 +184,7 @@ def carried_layers(
             old_bm25.size,
         )
         return (
-            old_vectors.appended(matrix(memories, dim, entries, tail)),
+            old_vectors.appended(matrix(memories, dim, tail)),
             old_bm25.extended(*indexed_terms(memo, entries, memories, tail, old_bm25)),
             dict(old_ngrams),
             moved,
@@ -198,7 +196,7 @@ def carried_layers(
         old_vectors, old_bm25, _ = previous
         changed = moves.fresh.tolist()
         return (
-            reused_vectors(old_vectors, memories, dim, entries, moves, fold=fold),
+            reused_vectors(old_vectors, memories, dim, moves, fold=fold),
             old_bm25.remapped(
                 moves, *indexed_terms(memo, entries, memories, changed, old_bm25), fold=fold
             ),
@@ -208,7 +206,7 @@ def carried_layers(
     size = len(memories)
     documents, ids = indexed_terms(memo, entries, memories, range(size), None)
     return (
-        RowMatrix.in_buffer(matrix(memories, dim, entries, room=room_for(size)), size),
+        RowMatrix.in_buffer(matrix(memories, dim, room=room_for(size)), size),
         BM25Index(documents, vocabulary=memo.vocabulary if memo is not None else None, ids=ids),
         {},
         None,

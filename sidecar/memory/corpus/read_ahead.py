@@ -2,7 +2,7 @@
 builds a snapshot of them.
 
 A snapshot reads each memory once (:mod:`~sidecar.memory.corpus.features`): its
-BM25 term ids, its vector as a matrix row, and the per-memory values the
+BM25 term ids and the per-memory values the
 retrieval stages read (who said it, whom it is about, whether it tells a time).
 Read lazily, all of it fell on the first request that built a snapshot of a
 user after the user's rows were loaded: tokenising a long conversation turn and
@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from sidecar.memory.corpus.features import FeatureMemo, Reader
-from sidecar.memory.corpus.rows import memo_term_ids, memo_vector
+from sidecar.memory.corpus.rows import memo_term_ids
 from sidecar.memory.records.records import MemoryRecord, NodeType
 
 #: How long a load reads before letting other requests run (seconds).
@@ -27,13 +27,12 @@ SLICE_S = 0.005
 
 
 class ReadAhead:
-    """Reads into ``memo`` what every snapshot of these rows reads: term ids and
-    vector rows (vectors of ``dim``), and each of ``readers`` (memo name and reader,
-    as the retrieval stages name and read them)."""
+    """Reads into ``memo`` what every snapshot of these rows reads: term ids, and
+    each of ``readers`` (memo name and reader, as the retrieval stages name and read
+    them)."""
 
-    def __init__(self, memo: FeatureMemo, dim: int, readers: Sequence[tuple[str, Reader]]):
+    def __init__(self, memo: FeatureMemo, readers: Sequence[tuple[str, Reader]]):
         self._memo = memo
-        self._dim = dim
         self._readers = tuple(readers)
 
     def read(self, rows: Sequence[MemoryRecord]) -> None:
@@ -60,6 +59,5 @@ class ReadAhead:
         memo = self._memo
         features = memo.features(row)
         memo_term_ids(features, row, memo.vocabulary)
-        memo_vector(features, row, self._dim)
         for name, read in self._readers:
             features.value(name, row, read)

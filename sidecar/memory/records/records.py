@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
-import numpy as np
+from sidecar.memory.records.embeddings import Embedding, as_embedding
 
 
 class Visibility(StrEnum):
@@ -52,14 +52,10 @@ class Status(StrEnum):
 RELOAD_MARKER = "reload"
 
 
-def as_vector(values: Any) -> tuple[float, ...]:
-    """``values`` (a numpy array, or any sequence of numbers) as the tuple of Python
-    floats a record holds: one C-level conversion, not a Python call per component
-    (384 of them per row)."""
-    array = np.asarray(values, dtype=np.float64)
-    if array.ndim != 1:
-        raise ValueError(f"a vector has one dimension, not {array.ndim}")
-    return tuple(array.tolist())
+def as_vector(values: Any) -> Embedding:
+    """``values`` (a numpy array, or any sequence of numbers) as the packed float32
+    :class:`~sidecar.memory.records.embeddings.Embedding` a record holds."""
+    return as_embedding(values)
 
 
 def now_ms() -> int:
@@ -187,7 +183,9 @@ class MemoryRecord:
     id: str
     user_id: str
     content: str
-    embedding: tuple[float, ...] | None = field(default=None, repr=False)
+    #: Packed float32 (:class:`Embedding`); any sequence of numbers given here is
+    #: packed on construction.
+    embedding: Embedding | None = field(default=None, repr=False)
     group_id: str = ""
     visibility: Visibility = Visibility.USER
     node_type: NodeType = NodeType.MEMORY
@@ -210,6 +208,11 @@ class MemoryRecord:
     content_hash: str = ""
     excerpt: str = field(default="", repr=False)
     origins: tuple[Origin, ...] = ()
+
+    def __post_init__(self) -> None:
+        embedding = self.embedding
+        if embedding is not None and type(embedding) is not Embedding:
+            object.__setattr__(self, "embedding", Embedding(embedding))
 
     def __repr__(self) -> str:  # never print memory text
         return f"MemoryRecord(id={self.id!r}, user_id={self.user_id!r}, status={self.status})"

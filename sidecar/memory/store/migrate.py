@@ -18,13 +18,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from sidecar.config import SidecarConfig
 from sidecar.errors import InvalidInput
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.language.embedding_text import embedding_text
 from sidecar.memory.records.batches import EMBED_CHUNK, UPSERT_CHUNK, chunks
+from sidecar.memory.records.embeddings import Embedding, stacked
 from sidecar.memory.records.records import MemoryRecord, NodeType, as_vector
 from sidecar.memory.records.vectors import centroid
 from sidecar.memory.store.filters import build_filter
@@ -57,7 +56,7 @@ async def fill_embeddings(
     for wanted in (NodeType.MEMORY, NodeType.CATEGORY):
         missing = [i for i, r in enumerate(out) if r.embedding is None and r.node_type == wanted]
         if wanted == NodeType.CATEGORY and category_vectors == "centroid":
-            members: dict[str, list[tuple[float, ...]]] = {}
+            members: dict[str, list[Embedding]] = {}
             for record in out:
                 if record.node_type == NodeType.MEMORY and record.embedding is not None:
                     members.setdefault(record.category_id, []).append(record.embedding)
@@ -65,7 +64,7 @@ async def fill_embeddings(
             for i in missing:
                 member_vectors = members.get(out[i].id)
                 if member_vectors:
-                    mean = centroid(np.asarray(member_vectors, dtype=np.float32))
+                    mean = centroid(stacked(member_vectors))
                     out[i] = out[i].with_changes(embedding=as_vector(mean))
                 else:
                     still.append(i)

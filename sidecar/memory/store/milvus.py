@@ -419,7 +419,7 @@ class MemoryStore:
         ``strong`` asks for read-your-writes consistency (the write path's dedup);
         the request path reads with bounded staleness.
         """
-        data = [list(as_vector(vector))]
+        data = [as_vector(vector).tolist()]
 
         def call() -> list[Hit]:
             result = self._client.search(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sidecar.errors import StoreError
+from sidecar.memory.records.embeddings import Embedding
 from sidecar.memory.records.records import (
     Hit,
     MemoryRecord,
@@ -246,19 +247,15 @@ def record_to_row(record: MemoryRecord, *, version: int = SCHEMA_VERSION) -> dic
         "accessed_at": int(record.accessed_at),
         "excerpt": fit_utf8(record.excerpt, EXCERPT_BYTES),
         "provenance": encode_origins(record.origins),
-        # A record's vector is a tuple of Python floats (:func:`as_vector`).
-        "embedding": list(record.embedding),
+        "embedding": record.embedding.tolist(),
     }
 
 
-def _vector(values: Any) -> tuple[float, ...] | None:
-    """A row's vector as a record holds it. pymilvus returns a FLOAT_VECTOR as a list
-    of Python floats (from the protobuf's repeated float), taken as is: converting
-    each component again would be most of the cost of reading a row."""
+def _vector(values: Any) -> Embedding | None:
+    """A row's vector as a record holds it (pymilvus returns a FLOAT_VECTOR as a list
+    of Python floats, packed in one call)."""
     if values is None:
         return None
-    if type(values) is list and values and type(values[0]) is float:
-        return tuple(values)
     return as_vector(values)
 
 

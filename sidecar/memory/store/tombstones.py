@@ -40,7 +40,13 @@ import hashlib
 from collections import OrderedDict
 from dataclasses import replace
 
-from sidecar.memory.records.records import RELOAD_MARKER, MemoryRecord, Status, now_ms
+from sidecar.memory.records.records import (
+    RELOAD_MARKER,
+    MemoryRecord,
+    Status,
+    as_vector,
+    now_ms,
+)
 from sidecar.memory.store.filters import build_filter
 from sidecar.memory.store.protocol import Store
 
@@ -51,7 +57,7 @@ def tombstone(record: MemoryRecord, dim: int, now: int) -> MemoryRecord:
         id=record.id,
         user_id=record.user_id,
         content="",
-        embedding=(1.0,) + (0.0,) * (dim - 1),
+        embedding=as_vector((1.0,) + (0.0,) * (dim - 1)),
         group_id=record.group_id,
         visibility=record.visibility,
         node_type=record.node_type,

@@ -1,5 +1,5 @@
 """A snapshot gathers what the memo read of its memories in one pass (issue S, item
-2): every column it reads whole (term ids, vector rows, the stages' cues) equals a
+2): every column it reads whole (term ids, the stages' cues) equals a
 pass per value, a memory whose values were not all read leaves those columns to be
 read one by one, and a snapshot built from a read-ahead memo ranks exactly as one
 built without a memo."""
@@ -13,7 +13,7 @@ from sidecar.config import RetrievalConfig
 from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.corpus.features import FeatureMemo, KeptEntries, kept_values
 from sidecar.memory.corpus.read_ahead import ReadAhead
-from sidecar.memory.corpus.rows import DOCUMENT, TERM_IDS, VECTOR, memo_term_ids
+from sidecar.memory.corpus.rows import DOCUMENT, TERM_IDS, memo_term_ids
 from sidecar.memory.read.retrieval.base import Query, SearchSpace
 from sidecar.memory.read.retrieval.registry import build_retrievers, memory_readers
 from sidecar.memory.records.records import MemoryRecord, Scope
@@ -29,7 +29,7 @@ LINES = (
     "User wants to learn the guitar someday.",
     "Jon: we played chess until 2 am, lost every game lol",
 )
-NAMES = (TERM_IDS, VECTOR, *(name for name, _ in memory_readers()))
+NAMES = (TERM_IDS, *(name for name, _ in memory_readers()))
 
 
 def rows(count: int, seed: int = 5) -> list[MemoryRecord]:
@@ -52,7 +52,7 @@ def rows(count: int, seed: int = 5) -> list[MemoryRecord]:
 
 
 def read_ahead(memo: FeatureMemo, records: list[MemoryRecord]) -> None:
-    ReadAhead(memo, DIM, memory_readers()).read(records)
+    ReadAhead(memo, memory_readers()).read(records)
 
 
 @pytest.mark.parametrize("count", [40, 700])  # within one gathered block, and several
@@ -86,7 +86,6 @@ def test_an_entry_missing_a_value_leaves_those_columns_to_be_read() -> None:
     ids = kept.column(TERM_IDS)
     assert ids is not None
     assert all(a is b for a, b in zip(ids, kept_values(entries, TERM_IDS), strict=True))
-    assert kept.column(VECTOR) is None
     assert kept.column(memory_readers()[0][0]) is None
 
 

@@ -16,7 +16,7 @@ from sidecar.config import CacheConfig, RetrievalConfig, StoreConfig
 from sidecar.memory.corpus import read_ahead
 from sidecar.memory.corpus.cache import CorpusCache
 from sidecar.memory.corpus.derived import column_key
-from sidecar.memory.corpus.rows import TERM_IDS, VECTOR
+from sidecar.memory.corpus.rows import TERM_IDS
 from sidecar.memory.read.retrieval.base import Query, SearchSpace
 from sidecar.memory.read.retrieval.registry import build_retrievers, memory_readers
 from sidecar.memory.records.records import MemoryRecord, Scope
@@ -77,7 +77,6 @@ async def test_a_load_reads_every_memory_before_the_first_request(store: MemoryS
     for record in corpus.records:
         values = cache._features.features(record).values
         assert TERM_IDS in values
-        assert VECTOR in values
         for name, _ in memory_readers():
             assert name in values, name
 

@@ -19,7 +19,14 @@ from hypothesis import strategies as st
 
 from sidecar.config import StoreConfig
 from sidecar.errors import InvalidIdentifier
-from sidecar.memory.records.records import MemoryRecord, NodeType, Scope, Status, Visibility
+from sidecar.memory.records.records import (
+    MemoryRecord,
+    NodeType,
+    Scope,
+    Status,
+    Visibility,
+    as_vector,
+)
 from sidecar.memory.store.filters import (
     FILTER_FIELDS,
     MAX_IDENTIFIER_BYTES,
@@ -324,7 +331,7 @@ class World:
                     id=row.id,
                     user_id=row.user_id,
                     content=f"memory {row.id}",
-                    embedding=tuple(self.vector()),
+                    embedding=as_vector(self.vector()),
                     group_id=row.group_id,
                     visibility=row.visibility,
                     node_type=row.node_type,
