@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from sidecar.memory.records.embeddings import Embedding
 
-def unit(*values: float) -> tuple[float, ...]:
-    """``values`` scaled to length 1 in float32 (as the store keeps a vector), as the
-    tuple of floats a :class:`~sidecar.memory.records.records.MemoryRecord` holds."""
+
+def unit(*values: float) -> Embedding:
+    """``values`` scaled to length 1 in float32, as a
+    :class:`~sidecar.memory.records.records.MemoryRecord` holds a vector."""
     array = np.asarray(values, dtype=np.float32)
-    return tuple(float(x) for x in array / np.linalg.norm(array))
+    return Embedding(array / np.linalg.norm(array))

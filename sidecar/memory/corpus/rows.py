@@ -16,7 +16,7 @@ from sidecar.memory.corpus.bm25 import TermIds, term_ids
 from sidecar.memory.corpus.features import KeptEntries, MemoryFeatures, kept_values
 from sidecar.memory.language.embedding_text import changed_words
 from sidecar.memory.language.text import tokens
-from sidecar.memory.records.embeddings import ITEM_BYTES, stacked
+from sidecar.memory.records.embeddings import stacked
 from sidecar.memory.records.records import MemoryRecord
 
 Matrix = npt.NDArray[np.float32]
@@ -62,11 +62,12 @@ def matrix(
     one copy: nothing is converted per memory."""
     chosen = records if positions is None else [records[i] for i in positions]
     embeddings = list(map(_EMBEDDING, chosen))
-    width = dim * ITEM_BYTES
-    if None not in embeddings and all(map(width.__eq__, map(len, map(_RAW, embeddings)))):
-        if not embeddings:
-            return np.zeros((room, dim), dtype=np.float32)
-        return stacked(embeddings, room)
+    if not embeddings:
+        return np.zeros((room, dim), dtype=np.float32)
+    try:
+        return stacked(embeddings, room, dim=dim)
+    except (AttributeError, ValueError):  # a memory without a vector, or another length
+        pass
     out = np.zeros((len(embeddings) + room, dim), dtype=np.float32)
     for i, embedding in enumerate(embeddings):
         if embedding is not None and len(embedding) == dim:
@@ -110,4 +111,3 @@ def _kept(
 
 
 _EMBEDDING = attrgetter("embedding")
-_RAW = attrgetter("raw")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator, Sequence
+from operator import attrgetter
 from typing import Any, SupportsIndex, overload
 
 import numpy as np
@@ -108,17 +109,23 @@ def as_embedding(values: Embedding | Iterable[float] | npt.ArrayLike) -> Embeddi
     return values if isinstance(values, Embedding) else Embedding(values)
 
 
-def stacked(embeddings: Sequence[Embedding], room: int = 0) -> npt.NDArray[np.float32]:
-    """The rows ``embeddings`` (all of one length) as a writable float32 matrix, and
-    ``room`` zeroed rows after them: one join of their bytes, one copy."""
-    dim = len(embeddings[0]) if embeddings else 0
-    joined = b"".join([e.raw for e in embeddings])
-    if len(joined) != len(embeddings) * dim * ITEM_BYTES:
+def stacked(
+    embeddings: Sequence[Embedding], room: int = 0, *, dim: int | None = None
+) -> npt.NDArray[np.float32]:
+    """The rows ``embeddings`` as a writable float32 matrix, and ``room`` zeroed rows
+    after them: their bytes joined into one buffer the matrix views (one copy).
+    ``ValueError`` if one has another length than the first (or than ``dim``)."""
+    raws = list(map(_RAW, embeddings))
+    width = (len(raws[0]) if raws else 0) if dim is None else dim * ITEM_BYTES
+    if not all(map(width.__eq__, map(len, raws))):
         raise ValueError("embeddings of different lengths")
-    out = np.empty((len(embeddings) + room, dim), dtype=np.float32)
-    out[: len(embeddings)].reshape(-1)[:] = np.frombuffer(joined, dtype=DTYPE)
-    out[len(embeddings) :] = 0.0
-    return out
+    shape = (len(raws) + room, width // ITEM_BYTES)
+    if room:
+        raws.append(bytes(room * width))
+    return np.frombuffer(bytearray().join(raws), dtype=DTYPE).reshape(shape)
+
+
+_RAW = attrgetter("raw")
 
 
 def _pack(values: Iterable[float] | npt.ArrayLike) -> bytes:
