@@ -43,6 +43,7 @@ from sidecar.memory.records.categories import (
     is_named,
     summary_text,
 )
+from sidecar.memory.records.embeddings import stacked
 from sidecar.memory.records.records import MemoryRecord, NodeType, Status, as_vector, content_hash
 from sidecar.memory.records.vectors import Matrix, Vector, centroid
 from sidecar.memory.write.rows.enrich import abstract_of
@@ -106,7 +107,7 @@ class TreePlanner:
         )
         self._records = {m.id: m for m in mems}
         self._row = {m.id: i for i, m in enumerate(mems)}
-        self._vectors: Matrix = np.asarray([m.embedding for m in mems], dtype=np.float32)
+        self._vectors: Matrix = stacked([m.embedding for m in mems if m.embedding is not None])
         self._tokens = {m.id: frozenset(t for t, _ in words(m.content)) for m in mems}
         self._df: Counter[str] = Counter()  # documents per term, over all the memories
         for found in self._tokens.values():
