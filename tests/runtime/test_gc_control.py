@@ -13,8 +13,8 @@ import pytest
 from sidecar.config import ServerConfig
 from sidecar.memory.corpus.corpus import Corpus
 from sidecar.memory.corpus.features import FeatureMemo
-from sidecar.memory.corpus.rows import DOCUMENT
-from sidecar.memory.records.records import MemoryRecord
+from sidecar.memory.corpus.rows import TERM_IDS
+from sidecar.memory.records.records import MemoryRecord, as_vector
 from sidecar.metrics import Metrics
 from sidecar.runtime.gc_control import GCControl
 
@@ -149,17 +149,21 @@ def test_survivors_are_frozen_at_most_every_interval_and_thawed(thawed: None) ->
         monitor.stop()
 
 
-def test_a_corpus_keeps_no_tracked_token_lists() -> None:
-    """A full collection walks every tracked object the process keeps: a corpus's
-    documents must not add one per memory (tuples of strings are untracked; a BM25
-    index keeps postings, no tokens)."""
+def test_a_corpus_keeps_no_token_lists() -> None:
+    """A full collection walks every tracked object the process keeps, and a long
+    turn's tokens took six times the memory of its term ids: the memo keeps a
+    memory's document as term ids (an untracked array) and no tokens; a BM25 index
+    keeps postings."""
     memo = FeatureMemo(10)
     rows = [
-        MemoryRecord(id=f"m{i}", user_id="u", content=text, embedding=(1.0, 0.0))
+        MemoryRecord(id=f"m{i}", user_id="u", content=text, embedding=as_vector((1.0, 0.0)))
         for i, text in enumerate(["alpha beta", "gamma", "delta"])
     ]
     Corpus.build(rows, 2, memo=memo)
     gc.collect()
-    kept = [memo.value(DOCUMENT, r, lambda _: pytest.fail("read again")) for r in rows]
-    assert len(kept) == 3
-    assert all(isinstance(d, tuple) and not gc.is_tracked(d) for d in kept)
+    kept = [memo.value(TERM_IDS, r, lambda _: pytest.fail("read again")) for r in rows]
+    assert [len(ids) for ids in kept] == [2, 1, 1]
+    assert not any(gc.is_tracked(ids) for ids in kept)
+    for row in rows:
+        values = memo.features(row).values
+        assert not [v for v in values.values() if isinstance(v, tuple | list) and v]

@@ -22,11 +22,9 @@ from sidecar.memory.corpus.features import FeatureMemo, KeptEntries, MemoryFeatu
 from sidecar.memory.corpus.moves import Moves
 from sidecar.memory.corpus.row_matrix import RowMatrix, room_for
 from sidecar.memory.corpus.rows import (
-    DOCUMENT,
     TERM_IDS,
     Matrix,
     document,
-    document_tokens,
     matrix,
     memo_term_ids_of,
 )
@@ -103,9 +101,8 @@ def same_structure(
     return True
 
 
-#: What a snapshot's entries do not gather into columns: a memory's document is read
-#: whole only for an index on another vocabulary.
-_NOT_GATHERED = frozenset({DOCUMENT})
+#: A snapshot built afresh gathers every value its entries hold.
+_NOT_GATHERED: frozenset[str] = frozenset()
 
 
 def kept_entries(
@@ -121,7 +118,7 @@ def kept_entries(
 
 #: What the entries of a snapshot made by an update do not gather: its postings came
 #: with the snapshot before, so only the stages' values are read whole.
-_NOT_GATHERED_AFTER_UPDATE = frozenset({DOCUMENT, TERM_IDS})
+_NOT_GATHERED_AFTER_UPDATE = frozenset({TERM_IDS})
 
 
 def stage_entries(memo: FeatureMemo, memories: Sequence[MemoryRecord]) -> KeptEntries:
@@ -141,10 +138,12 @@ def indexed_terms(
     the memo (``entries``: its entry of each memory), for an index on its
     vocabulary (read once per memory), else their tokens (for ``into``, an index
     on another vocabulary)."""
-    if memo is None or entries is None:
+    if (
+        memo is None
+        or entries is None
+        or (into is not None and into.vocabulary is not memo.vocabulary)
+    ):
         return [document(memories[i]) for i in positions], None
-    if into is not None and into.vocabulary is not memo.vocabulary:
-        return [entries[i].value(DOCUMENT, memories[i], document_tokens) for i in positions], None
     return None, memo_term_ids_of(entries, memories, positions, memo.vocabulary)
 
 

@@ -1,5 +1,5 @@
 """A memory as a corpus snapshot reads it: its vector as a row of the matrix, its
-BM25 document and term ids, read once per memory and kept in its memo entry
+BM25 document as term ids, read once per memory and kept in its memo entry
 (:class:`~sidecar.memory.corpus.features.MemoryFeatures`), so a new snapshot of
 memories read before tokenises nothing."""
 
@@ -38,14 +38,8 @@ def document(record: MemoryRecord) -> list[str]:
     return tokens("\n".join(parts)) if len(parts) > 1 else tokens(record.content)
 
 
-#: The memo's names for a memory's BM25 document and its term ids.
-DOCUMENT = "document"
+#: The memo's name for a memory's BM25 document as term ids.
 TERM_IDS = "term-ids"
-
-
-def document_tokens(record: MemoryRecord) -> tuple[str, ...]:
-    # Tuples of strings, not lists: the cyclic GC does not track them.
-    return tuple(document(record))
 
 
 def matrix(
@@ -78,11 +72,12 @@ def matrix(
 def memo_term_ids(
     features: MemoryFeatures, record: MemoryRecord, vocabulary: dict[str, int]
 ) -> TermIds:
-    """The memory's BM25 document as term ids of ``vocabulary``, kept in its entry."""
+    """The memory's BM25 document as term ids of ``vocabulary``, kept in its entry
+    (its tokens are not: about six times the ids' memory for a long turn, and read
+    again only for an index on another vocabulary, made after a forget)."""
     ids: TermIds | None = features.values.get(TERM_IDS)
     if ids is None:
-        tokens = features.value(DOCUMENT, record, document_tokens)
-        ids = features.values[TERM_IDS] = term_ids(vocabulary, tokens)
+        ids = features.values[TERM_IDS] = term_ids(vocabulary, document(record))
     return ids
 
 
