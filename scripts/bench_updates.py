@@ -39,6 +39,11 @@ retrievers), the store left out (its reads are the same for every strategy):
   timed): what the request costs when it comes ``cache.warm_after_ms`` or more
   after the change.
 
+Before the sizes, ``memory_kb``: the Python memory the corpus cache spends per
+memory (``--memory-sample`` memories, tracemalloc): the records loaded from store
+rows, what the memo reads ahead of them, and a snapshot of them once asked —
+what sizes ``cache.max_rows``.
+
 What a size has loaded is frozen out of the garbage collector before it is
 measured, as a sidecar process freezes what survives a full collection
 (:mod:`sidecar.runtime.gc_control`): else a full collection walking the memo's
@@ -58,6 +63,7 @@ import random
 import statistics
 import sys
 import time
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
@@ -76,6 +82,7 @@ from sidecar.memory.read.retrieval.base import Query, Retriever, SearchSpace
 from sidecar.memory.read.retrieval.registry import build_retrievers, memory_readers
 from sidecar.memory.records.records import MemoryRecord, Scope, Status, as_vector
 from sidecar.memory.store.protocol import Store
+from sidecar.memory.store.schema import record_to_row, row_to_record
 
 USER = "bench-updates"
 DATASET = REPO.parent / "shared" / "data" / "longmemeval-dev.json"
@@ -328,6 +335,41 @@ def changes_between(
     return out
 
 
+async def memory_per_memory(bench: Bench, memories: list[MemoryRecord]) -> dict[str, float]:
+    """KB of Python memory per memory the corpus cache holds (tracemalloc): the
+    records, loaded from store rows as the Milvus client returns them (a fresh list
+    of floats per vector); what the memo reads ahead of them; and a snapshot of them,
+    asked every question. Sizes ``cache.max_rows``."""
+    stored = [record_to_row(m) for m in memories]
+    vectors = [np.asarray(row.pop("embedding"), dtype=np.float32) for row in stored]
+    settled()
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        records = [
+            row_to_record(dict(row, embedding=vector.tolist()))
+            for row, vector in zip(stored, vectors, strict=True)
+        ]
+        loaded = tracemalloc.get_traced_memory()[0]
+        memo = FeatureMemo(2 * len(records))
+        ReadAhead(memo, memory_readers()).read(records)
+        read = tracemalloc.get_traced_memory()[0]
+        corpus = Corpus.build(records, bench.dim, memo=memo)
+        for query in bench.queries:
+            await bench.ask(corpus, query)
+        built = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    per = 1024 * len(records)
+    return {
+        "memories": len(records),
+        "records": round((loaded - start) / per, 2),
+        "memo": round((read - loaded) / per, 2),
+        "snapshot": round((built - read) / per, 2),
+        "total": round((built - start) / per, 2),
+    }
+
+
 def settled() -> None:
     """Freeze what is alive, as a sidecar process does after a full collection."""
     gc.collect()
@@ -362,6 +404,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "turns": origin,
         "sizes": {},
     }
+    if args.memory_sample:
+        sample = rows(args.memory_sample, source, by_turn, rng)
+        report["memory_kb"] = kb = await memory_per_memory(bench, sample)
+        print(
+            f"memory per memory ({kb['memories']} in the cache): records {kb['records']:.1f} KB,"
+            f" memo {kb['memo']:.1f} KB, an asked snapshot {kb['snapshot']:.1f} KB,"
+            f" total {kb['total']:.1f} KB",
+            flush=True,
+        )
     for size in args.sizes:
         memories = rows(size, source, by_turn, rng)
         reps = args.reps if size <= 10_000 else max(3, args.reps // 3)
@@ -394,6 +445,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--embed", type=int, default=2_000, help="distinct texts embedded")
     parser.add_argument("--reps", type=int, default=9, help="cold and after-update samples")
     parser.add_argument("--warm", type=int, default=100, help="warm queries")
+    parser.add_argument(
+        "--memory-sample", type=int, default=2_000, help="memories measured for memory (0: off)"
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     args.sizes = [int(s) for s in args.sizes.split(",") if s]
