@@ -342,7 +342,7 @@ async def memory_per_memory(bench: Bench, memories: list[MemoryRecord]) -> dict[
     asked every question. Sizes ``cache.max_rows``."""
     stored = [record_to_row(m) for m in memories]
     vectors = [np.asarray(row.pop("embedding"), dtype=np.float32) for row in stored]
-    settled()
+    gc.collect()
     tracemalloc.start()
     try:
         start = tracemalloc.get_traced_memory()[0]
