@@ -42,6 +42,7 @@ def test_an_embedding_holds_the_float32_values_it_was_given() -> None:
     # Python floats round to float32 as numpy rounds them.
     assert Embedding([0.1, 1 / 3]).tolist() == np.asarray([0.1, 1 / 3], np.float32).tolist()
     assert Embedding([1, 2]).tolist() == [1.0, 2.0]
+    assert Embedding(x / 2 for x in range(3)).tolist() == [0.0, 0.5, 1.0]
     assert Embedding([1e40, -1e40]).tolist() == [math.inf, -math.inf]
     assert math.isnan(Embedding([math.nan])[0])
     assert len(Embedding([])) == 0

@@ -2,8 +2,8 @@
 builds a snapshot of them.
 
 A snapshot reads each memory once (:mod:`~sidecar.memory.corpus.features`): its
-BM25 term ids and the per-memory values the
-retrieval stages read (who said it, whom it is about, whether it tells a time).
+BM25 term ids and the per-memory values the retrieval stages read (who said it,
+whom it is about, whether it tells a time).
 Read lazily, all of it fell on the first request that built a snapshot of a
 user after the user's rows were loaded: tokenising a long conversation turn and
 running its cue patterns costs about a tenth of a millisecond, a second or more

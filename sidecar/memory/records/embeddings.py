@@ -132,6 +132,8 @@ def _pack(values: Iterable[float] | npt.ArrayLike) -> bytes:
     """``values`` as little-endian float32 bytes: a sequence of numbers through one
     ``struct.pack`` (several times faster than numpy's conversion of a list of Python
     floats, with the same rounding), anything else by numpy's cast."""
+    if isinstance(values, Iterator):  # a generator: numpy would see one object
+        values = list(values)
     if isinstance(values, list | tuple):
         try:
             return struct.pack(f"<{len(values)}f", *values)
