@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from sidecar.memory.corpus.rows import matrix
-from sidecar.memory.records.embeddings import Embedding, as_embedding, stacked
+from sidecar.memory.records.embeddings import Embedding, stacked
 from sidecar.memory.records.records import MemoryRecord, as_vector
 from sidecar.memory.store.schema import record_to_row, row_to_record
 
@@ -85,7 +85,7 @@ def test_an_embedding_is_immutable_and_survives_a_pickle() -> None:
     assert restored == embedding
     assert type(restored) is Embedding
     assert Embedding.from_bytes(embedding.raw) == embedding
-    assert as_embedding(embedding) is embedding
+    assert as_vector(embedding) is embedding
     assert repr(embedding) == f"Embedding(dim={DIM})"
 
 

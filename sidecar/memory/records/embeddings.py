@@ -104,11 +104,6 @@ class Embedding(Sequence[float]):
         return f"Embedding(dim={len(self)})"
 
 
-def as_embedding(values: Embedding | Iterable[float] | npt.ArrayLike) -> Embedding:
-    """``values`` as an :class:`Embedding` (itself when it is one)."""
-    return values if type(values) is Embedding else Embedding(values)
-
-
 def stacked(
     embeddings: Sequence[Embedding], room: int = 0, *, dim: int | None = None
 ) -> npt.NDArray[np.float32]:

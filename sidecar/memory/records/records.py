@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
-from sidecar.memory.records.embeddings import Embedding, as_embedding
+from sidecar.memory.records.embeddings import Embedding
 
 
 class Visibility(StrEnum):
@@ -54,8 +54,9 @@ RELOAD_MARKER = "reload"
 
 def as_vector(values: Any) -> Embedding:
     """``values`` (a numpy array, or any sequence of numbers) as the packed float32
-    :class:`~sidecar.memory.records.embeddings.Embedding` a record holds."""
-    return as_embedding(values)
+    :class:`~sidecar.memory.records.embeddings.Embedding` a record holds (itself when
+    it is one)."""
+    return values if type(values) is Embedding else Embedding(values)
 
 
 def now_ms() -> int:
