@@ -130,6 +130,11 @@ class Corpus:
         """``vectors[indices]``."""
         return self._matrix.take(indices)
 
+    def vector_span(self, begin: int, end: int) -> Matrix | None:
+        """``vectors[begin:end]`` as a view of the shared rows where they lie in
+        order, else None (read them by :meth:`vector_rows`)."""
+        return self._matrix.span(begin, end)
+
     def derived(self, key: Hashable, build: Callable[[], T], *, structural: bool = False) -> T:
         """``build()``, computed once per snapshot and ``key``. A per-corpus value
         lives exactly as long as the corpus: a least-recently-used table of a few

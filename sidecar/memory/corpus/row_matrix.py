@@ -125,6 +125,13 @@ class RowMatrix:
         at = np.asarray(indices, dtype=np.int64)
         return self._buffer.data[at if self._rows is None else self._rows[at]]
 
+    def span(self, begin: int, end: int) -> Matrix | None:
+        """Rows ``begin .. end`` as a view where they lie in order in the buffer
+        (a fresh build's), else None (:meth:`take` copies them)."""
+        if self._rows is not None:
+            return None
+        return self._buffer.data[begin : min(end, self._end)]
+
     def appended(self, rows: Matrix) -> RowMatrix:
         """This matrix followed by ``rows``."""
         if not len(rows):

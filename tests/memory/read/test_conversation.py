@@ -13,6 +13,8 @@ from sidecar.memory.corpus.rows import document
 from sidecar.memory.read.retrieval.base import Query
 from sidecar.memory.read.retrieval.conversation import (
     ContextIndex,
+    _priors,
+    _weights,
     context_index,
     lift_sessions,
     long_transcript_lines,
@@ -254,3 +256,36 @@ def test_a_fact_that_keeps_a_long_turn_is_no_long_line() -> None:
     assert long is not None
     assert not long[corpus.index_of["f"]]
     assert long[corpus.index_of["a1"]]
+
+
+def test_context_weights_are_the_same_read_in_place_or_gathered() -> None:
+    """A fresh snapshot's weights read its rows in place, memories without priors
+    their own vector alone; an update's gather them. Each memory's weights are the
+    same either way, to the bit, and those of the joined vectors' norms."""
+    rng = np.random.default_rng(7)
+    words = "picnic games charades hunt maps church sunday board".split()
+    rows = [
+        MemoryRecord(
+            id=f"m{i}",
+            user_id="u",
+            content=" ".join(rng.choice(words, size=3 + i % 5)),
+            embedding=tuple(rng.normal(size=DIM).tolist()),
+            session_id=f"s{i % 6}" if i % 4 else "",  # a quarter without a session
+            created_at=i,
+        )
+        for i in range(48)
+    ]
+    corpus = Corpus.build(rows, DIM)
+    priors = _priors(corpus, 2)
+    assert 0 < int((priors[:, 0] >= 0).sum()) < corpus.size  # some alone, some not
+    every = np.arange(corpus.size, dtype=np.int64)
+    whole = _weights(corpus, every, priors, 0.5)
+    for part in (every[::2], every[1::3], every[10:20]):
+        assert whole[part].tobytes() == _weights(corpus, part, priors[part], 0.5).tobytes()
+    lengths = np.maximum(corpus.bm25.lengths, 1.0)
+    for i in range(corpus.size):
+        joined = lengths[i] * corpus.vectors[i]
+        for t, p in enumerate(priors[i]):
+            if p >= 0:
+                joined = joined + 0.5**t * lengths[p] * corpus.vectors[p]
+        assert abs(float(whole[i, 0]) - lengths[i] / np.linalg.norm(joined)) < 1e-5

@@ -406,9 +406,9 @@ def _speaker(record: MemoryRecord) -> int:
 
 
 def _weights(corpus: Corpus, own: Ints, priors: Ints, decay: float) -> npt.NDArray[np.float32]:
-    """The cosine weights of the memories ``own`` and of their ``priors``: each
-    one's length in tokens (at least 1), a prior's decayed by its distance, all
-    divided by the norm of the joined vector."""
+    """The cosine weights of the memories ``own`` (increasing) and of their
+    ``priors``: each one's length in tokens (at least 1), a prior's decayed by its
+    distance, all divided by the norm of the joined vector."""
     turns = priors.shape[1]
     lengths = corpus.bm25.lengths
     one = np.float32(1.0)
@@ -423,21 +423,48 @@ def _weights(corpus: Corpus, own: Ints, priors: Ints, decay: float) -> npt.NDArr
             has[:, t], np.float32(decay**t) * np.maximum(lengths[at[:, t]], one), np.float32(0)
         )
     norms = np.empty(len(own), dtype=np.float32)
+    # A memory without priors (most of them where long lines stand alone) joins
+    # its own vector alone: its priors' rows, each weighed 0, would add zeros.
+    # A prior comes only after a first one, so the first column says which.
+    joins = np.flatnonzero(has[:, 0]) if turns else np.zeros(0, dtype=np.int64)
+    alone = np.flatnonzero(~has[:, 0]) if turns else np.arange(len(own), dtype=np.int64)
     # The joined vectors a block of rows at a time: the block's arrays stay in
     # the processor's cache, where whole-corpus temporaries went to memory (and
     # were faulted in page by page). Each row's arithmetic is the same.
-    for start in range(0, len(own), _WEIGHTS_BLOCK):
-        rows = slice(start, start + _WEIGHTS_BLOCK)
-        joined = corpus.vector_rows(own[rows]) * weights[rows, :1]
-        for t in range(turns):
-            part = corpus.vector_rows(at[rows, t])
-            part *= weights[rows, t + 1 : t + 2]
-            joined += part
-        # np.linalg.norm's arithmetic (squares summed by row, then the root).
-        norms[rows] = np.sqrt(np.add.reduce(np.multiply(joined, joined, out=joined), axis=1))
+    if _alone_in_place(corpus, own, weights, norms):
+        alone = alone[:0]  # every row's own vector done in place; those with priors again
+    for which, with_priors in ((alone, False), (joins, True)):
+        for start in range(0, len(which), _WEIGHTS_BLOCK):
+            rows = which[start : start + _WEIGHTS_BLOCK]
+            joined = corpus.vector_rows(own[rows]) * weights[rows, :1]
+            for t in range(turns if with_priors else 0):
+                part = corpus.vector_rows(at[rows, t])
+                part *= weights[rows, t + 1 : t + 2]
+                joined += part
+            # np.linalg.norm's arithmetic (squares summed by row, then the root).
+            norms[rows] = np.sqrt(np.add.reduce(np.multiply(joined, joined, out=joined), axis=1))
     norms[norms == 0] = 1.0
     weights /= norms[:, None]
     return weights.astype(np.float32)
+
+
+def _alone_in_place(
+    corpus: Corpus, own: Ints, weights: npt.NDArray[np.float32], norms: npt.NDArray[np.float32]
+) -> bool:
+    """Every one of ``own``'s norms as if it had no priors, read from the shared
+    rows in place (no copy of them) where ``own`` (increasing) is a run of rows
+    that lie in order, as a fresh snapshot's do; False, nothing set, otherwise."""
+    if not len(own) or int(own[-1]) - int(own[0]) != len(own) - 1:
+        return False
+    first = int(own[0])
+    span = corpus.vector_span(first, first + len(own))
+    if span is None:
+        return False
+    for start in range(0, len(own), _WEIGHTS_BLOCK):
+        end = start + _WEIGHTS_BLOCK
+        joined = span[start:end] * weights[start:end, :1]
+        norms[start:end] = np.sqrt(np.add.reduce(np.multiply(joined, joined, out=joined), axis=1))
+    return True
 
 
 #: Rows of joined vectors made at a time (:func:`_weights`).
