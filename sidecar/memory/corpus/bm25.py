@@ -433,7 +433,13 @@ _KEPT_PER_DOCUMENT = 4
 
 def _length_norms(lengths: Floats, k1: float, b: float) -> Floats:
     """``k1 * (1 - b + b * length / average length)`` of every document."""
-    average = float(lengths.mean()) if len(lengths) else 0.0
+    # ndarray.mean's arithmetic (the sum in the array's type, divided by the count
+    # as an integer, cast back) without its checks, a third of a small index's norms.
+    average = (
+        float(lengths.dtype.type(np.add.reduce(lengths) / np.intp(len(lengths))))
+        if len(lengths)
+        else 0.0
+    )
     if average <= 0:
         return np.full(len(lengths), k1, dtype=np.float32)
     norms: Floats = k1 * (1 - b + b * lengths / average)

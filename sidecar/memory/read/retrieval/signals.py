@@ -59,7 +59,7 @@ def rounded(values: npt.NDArray[np.floating], indices: list[int]) -> list[float]
     evidence rounds a dozen). Other dtypes take ``round`` itself."""
     picked = values[indices]
     if picked.dtype == np.float32:
-        exact: list[float] = np.round(picked.astype(np.float64), 6).tolist()
+        exact: list[float] = picked.astype(np.float64).round(6).tolist()
         return exact
     return [round(value, 6) for value in picked.tolist()]
 
