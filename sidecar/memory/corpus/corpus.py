@@ -351,7 +351,7 @@ class Corpus:
         deletion's fold costs (every vector and posting copied once)."""
         if not self._holds_deleted:
             return self
-        records = list(self.records)
+        records = self.records
         layout = Layout(
             records,
             list(self.categories),
@@ -373,7 +373,7 @@ class Corpus:
     @classmethod
     def _assembled(
         cls,
-        memories: list[MemoryRecord],
+        memories: Sequence[MemoryRecord],
         categories: list[MemoryRecord],
         dim: int,
         previous: Corpus | None,
@@ -524,7 +524,7 @@ def _full_matrix(corpus: Corpus) -> bool:
 
 def _rescored(
     previous: Corpus,
-    memories: list[MemoryRecord],
+    memories: Sequence[MemoryRecord],
     categories: list[MemoryRecord],
     memo: FeatureMemo | None,
 ) -> Corpus:

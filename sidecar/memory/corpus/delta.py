@@ -13,8 +13,9 @@ corpus tests compare the two).
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from operator import attrgetter
 from typing import Any, TypeVar
 
@@ -49,7 +50,7 @@ class Layout:
     snapshot's object (new, or a new version); ``sessions``: the session ids of
     rows removed, added or changed (their neighbours are found again)."""
 
-    memories: list[MemoryRecord]
+    memories: tuple[MemoryRecord, ...]
     categories: list[MemoryRecord]
     start: int | None
     moves: Moves
@@ -115,9 +116,7 @@ def changed_layout(
         if not same_document(row, records[j]):
             sources[i] = -1
     moves = Moves(sources, size)
-    memories = spliced(records, moves, fresh_rows.__getitem__)
-    for i, row in fresh_rows.items():
-        memories[i] = row
+    memories = spliced(records, moves, fresh_rows)
     # Appended only: nothing removed, inserted among the old rows, changed or moved
     # to another session (an old row's context would change).
     start = (
@@ -147,25 +146,36 @@ def _read(sources: Ints | Moves) -> tuple[Ints, list[tuple[int, int]] | None, Mo
     return sources, runs_of(sources), None
 
 
-def spliced(old: Sequence[T], moves: Ints | Moves, fresh: Callable[[int], T]) -> list[T]:
-    """``old[sources[i]]`` for each ``i``, ``fresh(i)`` where that is -1: by slices
-    of consecutive rows where there are a few runs of them (an update leaves a
-    handful), else one C-level pass."""
-    sources, runs, known = _read(moves)
+def spliced(old: Sequence[T], moves: Ints | Moves, fresh: Mapping[int, T]) -> tuple[T, ...]:
+    """``old[sources[i]]`` for each ``i``, ``fresh[i]`` where ``fresh`` has ``i``
+    (every -1, and rows replaced in place): by slices of consecutive rows where
+    there are a few runs of them (an update leaves a handful), else one C-level
+    pass. One tuple, which the snapshot keeps as it is: a list copied into one
+    touched every row a third time."""
+    sources, runs, _ = _read(moves)
     if runs is None:
         out = list(map(old.__getitem__, sources.tolist()))  # -1 reads one, replaced
-        new = known.fresh if known is not None else np.flatnonzero(sources < 0)
-        for i in new.tolist():
-            out[i] = fresh(i)
-        return out
-    out = []
+        for i, row in fresh.items():
+            out[i] = row
+        return tuple(out)
+    cuts = sorted(fresh)
+    pieces: list[Sequence[T]] = []
+    k = 0
     for begin, end in runs:
         first = int(sources[begin])
         if first < 0:
-            out.extend(fresh(i) for i in range(begin, end))
-        else:
-            out.extend(old[first : first + end - begin])
-    return out
+            pieces.append([fresh[i] for i in range(begin, end)])
+            while k < len(cuts) and cuts[k] < end:
+                k += 1
+            continue
+        at = begin
+        while k < len(cuts) and cuts[k] < end:
+            i = cuts[k]
+            pieces.append(old[first + at - begin : first + i - begin])
+            pieces.append((fresh[i],))
+            at, k = i + 1, k + 1
+        pieces.append(old[first + at - begin : first + end - begin])
+    return tuple(chain.from_iterable(pieces))
 
 
 def taken(values: npt.NDArray[Any], moves: Ints | Moves, fill: object = 0) -> npt.NDArray[Any]:
@@ -198,22 +208,19 @@ def moved_sessions(
     session codes by id (shared; a session not seen before gets a new one)."""
     old_prev, old_next, old_codes = previous
     moves = Moves.of(layout.moves, len(old_codes))
-    sources = moves.sources
-    size = len(memories)
     new_of_old = moves.new_of_old
-    kept = moves.kept
-    codes = np.empty(size, dtype=np.int64)
-    codes[kept] = old_codes[sources[kept]]
+    # Carried by slices of the few runs an update leaves (a gather of every kept
+    # row's, and another of where its neighbour went, cost most of this).
+    codes = taken(old_codes, moves, -1)
     for i in layout.fresh:
         sid = memories[i].session_id
         code = numbers.get(sid)
         if code is None:
             code = numbers[sid] = _NEW_SESSION + len(numbers)
         codes[i] = code
-    prev = np.full(size, -1, dtype=np.int32)
-    nxt = np.full(size, -1, dtype=np.int32)
-    prev[kept] = new_of_old[old_prev[sources[kept]]]
-    nxt[kept] = new_of_old[old_next[sources[kept]]]
+    # A fresh row reads -1 (none), and new_of_old reads -1 for -1 and removed rows.
+    prev = new_of_old[taken(old_prev, moves, -1)].astype(np.int32)
+    nxt = new_of_old[taken(old_next, moves, -1)].astype(np.int32)
     unnamed = numbers.get("")
     touched: list[Ints] = [np.zeros(0, dtype=np.int64)]  # a fresh row's session is one
     for sid in layout.sessions.union([memories[i].session_id for i in layout.fresh]):

@@ -245,16 +245,21 @@ def test_an_update_of_an_empty_snapshot_is_a_build() -> None:
 
 
 def test_a_splice_equals_a_gather() -> None:
+    """Every -1 takes its fresh row, and so does a kept row replaced in place (a new
+    version of the same document), by slices of runs or by a gather alike."""
     rng = np.random.default_rng(0)
-    old = list(range(200))
-    for _ in range(200):
+    old = tuple(range(200))
+    for _ in range(300):
         size = int(rng.integers(0, 120))
         sources = np.sort(rng.choice(np.arange(-1, 100), size=size)).astype(np.int64)
         if size and rng.random() < 0.5:  # runs, as an update leaves them
             sources = np.arange(size, dtype=np.int64)
             sources[rng.integers(0, size, size=3)] = -1
-        expected = [old[s] if s >= 0 else -100 - i for i, s in enumerate(sources.tolist())]
-        assert spliced(old, sources, lambda i: -100 - i) == expected
+        fresh = {i: -100 - i for i, s in enumerate(sources.tolist()) if s < 0}
+        if size and rng.random() < 0.5:
+            fresh.update({int(i): -1000 - int(i) for i in rng.integers(0, size, size=3)})
+        expected = [fresh[i] if i in fresh else old[s] for i, s in enumerate(sources.tolist())]
+        assert spliced(old, sources, fresh) == tuple(expected)
 
 
 def test_the_row_index_folds_into_a_new_base_and_reads_the_same() -> None:
