@@ -441,8 +441,7 @@ def _weights(corpus: Corpus, own: Ints, priors: Ints, decay: float) -> npt.NDArr
                 part = corpus.vector_rows(at[rows, t])
                 part *= weights[rows, t + 1 : t + 2]
                 joined += part
-            # np.linalg.norm's arithmetic (squares summed by row, then the root).
-            norms[rows] = np.sqrt(np.add.reduce(np.multiply(joined, joined, out=joined), axis=1))
+            norms[rows] = _row_norms(joined)
     norms[norms == 0] = 1.0
     weights /= norms[:, None]
     return weights.astype(np.float32)
@@ -462,9 +461,18 @@ def _alone_in_place(
         return False
     for start in range(0, len(own), _WEIGHTS_BLOCK):
         end = start + _WEIGHTS_BLOCK
-        joined = span[start:end] * weights[start:end, :1]
-        norms[start:end] = np.sqrt(np.add.reduce(np.multiply(joined, joined, out=joined), axis=1))
+        norms[start:end] = _row_norms(span[start:end] * weights[start:end, :1])
     return True
+
+
+def _row_norms(joined: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """Each row's norm by np.linalg.norm's arithmetic (squares summed by row, then
+    the root), squaring ``joined`` in place: both ways of reading the rows give the
+    same bits."""
+    norms: npt.NDArray[np.float32] = np.sqrt(
+        np.add.reduce(np.multiply(joined, joined, out=joined), axis=1)
+    )
+    return norms
 
 
 #: Rows of joined vectors made at a time (:func:`_weights`).
