@@ -422,10 +422,6 @@ def term_ids(vocab: dict[str, int], document: Sequence[str]) -> TermIds:
     return np.fromiter((lookup(t, len(vocab)) for t in document), np.int32, len(document))
 
 
-#: A corpus of at most this many documents counts a term's joined postings over
-#: all of them (cheaper than sorting even a rare term's few).
-_COUNTED_UP_TO = 4096
-
 #: How many joined postings per document a :class:`JoinedBM25` keeps for the
 #: terms it was asked (a few times the joined postings of a typical question).
 _KEPT_PER_DOCUMENT = 4
@@ -548,41 +544,50 @@ class JoinedBM25:
         return self._joined_many([term])[0]
 
     def _joined_many(self, terms: Sequence[str]) -> list[tuple[Ints, Floats]]:
-        """Each of ``terms``' joined documents and its count in each, all terms in
-        one pass of array operations (a question's words are asked together)."""
+        """Each of ``terms``' joined documents and its count in each (in no set
+        order): a term's documents, then those that take one of them as a prior."""
         found = [self._parts.postings(term) for term in terms]
-        held = [k for k, (docs, _) in enumerate(found) if len(docs)]
-        if not held or not self._followers:
+        if not self._followers:
             return found
-        docs = np.concatenate([found[k][0] for k in held])
-        tf = np.concatenate([found[k][1] for k in held])
-        slots = np.repeat(np.arange(len(held), dtype=np.int64), [len(found[k][0]) for k in held])
-        into = np.concatenate([docs, *(f[docs] for f in self._followers)])
-        reached = into >= 0
-        if self._shares is not None:
-            counts = np.concatenate([tf, *(tf * sh[docs] for sh in self._shares)])[reached]
-        else:
-            counts = np.tile(tf, len(self._followers) + 1)[reached]
-        keys = (np.tile(slots, len(self._followers) + 1) * self.size + into)[reached]
-        # Each (term, joined document)'s counts are summed in float64 in the order
-        # they come (its own, then each prior's): uncapped, integers, exact. Rare
-        # terms' few documents in a large corpus are sorted; else they are
-        # counted over the corpus (the same sums, in the same order).
-        width = len(held) * self.size
-        if self.size > _COUNTED_UP_TO and 8 * len(keys) < width:
-            keys, where = np.unique(keys, return_inverse=True)
-            summed = np.bincount(where, weights=counts)
-            kept = summed > 0  # a share of 0 (an empty line) holds nothing
-            keys, summed = keys[kept], summed[kept]
-        else:
-            summed = np.bincount(keys, weights=counts, minlength=width)
-            keys = np.flatnonzero(summed)
-            summed = summed[keys]
-        slot_of = keys // self.size
-        joined_docs = keys - slot_of * self.size
-        counted = summed.astype(np.float32)
-        bounds = np.searchsorted(slot_of, np.arange(len(held) + 1)).tolist()
-        for j, k in enumerate(held):
-            start, end = bounds[j], bounds[j + 1]
-            found[k] = (joined_docs[start:end], counted[start:end])
+        shares = self._shares if self._shares is not None else [None] * len(self._followers)
+        for k, (docs, tf) in enumerate(found):
+            if len(docs):
+                found[k] = self._joined_term(docs, tf, shares)
         return found
+
+    def _joined_term(
+        self, docs: Ints, tf: Floats, shares: Sequence[Floats | None]
+    ) -> tuple[Ints, Floats]:
+        """One term's joined postings from its own (``docs``, ``tf``). Each joined
+        document's count is summed in float64 in the order its parts come (its own,
+        then each prior's: uncapped, integers, exact), as a count over the joined
+        texts sums it; a term none of whose documents is a prior keeps its own
+        postings. Only the term's postings and the documents they reach are read,
+        not the corpus (most memories of a long conversation have no prior)."""
+        taken: list[tuple[Ints, Floats]] = []
+        for follower, share in zip(self._followers, shares, strict=True):
+            into = follower[docs]
+            hit = np.flatnonzero(into >= 0)
+            if len(hit):
+                counts = tf[hit] if share is None else tf[hit] * share[docs[hit]]
+                taken.append((into[hit], counts))
+        if not taken:
+            return docs, tf
+        summed = np.zeros(self.size, dtype=np.float64)
+        summed[docs] = tf
+        seen = np.zeros(self.size, dtype=np.bool_)
+        seen[docs] = True
+        joined = [docs]
+        for into, counts in taken:
+            # A document takes at most one prior per position: ``into`` holds
+            # each once, so the fancy add adds each count once, in this order.
+            summed[into] += counts
+            new = into[~seen[into]]
+            seen[new] = True
+            joined.append(new)
+        out = np.concatenate(joined)
+        totals = summed[out]
+        held = totals > 0  # a share of 0 (an empty line) holds nothing
+        if not held.all():
+            out, totals = out[held], totals[held]
+        return out, totals.astype(np.float32)
