@@ -66,7 +66,9 @@ T = TypeVar("T")
 class Corpus:
     """Immutable retrieval view of one scope. Index ``i`` is the same row everywhere."""
 
-    records: tuple[MemoryRecord, ...]
+    #: The memories, by time: a tuple, or a list an update made for this snapshot
+    #: alone (copying it into a tuple touched every row again); never changed.
+    records: Sequence[MemoryRecord]
     #: The memories' vectors, shared with the snapshots before this one
     #: (:attr:`vectors`, :meth:`vector_scores`, :meth:`vector_rows` read them).
     _matrix: RowMatrix
@@ -159,9 +161,7 @@ class Corpus:
         for index, record in rows.items():
             records[index] = record
         kept = {k: v for k, v in self._derived.items() if k in self._structural}
-        return replace(
-            self, records=tuple(records), _derived=kept, _structural=set(self._structural)
-        )
+        return replace(self, records=records, _derived=kept, _structural=set(self._structural))
 
     def ngrams(self, index: int) -> frozenset[str]:
         found = self._ngrams.get(index)
@@ -385,8 +385,9 @@ class Corpus:
         scrub: bool = True,
         holds_deleted: bool = False,
     ) -> Corpus:
-        """The corpus of these rows: ``previous``'s extended from ``start``,
-        remapped by ``sources``, else built afresh; ``layout``: how they came from
+        """The corpus of these rows (made for it, kept as they are: never changed
+        after): ``previous``'s extended from ``start``, remapped by ``sources``,
+        else built afresh; ``layout``: how they came from
         ``previous``'s by an update (sessions and links are then carried too);
         ``scrub``: rows removed may have been deleted, so the layers shared with
         ``previous`` that hold what memories say (vector buffer, BM25 base) are
@@ -448,7 +449,7 @@ class Corpus:
         else:
             links, related = resolved_links(memories, index_of)
         corpus = cls(
-            records=tuple(memories),
+            records=memories,
             _matrix=vectors,
             bm25=bm25,
             index_of=index_of,
@@ -530,10 +531,10 @@ def _rescored(
 ) -> Corpus:
     """``previous`` with new versions of its rows that differ in fields its indexes
     do not read (access counts, importance): the values derived from the old
-    versions go."""
+    versions go. ``memories``: an update's layout's own rows (kept as they are)."""
     return replace(
         previous,
-        records=tuple(memories),
+        records=memories,
         categories=tuple(categories),
         memo=memo,
         _features=previous._features

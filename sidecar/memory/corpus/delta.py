@@ -15,7 +15,6 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import chain
 from operator import attrgetter
 from typing import Any, TypeVar
 
@@ -50,7 +49,8 @@ class Layout:
     snapshot's object (new, or a new version); ``sessions``: the session ids of
     rows removed, added or changed (their neighbours are found again)."""
 
-    memories: tuple[MemoryRecord, ...]
+    #: Owned by the layout (the snapshot keeps it as it is; never changed).
+    memories: Sequence[MemoryRecord]
     categories: list[MemoryRecord]
     start: int | None
     moves: Moves
@@ -146,36 +146,46 @@ def _read(sources: Ints | Moves) -> tuple[Ints, list[tuple[int, int]] | None, Mo
     return sources, runs_of(sources), None
 
 
-def spliced(old: Sequence[T], moves: Ints | Moves, fresh: Mapping[int, T]) -> tuple[T, ...]:
+def spliced(old: Sequence[T], moves: Ints | Moves, fresh: Mapping[int, T]) -> list[T]:
     """``old[sources[i]]`` for each ``i``, ``fresh[i]`` where ``fresh`` has ``i``
-    (every -1, and rows replaced in place): by slices of consecutive rows where
-    there are a few runs of them (an update leaves a handful), else one C-level
-    pass. One tuple, which the snapshot keeps as it is: a list copied into one
-    touched every row a third time."""
+    (every -1, and rows replaced in place). Where the kept rows are a few runs in
+    their old order (what an update leaves), ``old`` is copied once and the runs'
+    gaps cut out and the new rows put in, by moves of the list's references:
+    each row is touched once (a copy per slice and another joining the slices
+    touched every row, a cache miss each with many memories, three times). Else
+    one C-level pass. The snapshot keeps the list as it is, never changed."""
     sources, runs, _ = _read(moves)
-    if runs is None:
+    out: list[T]
+    if runs is None or not _in_order(sources, runs, len(old)):
         out = list(map(old.__getitem__, sources.tolist()))  # -1 reads one, replaced
-        for i, row in fresh.items():
-            out[i] = row
-        return tuple(out)
-    cuts = sorted(fresh)
-    pieces: list[Sequence[T]] = []
-    k = 0
-    for begin, end in runs:
+    else:
+        out = list(old)
+        right = len(old)  # old rows from here on are placed (or cut)
+        for begin, end in reversed(runs):
+            first = int(sources[begin])
+            if first < 0:
+                out[right:right] = [fresh[i] for i in range(begin, end)]
+                continue
+            last = first + end - begin
+            del out[last:right]
+            right = first
+        del out[:right]
+    for i, row in fresh.items():
+        out[i] = row
+    return out
+
+
+def _in_order(sources: Ints, runs: list[tuple[int, int]], size: int) -> bool:
+    """Whether the kept runs take rows in their old order, each once."""
+    right = size
+    for begin, end in reversed(runs):
         first = int(sources[begin])
         if first < 0:
-            pieces.append([fresh[i] for i in range(begin, end)])
-            while k < len(cuts) and cuts[k] < end:
-                k += 1
             continue
-        at = begin
-        while k < len(cuts) and cuts[k] < end:
-            i = cuts[k]
-            pieces.append(old[first + at - begin : first + i - begin])
-            pieces.append((fresh[i],))
-            at, k = i + 1, k + 1
-        pieces.append(old[first + at - begin : first + end - begin])
-    return tuple(chain.from_iterable(pieces))
+        if first + end - begin > right:
+            return False
+        right = first
+    return True
 
 
 def taken(values: npt.NDArray[Any], moves: Ints | Moves, fill: object = 0) -> npt.NDArray[Any]:

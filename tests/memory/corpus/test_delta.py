@@ -8,7 +8,7 @@ changes."""
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -246,20 +246,36 @@ def test_an_update_of_an_empty_snapshot_is_a_build() -> None:
 
 def test_a_splice_equals_a_gather() -> None:
     """Every -1 takes its fresh row, and so does a kept row replaced in place (a new
-    version of the same document), by slices of runs or by a gather alike."""
+    version of the same document), whether the kept rows are runs in their old
+    order (rows cut out and put in: an update), runs out of order or repeated, or
+    past the runs a splice takes (a gather)."""
     rng = np.random.default_rng(0)
-    old = tuple(range(200))
-    for _ in range(300):
+    for _ in range(600):
+        old: Sequence[int] = tuple(range(200)) if rng.random() < 0.5 else list(range(200))
         size = int(rng.integers(0, 120))
-        sources = np.sort(rng.choice(np.arange(-1, 100), size=size)).astype(np.int64)
-        if size and rng.random() < 0.5:  # runs, as an update leaves them
+        shape = rng.random()
+        if shape < 0.25:  # repeated rows, runs out of order
+            sources = np.sort(rng.choice(np.arange(-1, 100), size=size)).astype(np.int64)
+        elif shape < 0.5:  # rows replaced in place
             sources = np.arange(size, dtype=np.int64)
-            sources[rng.integers(0, size, size=3)] = -1
+            if size:
+                sources[rng.integers(0, size, size=3)] = -1
+        else:  # rows removed and inserted, the kept ones in order, as an update
+            kept = np.sort(rng.choice(200, size=min(size, 200), replace=False))
+            sources = kept.astype(np.int64)
+            for _ in range(int(rng.integers(0, 6))):
+                sources = np.insert(sources, int(rng.integers(0, len(sources) + 1)), -1)
+            if shape > 0.9 and len(sources) > 1:  # two runs swapped
+                cut = int(rng.integers(1, len(sources)))
+                sources = np.concatenate([sources[cut:], sources[:cut]])
+        size = len(sources)
         fresh = {i: -100 - i for i, s in enumerate(sources.tolist()) if s < 0}
         if size and rng.random() < 0.5:
             fresh.update({int(i): -1000 - int(i) for i in rng.integers(0, size, size=3)})
         expected = [fresh[i] if i in fresh else old[s] for i, s in enumerate(sources.tolist())]
-        assert spliced(old, sources, fresh) == tuple(expected)
+        before = list(old)
+        assert spliced(old, sources, fresh) == expected
+        assert list(old) == before  # the rows it was made from are left as they were
 
 
 def test_the_row_index_folds_into_a_new_base_and_reads_the_same() -> None:
