@@ -510,16 +510,19 @@ class JoinedBM25:
         self._shares: list[Floats] | None = [] if capped else None
         own = parts._lengths
         for t in range(priors.shape[1]):
-            has = np.flatnonzero(priors[:, t] >= 0)
+            column = priors[:, t]
+            has = np.flatnonzero(column >= 0)
+            before = column[has]
             follower = np.full(self.size + 1, -1, dtype=np.int64)
-            follower[priors[has, t]] = has
+            follower[before] = has
             self._followers.append(follower)
-            part = own[priors[has, t]]
+            part = own[before]
             if self._shares is not None:
                 share = np.zeros(self.size + 1, dtype=np.float32)
-                share[priors[has, t]] = np.minimum(1.0, own[has] / np.maximum(part, 1.0))
+                taken = np.minimum(1.0, own[has] / np.maximum(part, 1.0), dtype=np.float32)
+                share[before] = taken
                 self._shares.append(share)
-                part = part * share[priors[has, t]]
+                part = part * taken
             lengths[has] += part
         self._lengths = lengths
         self._norm = _length_norms(lengths, self.k1, self.b)

@@ -191,17 +191,21 @@ def _in_order(sources: Ints, runs: list[tuple[int, int]], size: int) -> bool:
 def taken(values: npt.NDArray[Any], moves: Ints | Moves, fill: object = 0) -> npt.NDArray[Any]:
     """``values[sources[i]]`` for each ``i`` (rows of a 2-D array), ``fill`` where
     that is -1: by slices where there are a few runs of consecutive rows (a fancy
-    index gathers rows of a few values ~10x slower)."""
+    index gathers rows of a few values ~10x slower). Each row is written once."""
     sources, runs, known = _read(moves)
-    out = np.full((len(sources), *values.shape[1:]), fill, dtype=values.dtype)
+    out = np.empty((len(sources), *values.shape[1:]), dtype=values.dtype)
     if runs is None:
         kept = known.kept if known is not None else np.flatnonzero(sources >= 0)
+        fresh = known.fresh if known is not None else np.flatnonzero(sources < 0)
         out[kept] = values[sources[kept]]
+        out[fresh] = fill
         return out
     for begin, end in runs:
         first = int(sources[begin])
         if first >= 0:
             out[begin:end] = values[first : first + end - begin]
+        else:
+            out[begin:end] = fill
     return out
 
 

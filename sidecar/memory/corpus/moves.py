@@ -118,7 +118,16 @@ class Moves:
     def new_of_old(self) -> Ints:
         """Where each old row went (:func:`new_positions`)."""
         if self._new_of_old is None:
-            self._new_of_old = _frozen(new_positions(self.sources, self.old_size, self.kept))
+            runs = self.runs
+            if runs is None:
+                found = new_positions(self.sources, self.old_size, self.kept)
+            else:  # by slices of the few runs an update leaves
+                found = np.full(self.old_size + 1, -1, dtype=np.int64)
+                for begin, end in runs:
+                    first = int(self.sources[begin])
+                    if first >= 0:
+                        found[first : first + end - begin] = np.arange(begin, end)
+            self._new_of_old = _frozen(found)
         return self._new_of_old
 
     @property
