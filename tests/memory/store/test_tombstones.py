@@ -42,10 +42,10 @@ async def test_forget_on_one_worker_empties_the_other_workers_cache(
         # Gone from the store's reads and from this worker's cache at once...
         everything = build_filter(owner="gone", node_type=None, status=None)
         assert await first.store.scan(everything) == []
-        assert (await first.read.memory.cache.corpus(Scope("gone"))).records == ()
+        assert (await first.read.memory.cache.corpus(Scope("gone"))).size == 0
         # ...and from the other worker's at its next delta refresh.
         await cache.refresh()
-        assert (await cache.corpus(Scope("gone"))).records == ()
+        assert (await cache.corpus(Scope("gone"))).size == 0
         assert len((await cache.corpus(Scope("stays"))).records) == 1
         # What is left: hollow rows, no text, links or categories.
         graves = await first.store.scan(
@@ -139,7 +139,7 @@ async def test_imported_rows_reach_the_other_workers_cache_at_its_next_refresh(
     them; the import's reload marker makes the other worker reload the user."""
     async with concurrency.two_workers(tmp_path, embedder) as (first, second):
         cache = second.read.memory.cache
-        assert (await cache.corpus(Scope("restored"))).records == ()
+        assert (await cache.corpus(Scope("restored"))).size == 0
         await cache.refresh()
         lines = [
             json.dumps({"content": text, "created_at": 1_600_000_000_000 + i})
