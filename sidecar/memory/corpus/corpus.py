@@ -66,8 +66,9 @@ T = TypeVar("T")
 class Corpus:
     """Immutable retrieval view of one scope. Index ``i`` is the same row everywhere."""
 
-    #: The memories, by time: a tuple, or a list an update made for this snapshot
-    #: alone (copying it into a tuple touched every row again); never changed.
+    #: The memories, by time: a tuple, or a list made for this snapshot alone (by
+    #: a build or an update: copying it into a tuple touched every row again);
+    #: never changed.
     records: Sequence[MemoryRecord]
     #: The memories' vectors, shared with the snapshots before this one
     #: (:attr:`vectors`, :meth:`vector_scores`, :meth:`vector_rows` read them).

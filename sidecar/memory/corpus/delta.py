@@ -149,11 +149,12 @@ def _read(sources: Ints | Moves) -> tuple[Ints, list[tuple[int, int]] | None, Mo
 def spliced(old: Sequence[T], moves: Ints | Moves, fresh: Mapping[int, T]) -> list[T]:
     """``old[sources[i]]`` for each ``i``, ``fresh[i]`` where ``fresh`` has ``i``
     (every -1, and rows replaced in place). Where the kept rows are a few runs in
-    their old order (what an update leaves), ``old`` is copied once and the runs'
-    gaps cut out and the new rows put in, by moves of the list's references:
-    each row is touched once (a copy per slice and another joining the slices
-    touched every row, a cache miss each with many memories, three times). Else
-    one C-level pass. The snapshot keeps the list as it is, never changed."""
+    their old order (what an update leaves), ``old`` is copied once and the gaps
+    between the runs cut out and the new rows put in, by moves of the list's
+    references: each kept row is touched once (slices joined into a tuple touched
+    each three times, the slice, the join and the slice freed: a cache miss each
+    with many memories). Else one C-level pass. ``old`` is left as it is; the
+    snapshot keeps the list as it is, never changed."""
     sources, runs, _ = _read(moves)
     out: list[T]
     if runs is None or not _in_order(sources, runs, len(old)):
