@@ -519,10 +519,10 @@ class JoinedBM25:
             part = own[before]
             if self._shares is not None:
                 share = np.zeros(self.size + 1, dtype=np.float32)
-                taken = np.minimum(1.0, own[has] / np.maximum(part, 1.0), dtype=np.float32)
-                share[before] = taken
+                scale = np.minimum(1.0, own[has] / np.maximum(part, 1.0), dtype=np.float32)
+                share[before] = scale
                 self._shares.append(share)
-                part = part * taken
+                part = part * scale
             lengths[has] += part
         self._lengths = lengths
         self._norm = _length_norms(lengths, self.k1, self.b)

@@ -49,7 +49,8 @@ class Layout:
     snapshot's object (new, or a new version); ``sessions``: the session ids of
     rows removed, added or changed (their neighbours are found again)."""
 
-    #: Owned by the layout (the snapshot keeps it as it is; never changed).
+    #: Kept by the snapshot as it is (made for it, or the rows of the one it
+    #: folds): never changed.
     memories: Sequence[MemoryRecord]
     categories: list[MemoryRecord]
     start: int | None

@@ -23,12 +23,24 @@ Ints = npt.NDArray[np.int64]
 MAX_RUNS = 64
 
 
-def new_positions(sources: Ints, old_size: int, kept: Ints | None = None) -> Ints:
+def new_positions(
+    sources: Ints,
+    old_size: int,
+    kept: Ints | None = None,
+    runs: list[tuple[int, int]] | None = None,
+) -> Ints:
     """Where each old row went, for a remap whose row ``i`` is the old
     ``sources[i]`` (-1: new): -1 for one removed; one entry more, -1, so that an old
     index of -1 ("none") reads -1 too. ``kept``: the rows of ``sources`` not -1,
-    where known."""
+    where known; ``runs``: its :func:`runs_of`, where known (the few runs an update
+    leaves are placed by slices, not scattered through a gather of every row)."""
     out = np.full(old_size + 1, -1, dtype=np.int64)
+    if runs is not None:
+        for begin, end in runs:
+            first = int(sources[begin])
+            if first >= 0:
+                out[first : first + end - begin] = np.arange(begin, end)
+        return out
     if kept is None:
         kept = np.flatnonzero(sources >= 0)
     out[sources[kept]] = kept
@@ -119,15 +131,8 @@ class Moves:
         """Where each old row went (:func:`new_positions`)."""
         if self._new_of_old is None:
             runs = self.runs
-            if runs is None:
-                found = new_positions(self.sources, self.old_size, self.kept)
-            else:  # by slices of the few runs an update leaves
-                found = np.full(self.old_size + 1, -1, dtype=np.int64)
-                for begin, end in runs:
-                    first = int(self.sources[begin])
-                    if first >= 0:
-                        found[first : first + end - begin] = np.arange(begin, end)
-            self._new_of_old = _frozen(found)
+            kept = self.kept if runs is None else None
+            self._new_of_old = _frozen(new_positions(self.sources, self.old_size, kept, runs))
         return self._new_of_old
 
     @property
