@@ -18,12 +18,13 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
 
 from sidecar.memory.corpus.moves import Moves
-from sidecar.memory.corpus.term_scan import NO_COUNTS, NO_DOCS, TermScan
+from sidecar.memory.corpus.term_scan import NO_COUNTS, NO_DOCS, TermScan, flat_ids
 from sidecar.memory.corpus.term_scan import TermIds as TermIds
 
 Ints = npt.NDArray[np.int64]
@@ -468,19 +469,17 @@ def _counted(
     """Documents as sorted (term * ``width`` + position) keys with their counts:
     ``parts`` are their term ids (``ids``), or their tokens (looked up; new terms
     are added to ``vocab``)."""
+    lengths = np.fromiter(map(len, parts), np.int64, len(parts))
     if ids and parts:
-        terms = np.concatenate(list(parts)).astype(np.int64)
+        terms = flat_ids(cast(Sequence[TermIds], parts), int(lengths.sum())).astype(np.int64)
     else:
         lookup = vocab.setdefault
         terms = np.fromiter(
             (lookup(t, len(vocab)) for doc in parts for t in doc),
             np.int64,
-            sum(len(doc) for doc in parts),
+            int(lengths.sum()),
         )
-    docs = np.repeat(
-        np.asarray(positions, dtype=np.int64),
-        np.fromiter(map(len, parts), np.int64, len(parts)),
-    )
+    docs = np.repeat(np.asarray(positions, dtype=np.int64), lengths)
     keys, counts = np.unique(terms * width + docs, return_counts=True)
     return keys, counts.astype(np.float32)
 

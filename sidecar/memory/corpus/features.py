@@ -13,7 +13,7 @@ only the memories it has not seen.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from operator import attrgetter, eq, itemgetter
+from operator import attrgetter, eq, is_, itemgetter
 from typing import Any, cast, overload
 
 from sidecar.memory.records.records import MemoryRecord
@@ -23,14 +23,18 @@ Reader = Callable[[MemoryRecord], Any]
 
 
 class MemoryFeatures:
-    """The values read from one version of one memory (its text)."""
+    """The values read from one version of one memory (its text). ``record``: the
+    last record found to have this text (records are immutable: the same object
+    has it still), so a snapshot of the rows read before checks each by identity
+    without reading its text again."""
 
-    __slots__ = ("content", "excerpt", "user_id", "values")
+    __slots__ = ("content", "excerpt", "record", "user_id", "values")
 
-    def __init__(self, user_id: str, content: str, excerpt: str) -> None:
-        self.user_id = user_id
-        self.content = content
-        self.excerpt = excerpt
+    def __init__(self, record: MemoryRecord) -> None:
+        self.user_id = record.user_id
+        self.content = record.content
+        self.excerpt = record.excerpt
+        self.record = record
         self.values: dict[str, Any] = {}
 
     def value(self, name: str, record: MemoryRecord, read: Reader) -> Any:
@@ -51,7 +55,7 @@ class MemoryFeatures:
 
 
 _VALUES = attrgetter("values")
-_ID, _TEXT = attrgetter("id"), attrgetter("content", "excerpt")
+_ID, _TEXT, _RECORD = attrgetter("id"), attrgetter("content", "excerpt"), attrgetter("record")
 
 
 def kept_values(entries: Sequence[MemoryFeatures], name: str) -> list[Any] | None:
@@ -156,8 +160,13 @@ class FeatureMemo:
         <sidecar.memory.corpus.corpus.Corpus.read>`)."""
         memories = self._memories
         features = memories.get(record.id)
-        if features is None or not features.reads(record):
-            features = MemoryFeatures(record.user_id, record.content, record.excerpt)
+        if features is not None and features.record is not record:
+            if features.reads(record):
+                features.record = record  # a new version of the row, the same text
+            else:
+                features = None
+        if features is None:
+            features = MemoryFeatures(record)
             memories.pop(record.id, None)  # a new text goes last
             memories[record.id] = features
             if len(memories) > self._capacity:
@@ -175,8 +184,15 @@ class FeatureMemo:
         or the same rows loaded again), else one by one."""
         found = list(map(self._memories.get, map(_ID, records)))
         try:
-            # One pass over both, each pair of texts compared by identity first.
+            # The very records read before (the usual snapshot): their texts
+            # are not read again.
+            if all(map(is_, map(_RECORD, found), records)):
+                return tuple(cast(list[MemoryFeatures], found))
+            # Else one pass over both, each pair of texts compared by identity
+            # first; new versions of rows (the same text) are then the ones kept.
             if all(map(eq, map(_TEXT, found), map(_TEXT, records))):
+                for entry, record in zip(cast(list[MemoryFeatures], found), records, strict=True):
+                    entry.record = record
                 return tuple(cast(list[MemoryFeatures], found))
         except AttributeError:  # one not read yet (None)
             pass

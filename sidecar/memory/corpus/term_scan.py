@@ -16,6 +16,7 @@ increasing order, with its count.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -44,12 +45,8 @@ class TermScan:
     def postings(self, tid: int) -> tuple[Ints, Floats]:
         """The documents holding term ``tid`` (increasing) and its count in each."""
         if self._flat is None or self._ends is None:
-            self._flat = (
-                np.concatenate(list(self.ids)).astype(np.int32, copy=False)
-                if len(self.ids)
-                else np.zeros(0, dtype=np.int32)
-            )
             self._ends = np.cumsum(self._lengths, dtype=np.int64)
+            self._flat = flat_ids(self.ids, int(self._ends[-1]) if len(self._ends) else 0)
         self.scans += 1
         hits = np.flatnonzero(self._flat == tid)
         if not len(hits):
@@ -59,3 +56,22 @@ class TermScan:
         first = np.flatnonzero(np.concatenate(([True], docs[1:] != docs[:-1])))
         counts = np.diff(np.append(first, len(docs)))
         return docs[first], counts.astype(np.float32)
+
+
+def flat_ids(ids: Sequence[TermIds], count: int) -> TermIds:
+    """The documents' term ids (``count`` in all) laid end to end, as int32: their
+    bytes joined, one copy (about half of ``np.concatenate``'s time over thousands
+    of small arrays, whose type it resolves one by one), or concatenated where one
+    is not a contiguous array of int32 (the joined bytes are then not ``count`` ids)."""
+    if not len(ids):
+        return np.zeros(0, dtype=np.int32)
+    try:
+        joined = b"".join(cast(Sequence[bytes], ids))
+    except (BufferError, TypeError):  # not contiguous, or not an array
+        joined = b""
+    if len(joined) == count * _ID_BYTES:
+        return np.frombuffer(joined, dtype=np.int32)
+    return np.concatenate(list(ids)).astype(np.int32, copy=False)
+
+
+_ID_BYTES = np.dtype(np.int32).itemsize

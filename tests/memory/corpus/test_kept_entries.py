@@ -174,3 +174,26 @@ def test_a_snapshot_made_by_an_update_looks_its_memories_up_once(
         for name, read in memory_readers():
             assert corpus.read_all(name, read) == plain.read_all(name, read), name
         assert calls == [corpus.size]
+
+
+def test_an_entry_keeps_the_last_record_found_to_have_its_text() -> None:
+    """The rows read before are found by identity (their texts are not read again);
+    a new version of a row with the same text (an access count) keeps the entry and
+    becomes the record it is found by, one at a time or a snapshot's worth at once."""
+    records = rows(30)
+    memo = FeatureMemo(100)
+    read_ahead(memo, records)
+    before = memo.features_of(records)
+    assert all(e.record is r for e, r in zip(before, records, strict=True))
+    touched = [r.with_changes(access_count=r.access_count + 1) for r in records]
+    assert memo.features_of(touched) == before
+    assert all(e.record is r for e, r in zip(before, touched, strict=True))
+    one = touched[3].with_changes(access_count=9)
+    assert memo.features(one) is before[3]
+    assert before[3].record is one
+    assert memo.known(touched[3]) is before[3]  # the same text: still its entry
+    edited = one.with_changes(content="User moved to Porto.")
+    fresh = memo.features(edited)
+    assert fresh is not before[3]
+    assert fresh.record is edited
+    assert fresh.values == {}
