@@ -182,18 +182,19 @@ class FeatureMemo:
         """:meth:`features` of each record: C-level passes when every record's
         entry is there and read from its text (a snapshot of memories read before,
         or the same rows loaded again), else one by one."""
-        found = list(map(self._memories.get, map(_ID, records)))
+        # None where a memory was not read yet: its attribute read below raises.
+        found = cast(list[MemoryFeatures], list(map(self._memories.get, map(_ID, records))))
         try:
             # The very records read before (the usual snapshot): their texts
             # are not read again.
             if all(map(is_, map(_RECORD, found), records)):
-                return tuple(cast(list[MemoryFeatures], found))
+                return tuple(found)
             # Else one pass over both, each pair of texts compared by identity
             # first; new versions of rows (the same text) are then the ones kept.
             if all(map(eq, map(_TEXT, found), map(_TEXT, records))):
-                for entry, record in zip(cast(list[MemoryFeatures], found), records, strict=True):
+                for entry, record in zip(found, records, strict=True):
                     entry.record = record
-                return tuple(cast(list[MemoryFeatures], found))
+                return tuple(found)
         except AttributeError:  # one not read yet (None)
             pass
         return tuple(map(self.features, records))
