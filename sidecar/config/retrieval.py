@@ -60,7 +60,8 @@ class LinkConfig(_Model):
     #: Hops followed from a direct hit (0: no expansion).
     max_link_depth: int = Field(default=1, ge=0, le=4)
     #: A linked memory scores ``blend * referrer + (1 - blend) * own``, times
-    #: ``hop_decay ** (hop - 1)``; final = max(direct, linked). About a third: a
+    #: ``hop_decay ** (hop - 1)``; final = max(direct, linked) (a hub's share is
+    #: split: ``hub_links``). About a third: a
     #: neighbour of a strong hit rises, but not above direct hits of its own worth
     #: (half the referrer's score lifted a long session's neighbours over the
     #: evidence; a quarter lost memories that code and notes reach only by links;
@@ -83,6 +84,12 @@ class LinkConfig(_Model):
     #: BM25 tokens, as ``conversation.long_lines`` (0: no limit): a long answer is
     #: linked to much and would lift, or be lifted over, the lines that answer.
     long_lines: int = Field(default=64, ge=0)
+    #: A referrer with more neighbours than this shares its lift among them: each
+    #: gets ``blend * referrer * hub_links / degree`` in place of ``blend * referrer``
+    #: (0: no limit). A memory linked to many others is mostly linked by what they
+    #: all share (a template, boilerplate, a common topic), so its lift says little
+    #: about any one of them; a session's lines and a few similar facts keep it all.
+    hub_links: int = Field(default=4, ge=0)
 
 
 class TopicConfig(_Model):

@@ -146,6 +146,8 @@ def reference_expand_links(
     via: dict[int, str] = {}
     for referrer in top_indices(direct, pool, evidence):
         reach = float(direct[referrer])
+        degree = len(reference_neighbours(corpus, referrer, cfg))
+        spread = cfg.hub_links / degree if cfg.hub_links and degree > cfg.hub_links else 1.0
         frontier, seen = [referrer], {referrer}
         for hop in range(1, cfg.max_link_depth + 1):
             decay = cfg.hop_decay ** (hop - 1)
@@ -155,7 +157,8 @@ def reference_expand_links(
                     if other not in seen:
                         seen.add(other)
                         following.append(other)
-                        linked = decay * (cfg.blend * reach + (1 - cfg.blend) * direct[other])
+                        share = cfg.blend * reach * spread if spread < 1 else cfg.blend * reach
+                        linked = decay * (share + (1 - cfg.blend) * direct[other])
                         final[other] = max(final[other], np.float32(linked))
                         via.setdefault(other, "link")
             frontier = following
@@ -188,6 +191,7 @@ def test_link_expansion_matches_the_formula_bit_for_bit(seed: int) -> None:
         blend=float(rng.random()),
         hop_decay=float(rng.uniform(0.05, 1)),
         session_neighbors=bool(rng.random() < 0.5),
+        hub_links=int(rng.integers(0, 6)),
     )
     pool = int(rng.integers(1, 30))
     final, via = expand_links(corpus, direct, cfg, pool, evidence)
@@ -329,6 +333,50 @@ def test_links_are_not_followed_from_or_to_a_long_transcript_line() -> None:
     final, via = expand_links(corpus, direct, LinkConfig(long_lines=64), 5, evidence)
     assert via == {}
     assert np.array_equal(final, direct)
+
+
+def test_a_hub_splits_its_lift_among_its_neighbours() -> None:
+    """A referrer linked to more memories than ``hub_links`` (boilerplate that many
+    share) lifts each by its share of ``blend * referrer``: its look-alikes stay
+    under a direct hit that outranks them on their own; a referrer with few links
+    lifts its neighbours in full, as before."""
+    hub_links = [f"h{i}" for i in range(8)]
+    corpus = Corpus.build(
+        [
+            rec(
+                "hub",
+                "package anthropic import bytes context json",
+                unit(1, 0, 0, 0),
+                related=tuple(hub_links),
+            ),
+            *[
+                rec(h, f"package p{i} import bytes context json", unit(0, 1, 0, 0))
+                for i, h in enumerate(hub_links)
+            ],
+            rec("answer", "package openai: the vector store client", unit(0, 0, 1, 0)),
+            rec("pair", "the openai client's retry policy", unit(0, 0, 0, 1), related=("f1",)),
+            rec("f1", "files are uploaded in parts", unit(0, 0, 0, 1)),
+        ],
+        DIM,
+    )
+    at = corpus.index_of
+    direct = np.zeros(corpus.size, dtype=np.float32)
+    direct[at["hub"]] = 0.93
+    direct[[at[h] for h in hub_links]] = 0.45
+    direct[at["answer"]] = 0.60
+    direct[at["pair"]] = 0.93
+    direct[at["f1"]] = 0.45
+    evidence = direct > 0.5
+    cfg = LinkConfig(hub_links=4)
+    final, _ = expand_links(corpus, direct, cfg, 10, evidence)
+    full = np.float32(cfg.blend * 0.93) + np.float32(1 - cfg.blend) * np.float32(0.45)
+    assert final[at["f1"]] == pytest.approx(full)  # one link: the whole lift
+    split = cfg.blend * 0.93 * 4 / 8 + (1 - cfg.blend) * 0.45
+    assert all(final[at[h]] == pytest.approx(split) for h in hub_links)
+    assert max(final[at[h]] for h in hub_links) < final[at["answer"]]
+    # Without the limit the hub's look-alikes pass the answer.
+    unlimited, _ = expand_links(corpus, direct, LinkConfig(hub_links=0), 10, evidence)
+    assert min(unlimited[at[h]] for h in hub_links) > unlimited[at["answer"]]
 
 
 def test_evidence_is_rounded_as_round_rounds_it() -> None:

@@ -5,9 +5,11 @@ both directions) plus, optionally, the previous/next memory of the same session.
 each of the best direct candidates, links are followed up to ``max_link_depth``
 hops; a memory reached at hop ``h`` from referrer ``r`` scores
 
-    hop_decay ** (h - 1) * (blend * score(r) + (1 - blend) * own score)
+    hop_decay ** (h - 1) * (blend * score(r) * spread(r) + (1 - blend) * own score)
 
-and keeps ``max(direct, linked)``. Along a bridge link (a fact about the user and
+and keeps ``max(direct, linked)``; ``spread(r)`` is 1, or ``hub_links / degree(r)``
+for a referrer with more neighbours than ``hub_links`` (a hub: linked to many by
+what they all share, its lift is split among them). Along a bridge link (a fact about the user and
 one about what it names) a memory with evidence of its own may instead score
 ``own + support * score(r)`` (:func:`_support`). :func:`limit_link_share` then
 keeps memories that rank only through a link from taking more than ``max_share``
@@ -143,10 +145,20 @@ def _one_hop(
     rows = [neighbours[r] for r in referrers]
     reached = list(chain.from_iterable(rows))
     blend = config.blend
+    hub = config.hub_links
     shares = list(
-        chain.from_iterable([blend * v] * len(r) for v, r in zip(scores, rows, strict=True))
+        chain.from_iterable(
+            [_share(blend, v, len(r), hub)] * len(r) for v, r in zip(scores, rows, strict=True)
+        )
     )
     return reached, shares, [1.0] * len(reached)
+
+
+def _share(blend: float, score: float, degree: int, hub_links: int) -> float:
+    """``blend * score``, split among a hub's ``degree`` neighbours past ``hub_links``."""
+    if hub_links and degree > hub_links:
+        return blend * score * (hub_links / degree)
+    return blend * score
 
 
 def _walk(
@@ -159,7 +171,7 @@ def _walk(
     shares: list[float] = []  # blend * score(referrer), per reached memory
     decays: list[float] = []
     for referrer, score in zip(referrers, scores, strict=True):
-        share = config.blend * score
+        share = _share(config.blend, score, len(neighbours[referrer]), config.hub_links)
         frontier = [referrer]
         seen = {referrer}
         for hop in range(1, config.max_link_depth + 1):
