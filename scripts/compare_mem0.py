@@ -204,6 +204,10 @@ def main(argv: list[str] | None = None) -> int:
             r.name: {c: s.recall[K] for c, s in r.by_category.items()}
             for r in (*ours.strategies, mem0)
         },
+        "rankings": {
+            r.name: {q.query_id: list(q.ranked[:K]) for q in r.queries}
+            for r in (*ours.strategies, mem0)
+        },
         "seconds": time.perf_counter() - started,
     }
     write_report(args.json, report)
