@@ -122,8 +122,9 @@ def mem0_result(
     return strategy_result("mem0", results, ks)
 
 
-def run_mem0(dataset: Dataset, python: Path) -> tuple[StrategyResult, float]:
-    """mem0's rankings from a subprocess under ``python``; and its add time (s)."""
+def run_mem0(dataset: Dataset, python: Path) -> tuple[StrategyResult, dict[str, Any]]:
+    """mem0's rankings from a subprocess under ``python``; and what it ran
+    (``version``, ``add_s``: seconds its adds took)."""
     with tempfile.TemporaryDirectory(prefix="mem0-") as tmp:
         work = Path(tmp)
         job, out = work / "job.json", work / "rankings.json"
@@ -139,7 +140,8 @@ def run_mem0(dataset: Dataset, python: Path) -> tuple[StrategyResult, float]:
         report = json.loads(out.read_text(encoding="utf-8"))
     # Two searches per query (top K, then MRR_DEPTH deep); the first is the latency.
     latencies = report["search_ms"][::2]
-    return mem0_result(dataset, report["rankings"], latencies), float(report["add_s"])
+    ran = {"version": report.get("version", ""), "add_s": float(report["add_s"])}
+    return mem0_result(dataset, report["rankings"], latencies), ran
 
 
 def _row(result: StrategyResult) -> dict[str, float]:
@@ -180,8 +182,12 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     started = time.perf_counter()
-    mem0, mem0_add_s = run_mem0(dataset, args.mem0_python)
-    print(f"mem0: {len(dataset.memories)} memories added in {mem0_add_s:.0f} s", flush=True)
+    mem0, mem0_ran = run_mem0(dataset, args.mem0_python)
+    print(
+        f"mem0 {mem0_ran['version']}: {len(dataset.memories)} memories added in "
+        f"{mem0_ran['add_s']:.0f} s",
+        flush=True,
+    )
     options = EvalOptions(
         strategies=tuple(s for s in args.strategies.split(",") if s), ks=DEFAULT_KS
     )
@@ -198,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         "user_turns": args.user_turns,
         "memories": len(dataset.memories),
         "queries": len(dataset.queries),
-        "mem0": {"version": "see .venv-mem0", "add_s": mem0_add_s},
+        "mem0": mem0_ran,
         "strategies": rows,
         "by_category": {
             r.name: {c: s.recall[K] for c, s in r.by_category.items()}

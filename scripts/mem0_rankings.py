@@ -17,13 +17,15 @@ embedder on the packaged all-MiniLM-L6-v2. Every memory goes in through
 ``search(query, filters={"user_id": ...}, top_k=depth)`` with mem0's defaults
 (threshold 0.1, no re-ranker). The LLM mem0 builds at start is never called.
 
-Writes ``{"rankings": {query id: {depth: [memory id, ...]}}, "add_s", "search_ms"}``
+Writes ``{"rankings": {query id: {depth: [memory id, ...]}}, "add_s", "search_ms",
+"version"}``
 to the output path.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import logging
 import os
@@ -97,7 +99,12 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
                 str((hit.get("metadata") or {}).get(EVAL_ID, "")) for hit in found["results"]
             ]
         rankings[query["id"]] = per_depth
-    return {"rankings": rankings, "add_s": add_s, "search_ms": search_ms}
+    return {
+        "rankings": rankings,
+        "add_s": add_s,
+        "search_ms": search_ms,
+        "version": importlib.metadata.version("mem0ai"),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -59,3 +59,18 @@ def test_mem0_rankings_are_scored_as_sidecar_eval_scores_a_strategy() -> None:
     assert result.overall.mrr == pytest.approx(0.75)
     assert result.latencies_ms == [30.0, 0.0]
     assert set(result.by_category) == {"single", "multi"}
+
+
+@pytest.mark.skipif(
+    not compare_mem0.MEM0_PYTHON.exists(),
+    reason="no .venv-mem0 (./scripts/setup_mem0.sh makes it; mem0ai is not a dependency)",
+)
+def test_mem0_ranks_the_toy_users_memories_through_its_own_environment() -> None:
+    dataset = _dataset()
+    result, ran = compare_mem0.run_mem0(dataset, compare_mem0.MEM0_PYTHON)
+    assert ran["version"] == "2.2.1"
+    by_query = {q.query_id: q for q in result.queries}
+    # mem0 searches one user's memories: never another's.
+    assert set(by_query["q1"].ranked) <= {"m1", "m2", "m3"}
+    assert by_query["q1"].ranked[0] == "m1"
+    assert by_query["q2"].ranked == ("m4",)
