@@ -78,8 +78,12 @@ class LinkConfig(_Model):
     #: At most this share of the top-k may be memories that rank there only
     #: through a link: direct hits are never all pushed out.
     max_share: float = Field(default=0.5, ge=0, le=1)
-    #: Count the previous/next memory of the same session as a link.
-    session_neighbors: bool = True
+    #: Count the previous/next memory of the same session as a link. Off: the
+    #: conversation context (``conversation``) already reads a line with what it
+    #: replies to and lifts a session's lines together; a link to the neighbours as
+    #: well lifted a strong hit's session over evidence told in other sessions (a
+    #: question asked across sessions), and added nothing where the context runs.
+    session_neighbors: bool = False
     #: Links are not followed from or to a transcript line of more than this many
     #: BM25 tokens, as ``conversation.long_lines`` (0: no limit): a long answer is
     #: linked to much and would lift, or be lifted over, the lines that answer.

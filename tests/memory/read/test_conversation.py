@@ -46,6 +46,8 @@ def ranked(corpus: Corpus, q: Query, cfg: RetrievalConfig) -> list[str]:
     return [corpus.records[i].id for i in retriever.rank(q, corpus, cfg, 5, "u").order]
 
 
+#: The question strongest, the answer second, the look-alike over the answer alone.
+PICNIC_QUERY = (0.7, 0.5, 0.3, 0.0)
 PICNIC = [
     memory("q", "What games did you play at the church picnic?", unit(1, 0, 0, 0), "s1", 1),
     memory("a", "Some fun ones, like charades and a scavenger hunt.", unit(0, 1, 0, 0), "s1", 2),
@@ -56,7 +58,7 @@ PICNIC = [
 
 def test_an_answer_is_read_with_the_question_before_it() -> None:
     corpus = Corpus.build(PICNIC, DIM)
-    q = query("which games at the picnic", 0.8, 0.4, 0.5, 0)
+    q = query("which games at the picnic", *PICNIC_QUERY)
     alone = ranked(corpus, q, OFF)
     together = ranked(corpus, q, RetrievalConfig())
     assert alone.index("a") > alone.index("x")
@@ -65,7 +67,7 @@ def test_an_answer_is_read_with_the_question_before_it() -> None:
 
 def test_a_corpus_without_sessions_ranks_as_without_the_stage() -> None:
     corpus = Corpus.build([m.with_changes(session_id="") for m in PICNIC], DIM)
-    q = query("which games at the picnic", 0.8, 0.4, 0.5, 0)
+    q = query("which games at the picnic", *PICNIC_QUERY)
     retriever = build_retrievers()["default"]
     assert isinstance(retriever, PipelineRetriever)
     on = retriever.rank(q, corpus, RetrievalConfig(), 5, "u")
@@ -135,7 +137,7 @@ def test_a_memory_that_keeps_its_words_is_scored_alone() -> None:
     nothing of its score, while a bare line beside it is still read with its priors."""
     facts = [m.with_changes(excerpt=f"said: {m.content}") for m in PICNIC]
     corpus = Corpus.build(facts, DIM)
-    q = query("which games at the picnic", 0.8, 0.4, 0.5, 0)
+    q = query("which games at the picnic", *PICNIC_QUERY)
     retriever = build_retrievers()["default"]
     assert isinstance(retriever, PipelineRetriever)
     on = retriever.rank(q, corpus, RetrievalConfig(cues=CueConfig(enabled=False)), 5, "u")

@@ -115,18 +115,23 @@ def linked_corpus() -> Corpus:
     )
 
 
+def with_session_neighbours(cfg: RetrievalConfig) -> RetrievalConfig:
+    return cfg.model_copy(
+        update={"links": cfg.links.model_copy(update={"session_neighbors": True})}
+    )
+
+
 def test_session_neighbours_and_persisted_links_are_followed() -> None:
     corpus = linked_corpus()
     q = query("where did Melanie go", 1, 0, 0, 0)
-    plain = ranked_ids("hybrid", corpus, q, config(threshold=0.5, lexical_threshold=0.9))
+    gated = config(threshold=0.5, lexical_threshold=0.9)
+    plain = ranked_ids("hybrid", corpus, q, gated)
     assert plain == ["q1"]
-    linked = ranked_ids("linked", corpus, q, config(threshold=0.5, lexical_threshold=0.9))
+    linked = ranked_ids("linked", corpus, q, with_session_neighbours(gated))
     assert linked[0] == "q1"
     assert set(linked[1:3]) == {"a1", "p1"}  # session neighbour and persisted link
-    no_session = config(threshold=0.5, lexical_threshold=0.9).model_copy(
-        update={"links": config().links.model_copy(update={"session_neighbors": False})}
-    )
-    assert "a1" not in ranked_ids("linked", corpus, q, no_session)
+    # The default: persisted links only (the conversation context carries sessions).
+    assert ranked_ids("linked", corpus, q, gated) == ["q1", "p1"]
 
 
 def reference_neighbours(corpus: Corpus, index: int, cfg: LinkConfig) -> list[int]:
@@ -204,7 +209,7 @@ def test_link_expansion_matches_the_formula_bit_for_bit(seed: int) -> None:
 def test_linked_memories_never_take_more_than_their_share() -> None:
     corpus = linked_corpus()
     q = query("where did Melanie go", 1, 0, 0, 0)
-    cfg = config(threshold=-1.0, lexical_threshold=0.0)
+    cfg = with_session_neighbours(config(threshold=-1.0, lexical_threshold=0.0))
     share = cfg.links.model_copy(update={"max_share": 0.0, "blend": 1.0})
     ids = ranked_ids("linked", corpus, q, cfg.model_copy(update={"links": share}), k=2)
     direct = ranked_ids("hybrid", corpus, q, cfg, k=2)
@@ -323,14 +328,15 @@ def test_links_are_not_followed_from_or_to_a_long_transcript_line() -> None:
     at = corpus.index_of
     direct = np.asarray([0.9, 0.1, 0.1, 0.1, 0.1], dtype=np.float32)
     evidence = np.asarray([True, False, False, False, False])
-    _, via = expand_links(corpus, direct, LinkConfig(long_lines=0), 5, evidence)
+    sessions = {"session_neighbors": True}
+    _, via = expand_links(corpus, direct, LinkConfig(long_lines=0, **sessions), 5, evidence)
     assert {at["a1"], at["f1"]} <= set(via)  # session neighbour and persisted link
-    _, via = expand_links(corpus, direct, LinkConfig(long_lines=64), 5, evidence)
+    _, via = expand_links(corpus, direct, LinkConfig(long_lines=64, **sessions), 5, evidence)
     assert set(via) == {at["f1"]}  # the long answer is not reached
     # Nor does the long answer, strong as it may be, lift what it links to.
     direct = np.asarray([0.1, 0.9, 0.1, 0.1, 0.1], dtype=np.float32)
     evidence = np.asarray([False, True, False, False, False])
-    final, via = expand_links(corpus, direct, LinkConfig(long_lines=64), 5, evidence)
+    final, via = expand_links(corpus, direct, LinkConfig(long_lines=64, **sessions), 5, evidence)
     assert via == {}
     assert np.array_equal(final, direct)
 
