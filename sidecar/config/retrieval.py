@@ -92,7 +92,8 @@ class LinkConfig(_Model):
     #: gets ``blend * referrer * hub_links / degree`` in place of ``blend * referrer``
     #: (0: no limit). A memory linked to many others is mostly linked by what they
     #: all share (a template, boilerplate, a common topic), so its lift says little
-    #: about any one of them; a session's lines and a few similar facts keep it all.
+    #: about any one of them; a few similar facts (and a session's lines, where
+    #: ``session_neighbors``) keep it all.
     hub_links: int = Field(default=4, ge=0)
 
 
