@@ -94,7 +94,8 @@ def mem0_job(dataset: Dataset, store: Path) -> dict[str, Any]:
 def mem0_result(
     dataset: Dataset, rankings: dict[str, dict[str, list[str]]], latencies: list[float]
 ) -> StrategyResult:
-    """mem0's rankings scored as ``sidecar eval`` scores a strategy.
+    """mem0's rankings scored as ``sidecar eval`` scores a strategy; ``latencies``:
+    one per query, in the dataset's order.
 
     The top-``K`` metrics read what ``search(top_k=K)`` returned, as an application
     asking for ``K`` gets it; MRR reads the ``MRR_DEPTH``-deep search, as
@@ -102,7 +103,7 @@ def mem0_result(
     """
     ks = tuple(k for k in sorted({*DEFAULT_KS, K}) if k <= K)
     results = []
-    for index, query in enumerate(dataset.queries):
+    for query, latency_ms in zip(dataset.queries, latencies, strict=True):
         found = rankings[query.id]
         top = tuple(found[str(K)])
         deep = found[str(MRR_DEPTH)]
@@ -116,7 +117,7 @@ def mem0_result(
                 category=query.category,
                 ranked=top,
                 scores=scores,
-                latency_ms=latencies[index] if index < len(latencies) else 0.0,
+                latency_ms=latency_ms,
             )
         )
     return strategy_result("mem0", results, ks)

@@ -20,7 +20,7 @@ if [ ! -x "$MEM0_VENV/bin/python" ]; then
     "$MEM0_VENV/bin/python" -m pip install --quiet --upgrade pip
 fi
 own=$("$MEM0_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-shared=$(cd "$VENV" && "./bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+shared=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 echo "$shared" > "$own/memory-sidecar-venv.pth"
 if ! "$MEM0_VENV/bin/python" -c "import mem0" >/dev/null 2>&1; then
     echo "==> installing $MEM0 into $MEM0_VENV"

@@ -50,14 +50,14 @@ def test_mem0_rankings_are_scored_as_sidecar_eval_scores_a_strategy() -> None:
         "q1": {"10": ["m3"], "50": ["m3", "m1"]},
         "q3": {"10": ["m3", "m1"], "50": ["m3", "m1"]},
     }
-    result = compare_mem0.mem0_result(dataset, rankings, [30.0, 0.0, 40.0, 0.0])
+    result = compare_mem0.mem0_result(dataset, rankings, [30.0, 40.0])
     first, second = result.queries
     assert first.ranked == ("m3",)
     assert first.scores.recall[10] == 0.0
     assert first.scores.mrr == pytest.approx(0.5)
     assert second.scores.recall[10] == 1.0
     assert result.overall.mrr == pytest.approx(0.75)
-    assert result.latencies_ms == [30.0, 0.0]
+    assert result.latencies_ms == [30.0, 40.0]
     assert set(result.by_category) == {"single", "multi"}
 
 

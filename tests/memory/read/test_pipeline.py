@@ -328,15 +328,16 @@ def test_links_are_not_followed_from_or_to_a_long_transcript_line() -> None:
     at = corpus.index_of
     direct = np.asarray([0.9, 0.1, 0.1, 0.1, 0.1], dtype=np.float32)
     evidence = np.asarray([True, False, False, False, False])
-    sessions = {"session_neighbors": True}
-    _, via = expand_links(corpus, direct, LinkConfig(long_lines=0, **sessions), 5, evidence)
+    unlimited = LinkConfig(long_lines=0, session_neighbors=True)
+    limited = LinkConfig(long_lines=64, session_neighbors=True)
+    _, via = expand_links(corpus, direct, unlimited, 5, evidence)
     assert {at["a1"], at["f1"]} <= set(via)  # session neighbour and persisted link
-    _, via = expand_links(corpus, direct, LinkConfig(long_lines=64, **sessions), 5, evidence)
+    _, via = expand_links(corpus, direct, limited, 5, evidence)
     assert set(via) == {at["f1"]}  # the long answer is not reached
     # Nor does the long answer, strong as it may be, lift what it links to.
     direct = np.asarray([0.1, 0.9, 0.1, 0.1, 0.1], dtype=np.float32)
     evidence = np.asarray([False, True, False, False, False])
-    final, via = expand_links(corpus, direct, LinkConfig(long_lines=64, **sessions), 5, evidence)
+    final, via = expand_links(corpus, direct, limited, 5, evidence)
     assert via == {}
     assert np.array_equal(final, direct)
 
