@@ -125,6 +125,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         deep_search=args.deep_search,
         llm_url=args.llm_url,
         variants=tuple(args.variant),
+        off_topic=args.off_topic,
     )
     result = asyncio.run(run_eval(dataset, config, options, config_source=args.config))
     print(format_text(result), flush=True)
@@ -296,6 +297,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="add a row NAME: the configured retrieval with these settings changed, e.g. "
         "'before=conversation.enabled=false,cues.enabled=false' (repeatable; "
         "'strategy=…' picks another strategy)",
+    )
+    evaluate.add_argument(
+        "--off-topic",
+        action="store_true",
+        help="also ask every query of another user whose memories hold none of its "
+        "answers, and report the lines the block would inject there",
     )
     evaluate.add_argument("--quiet", action="store_true", help="no progress bars")
     evaluate.set_defaults(func=_cmd_eval)

@@ -180,6 +180,8 @@ def format_text(result: EvalResult) -> str:
             for s in result.strategies
         )
     )
+    if result.off_topic:
+        lines.extend(_off_topic_text(result))
     if result.violations:
         bad = ", ".join(f"{s.name} {s.violations}" for s in result.strategies if s.violations)
         lines.append(f"VISIBILITY VIOLATIONS: {result.violations} ({bad})")
@@ -187,6 +189,30 @@ def format_text(result: EvalResult) -> str:
         lines.append("visibility check: 0 violations (every returned memory is in the scope)")
     lines.append(f"total {result.seconds:.1f} s")
     return "\n".join(lines)
+
+
+def _off_topic_text(result: EvalResult) -> list[str]:
+    measured = [(s, s.off_topic) for s in result.strategies if s.off_topic is not None]
+    if not measured or not measured[0][1].questions:
+        return ["asked of another user: no question can be (the set needs two users)"]
+    top_k = result.retrieval.top_k
+    lines = [
+        f"asked of another user (the next whose memories hold none of its answers; "
+        f"{measured[0][1].questions} questions): lines the block would inject, of {top_k}"
+    ]
+    rows = []
+    for strategy, off in measured:
+        asked = len(strategy.queries)
+        rows.append(
+            [
+                strategy.name,
+                f"{off.with_lines_share:.0%}",
+                f"{off.lines_per_question:.2f}",
+                f"{strategy.injected_lines / asked if asked else 0.0:.2f}",
+            ]
+        )
+    lines.extend(_table(["strategy", "with lines", "lines/q", "own lines/q"], rows))
+    return lines
 
 
 def _followup_text(result: EvalResult) -> list[str]:
@@ -298,6 +324,7 @@ def to_json(result: EvalResult) -> dict[str, Any]:
                 ),
                 "unsupported_without_link_filter": strategy.unsupported_unfiltered,
             },
+            "off_topic": None if strategy.off_topic is None else strategy.off_topic.as_dict(),
         }
     return {
         "dataset": {
@@ -329,6 +356,7 @@ def to_json(result: EvalResult) -> dict[str, Any]:
             "evidence_gate": not result.no_threshold,
             "oracle_topics": result.oracle_topics,
             "variants": {name: dict(changes) for name, changes in result.variants},
+            "off_topic": result.off_topic,
             "retrieval": result.retrieval.model_dump(mode="json"),
             "embedding": config.embedding.model_dump(mode="json"),
             "enrichment": config.enrichment.model_dump(mode="json"),

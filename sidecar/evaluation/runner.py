@@ -8,12 +8,14 @@ shared embedding is reported on its own.
 
 Every returned memory is checked against the query's scope with the dataset's
 visibility rule (independently of the store's filters); violations are counted and
-make ``sidecar eval`` fail.
+make ``sidecar eval`` fail. With ``off_topic`` every query is asked again of another
+user, untimed, for what the block would inject where nothing answers it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,10 +24,11 @@ from pydantic import ValidationError
 
 from sidecar.config import RetrievalConfig, SidecarConfig, format_validation_error
 from sidecar.errors import InvalidInput
-from sidecar.evaluation.dataset import Dataset, EvalMemory, EvalQuery, visible
+from sidecar.evaluation.dataset import Dataset, EvalMemory, EvalQuery
 from sidecar.evaluation.followup import FollowupStats, VariantRow, run_variants
 from sidecar.evaluation.ingest import IngestStats, eval_environment, ingest, with_llm_url
 from sidecar.evaluation.metrics import MRR_DEPTH, Scores, mean_scores, percentile, score_query
+from sidecar.evaluation.off_topic import OffTopic, allowed, block_lines, off_topic_scopes, tally
 from sidecar.evaluation.progress import progress_bar
 from sidecar.memory.embedding.factory import build_embedder
 from sidecar.memory.embedding.protocol import Embedder
@@ -33,7 +36,7 @@ from sidecar.memory.read.block import distinct_hits
 from sidecar.memory.read.retrieval.base import Query
 from sidecar.memory.read.retrieval.registry import build_retrievers
 from sidecar.memory.read.service import MemoryService
-from sidecar.memory.read.support import unsupported, with_support
+from sidecar.memory.read.support import unsupported
 from sidecar.memory.records.records import Hit, Scope
 from sidecar.runtime.components import Components
 
@@ -73,6 +76,9 @@ class EvalOptions:
     #: the same store and queries: an ablation or a candidate setting side by side
     #: with the configured one ("strategy" picks another strategy).
     variants: tuple[tuple[str, Mapping[str, object]], ...] = ()
+    #: Also ask every query of another user whose memories hold none of its answers
+    #: (:mod:`sidecar.evaluation.off_topic`): what the gate keeps out of the block.
+    off_topic: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +106,8 @@ class StrategyResult:
     overall: Scores
     by_category: dict[str, Scores]
     queries: tuple[QueryResult, ...] = field(repr=False)
+    #: The questions asked of another user (``--off-topic``; None: not asked).
+    off_topic: OffTopic | None = None
 
     @property
     def latencies_ms(self) -> list[float]:
@@ -115,7 +123,9 @@ class StrategyResult:
 
     @property
     def violations(self) -> int:
-        return sum(len(q.violations) for q in self.queries)
+        """Returned memories out of scope, the questions asked of another user's included."""
+        moved = self.off_topic.violations if self.off_topic is not None else 0
+        return sum(len(q.violations) for q in self.queries) + moved
 
     @property
     def injected_lines(self) -> int:
@@ -164,6 +174,8 @@ class EvalResult:
     followup: FollowupStats | None = None
     #: The ``--variant`` rows: name and the retrieval settings it changed.
     variants: tuple[tuple[str, Mapping[str, object]], ...] = ()
+    #: Whether every query was also asked of another user (``--off-topic``).
+    off_topic: bool = False
 
     @property
     def strategy_names(self) -> list[str]:
@@ -314,6 +326,7 @@ async def run_eval(
             stats = await ingest(data, env, progress=options.progress, topics=options.oracle_topics)
             vectors, embed_ms = await _embed_queries(memory, data.queries, retrieval)
             memories = {m.id: m for m in data.memories}
+            moved = off_topic_scopes(data) if options.off_topic else None
             bar = progress_bar(
                 len(strategies) * len(data.queries),
                 "retrieval",
@@ -334,6 +347,7 @@ async def run_eval(
                             metric_ks,
                             top_k,
                             bar.update,
+                            moved,
                         )
                     )
             finally:
@@ -350,6 +364,7 @@ async def run_eval(
                         metric_ks,
                         top_k,
                         lambda _n: None,
+                        moved,
                     )
                 )
             if variants:
@@ -381,6 +396,7 @@ async def run_eval(
         seconds=time.perf_counter() - started,
         followup=followup,
         variants=options.variants,
+        off_topic=options.off_topic,
     )
 
 
@@ -438,7 +454,7 @@ def _query_result(
     its scope may not see, and the support of the lines its block would inject."""
     ranked = tuple(hit.record.id for hit in hits)
     ranked_hits = list(hits)
-    lines = distinct_hits(with_support(ranked_hits, [], retrieval.top_k), retrieval.top_k)
+    lines = block_lines(ranked_hits, retrieval.top_k)
     unfiltered = distinct_hits(ranked_hits, retrieval.top_k)
     gates = (retrieval.threshold, retrieval.lexical_threshold)
     return QueryResult(
@@ -447,7 +463,7 @@ def _query_result(
         ranked=ranked,
         scores=score_query(ranked, query.relevant_ids, ks),
         latency_ms=latency_ms,
-        violations=tuple(h.record.id for h in hits if not _allowed(h, query.scope, memories)),
+        violations=tuple(h.record.id for h in hits if not allowed(h, query.scope, memories)),
         lines=len(lines),
         unsupported=unsupported(lines, *gates),
         unsupported_unfiltered=unsupported(unfiltered, *gates),
@@ -466,16 +482,6 @@ async def _embed_queries(
     return vectors, elapsed
 
 
-def _allowed(hit: Hit, scope: Scope, memories: dict[str, EvalMemory]) -> bool:
-    """The dataset's own rule on the dataset's own fields (the record's for rows the
-    dataset does not have, such as category nodes)."""
-    known = memories.get(hit.record.id)
-    if known is not None:
-        return visible(known.user_id, known.group_id, known.visibility, scope)
-    record = hit.record
-    return visible(record.user_id, record.group_id, record.visibility, scope)
-
-
 async def _run_strategy(
     memory: MemoryService,
     name: str,
@@ -486,6 +492,7 @@ async def _run_strategy(
     ks: Sequence[int],
     top_k: int,
     advance: Callable[[int], object],
+    off_topic: Mapping[str, Scope] | None = None,
 ) -> StrategyResult:
     # One untimed search first: lazy per-corpus work is not charged to one query.
     await memory.search(vectors[0], queries[0].scope, retrieval, top_k=top_k)
@@ -496,7 +503,15 @@ async def _run_strategy(
         latency_ms = (time.perf_counter() - started) * 1000
         results.append(_query_result(query, hits, latency_ms, memories, ks, retrieval))
         advance(1)
-    return strategy_result(name, results, ks)
+    result = strategy_result(name, results, ks)
+    if off_topic is None:
+        return result
+    moved: list[tuple[Scope, list[Hit]]] = []
+    for query, vector in zip(queries, vectors, strict=True):
+        scope = off_topic.get(query.id)
+        if scope is not None:
+            moved.append((scope, await memory.search(vector, scope, retrieval, top_k=top_k)))
+    return dataclasses.replace(result, off_topic=tally(moved, retrieval.top_k, memories))
 
 
 def strategy_result(name: str, results: list[QueryResult], ks: Sequence[int]) -> StrategyResult:
