@@ -225,11 +225,17 @@ class RetrievalConfig(_Model):
     top_k: int = Field(default=5, ge=1, le=100)
     #: Evidence gate, meaningful in every mode: a memory is returned only if its
     #: cosine similarity reaches ``threshold`` or its BM25 score reaches
-    #: ``lexical_threshold`` of the query's best possible score. (Fused scores are
-    #: relative to the corpus, so they are never thresholded directly.)
+    #: ``lexical_threshold`` of the query's best possible score (or both reach
+    #: ``joint_gate`` of theirs). Fused scores are relative to the corpus, so they
+    #: are never thresholded directly.
     threshold: float = Field(default=0.2, ge=-1.0, le=1.0)
     #: The BM25 evidence gate: a share of the query's best possible BM25 score.
     lexical_threshold: float = Field(default=0.15, ge=0.0, le=1.0)
+    #: Two weak signals agreeing are evidence too: a memory whose cosine and BM25
+    #: share both reach this fraction of their gates passes. A fact told in passing
+    #: in a long message ("...and by the way, I finished a 5K in 35 minutes") has its
+    #: meaning and its words diluted alike. 1: each signal must pass on its own.
+    joint_gate: float = Field(default=0.5, gt=0.0, le=1.0)
     #: Request-path budget for retrieval; past it the request goes on without memory.
     timeout_ms: int = Field(default=500, ge=1, le=60_000)
     #: Longest query text searched, in characters. A longer message is searched by

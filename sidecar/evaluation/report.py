@@ -53,7 +53,8 @@ def _describe_gate(result: EvalResult) -> str:
         )
     return (
         f"evidence gate ON (threshold {retrieval.threshold:g}, lexical_threshold "
-        f"{retrieval.lexical_threshold:g}), as on the request path"
+        f"{retrieval.lexical_threshold:g}, joint_gate {retrieval.joint_gate:g}), "
+        "as on the request path"
     )
 
 

@@ -456,7 +456,6 @@ def _query_result(
     ranked_hits = list(hits)
     lines = block_lines(ranked_hits, retrieval.top_k)
     unfiltered = distinct_hits(ranked_hits, retrieval.top_k)
-    gates = (retrieval.threshold, retrieval.lexical_threshold)
     return QueryResult(
         query_id=query.id,
         category=query.category,
@@ -465,8 +464,8 @@ def _query_result(
         latency_ms=latency_ms,
         violations=tuple(h.record.id for h in hits if not allowed(h, query.scope, memories)),
         lines=len(lines),
-        unsupported=unsupported(lines, *gates),
-        unsupported_unfiltered=unsupported(unfiltered, *gates),
+        unsupported=unsupported(lines, retrieval),
+        unsupported_unfiltered=unsupported(unfiltered, retrieval),
     )
 
 

@@ -102,7 +102,7 @@ async def test_the_gate_keeps_lines_out_of_the_moved_questions(
         EvalOptions(
             strategies=("default",),
             off_topic=True,
-            variants=(("shut", {"threshold": 0.99, "lexical_threshold": 1.0}),),
+            variants=(("shut", {"threshold": 0.99, "lexical_threshold": 1.0, "joint_gate": 1.0}),),
         ),
         embedder=embedder,
     )

@@ -17,8 +17,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 
+from sidecar.config import RetrievalConfig
 from sidecar.memory.language.entities import names
 from sidecar.memory.read.block import distinct_hits
+from sidecar.memory.read.retrieval.signals import evident
 from sidecar.memory.records.records import Hit
 
 DIRECT = "direct"
@@ -61,20 +63,17 @@ def with_support(hits: Sequence[Hit], withheld: list[Hit], top_k: int) -> Iterat
             yield replace(hit, via=f"{BRIDGE}{name}")
 
 
-def unsupported(hits: Iterable[Hit], threshold: float, lexical_threshold: float) -> int:
-    """How many of ``hits`` (a block's lines) have neither evidence of their own — a
-    cosine of ``threshold`` or a lexical share of ``lexical_threshold`` — nor a name
-    in common with a line that has: what ``sidecar eval`` reports, from the signals
+def unsupported(hits: Iterable[Hit], config: RetrievalConfig) -> int:
+    """How many of ``hits`` (a block's lines) have neither evidence of their own — the
+    evidence gate of ``config`` on their cosine and lexical share — nor a name in
+    common with a line that has: what ``sidecar eval`` reports, from the signals
     alone (not from ``via``)."""
     lines = list(hits)
 
-    def evident(hit: Hit) -> bool:
+    def own(hit: Hit) -> bool:
         signals = hit.signals
-        return (
-            signals.get("cosine", -1.0) >= threshold
-            or signals.get("lexical", 0.0) >= lexical_threshold
-        )
+        return evident(signals.get("cosine", -1.0), signals.get("lexical", 0.0), config)
 
-    supported = [hit for hit in lines if evident(hit)]
+    supported = [hit for hit in lines if own(hit)]
     named = {name for hit in supported for name in names(hit.record.content)}
-    return sum(1 for hit in lines if not evident(hit) and not (names(hit.record.content) & named))
+    return sum(1 for hit in lines if not own(hit) and not (names(hit.record.content) & named))

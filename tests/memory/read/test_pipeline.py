@@ -13,7 +13,7 @@ from sidecar.memory.read.retrieval.base import Query
 from sidecar.memory.read.retrieval.links import expand_links
 from sidecar.memory.read.retrieval.pipeline import PipelineRetriever
 from sidecar.memory.read.retrieval.registry import build_retrievers
-from sidecar.memory.read.retrieval.signals import Scores, rounded
+from sidecar.memory.read.retrieval.signals import Scores, Signals, evidence_mask, rounded
 from sidecar.memory.records.records import MemoryRecord, Status
 from sidecar.memory.records.vectors import top_indices
 from tests.support.vectors import unit
@@ -93,6 +93,23 @@ def test_evidence_gate_drops_memories_without_evidence() -> None:
     cfg = config(threshold=0.9, lexical_threshold=0.3)
     ids = ranked_ids("hybrid", CORPUS, q, cfg)
     assert set(ids) == {"a", "c"}  # c by cosine, a and c by the word
+
+
+def test_two_weak_signals_together_are_evidence() -> None:
+    # A fact told in passing in a long message ("...can you help with the bake sale?
+    # By the way, I just finished a 5K in 35 minutes.") shares few of its words and
+    # little of its meaning with "How fast did I run my 5K?": each signal is under its
+    # gate, both at over half of it.
+    cosine = np.array([0.25, 0.12, 0.12, 0.05, 0.09, 0.10], dtype=np.float32)
+    lexical = np.array([0.00, 0.09, 0.05, 0.16, 0.14, 0.075], dtype=np.float32)
+    nothing = np.zeros(cosine.size, dtype=np.float32)
+    signals = Signals(cosine, nothing, lexical, nothing)
+    gate = config(threshold=0.2, lexical_threshold=0.15)
+    assert evidence_mask(signals, gate).tolist() == [True, True, False, True, False, True]
+    single = gate.model_copy(update={"joint_gate": 1.0})
+    assert evidence_mask(signals, single).tolist() == [True, False, False, True, False, False]
+    # The gate off is off for both rules.
+    assert evidence_mask(signals, config(threshold=-1.0, lexical_threshold=0.0)).all()
 
 
 def test_rrf_and_weighted_fusion_are_both_deterministic() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from sidecar.config import RetrievalConfig
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.read.pipeline import MemoryRequest
 from sidecar.memory.read.support import unsupported, with_support
@@ -60,16 +61,21 @@ def test_a_bridge_to_a_line_pushed_out_by_other_bridges_is_withheld() -> None:
     kept = list(with_support([*lines, porto, retired, father], withheld, 5))
     assert withheld == [retired]
     assert kept[:5] == [*lines, replace(porto, via="bridge: Ana"), father]
-    assert unsupported(kept[:5], 0.2, 0.15) == 0
+    assert unsupported(kept[:5], RetrievalConfig()) == 0
 
 
 def test_unsupported_counts_from_the_signals_alone() -> None:
-    gate = (0.2, 0.15)
-    assert unsupported([hit("User lives in Porto."), hit("User is vegan.", cosine=0.1)], *gate) == 1
+    gate = RetrievalConfig(threshold=0.2, lexical_threshold=0.15)
+    assert unsupported([hit("User lives in Porto."), hit("User is vegan.", cosine=0.1)], gate) == 1
     lexical = hit("User is vegan.", cosine=0.05, lexical=0.4)
-    assert unsupported([lexical], *gate) == 0
+    assert unsupported([lexical], gate) == 0
     bridged = [hit("User's father is Piotr."), hit("Piotr retired.", via="link", cosine=0.0)]
-    assert unsupported(bridged, *gate) == 0
+    assert unsupported(bridged, gate) == 0
+    # Half of each gate at once is evidence too (the request path's own rule)...
+    both = hit("User is vegan.", cosine=0.12, lexical=0.09)
+    assert unsupported([both], gate) == 0
+    # ...unless the joint rule is off.
+    assert unsupported([both], gate.model_copy(update={"joint_gate": 1.0})) == 1
 
 
 async def test_a_session_neighbour_off_the_question_is_not_injected(

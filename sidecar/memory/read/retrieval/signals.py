@@ -142,10 +142,25 @@ def fuse(signals: Signals, config: HybridConfig) -> Scores:
 
 def evidence_mask(signals: Signals, config: RetrievalConfig) -> npt.NDArray[np.bool_]:
     """Memories with enough absolute evidence to be returned at all."""
-    mask: npt.NDArray[np.bool_] = (signals.cosine >= config.threshold) | (
-        signals.lexical >= config.lexical_threshold
+    return gate(signals.cosine, signals.lexical, config)
+
+
+def gate(cosine: Scores, lexical: Scores, config: RetrievalConfig) -> npt.NDArray[np.bool_]:
+    """The evidence gate on absolute signals: a cosine of ``threshold``, a BM25 share
+    of ``lexical_threshold``, or both at ``joint_gate`` of theirs."""
+    joint = config.joint_gate
+    mask: npt.NDArray[np.bool_] = (
+        (cosine >= config.threshold)
+        | (lexical >= config.lexical_threshold)
+        | ((cosine >= joint * config.threshold) & (lexical >= joint * config.lexical_threshold))
     )
     return mask
+
+
+def evident(cosine: float, lexical: float, config: RetrievalConfig) -> bool:
+    """:func:`gate` for one memory's signals."""
+    one = np.array([cosine], dtype=np.float32), np.array([lexical], dtype=np.float32)
+    return bool(gate(*one, config)[0])
 
 
 def make_hits(
