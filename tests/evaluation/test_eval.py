@@ -439,7 +439,7 @@ def test_cli_eval(
             "eval", "--dataset", str(dataset_file), "--config", str(config_file),
             "--strategies", "default", "--k", "1,5", "--json", str(out), "--quiet",
             "--variant", "plain=conversation.enabled=false,cues.subject_weight=0",
-            "--variant", "dense-again=strategy=dense",
+            "--variant", "dense-again=strategy=dense", "--off-topic",
         ]
     )  # fmt: skip
     captured = capsys.readouterr()
@@ -461,6 +461,10 @@ def test_cli_eval(
     dense, again = data["strategies"]["dense"], data["strategies"]["dense-again"]
     assert again["overall"] == dense["overall"]
     assert data["ks"] == [1, 5]
+    # --off-topic: each question asked of a user without its answers, in both reports.
+    assert "asked of another user" in captured.out
+    assert data["config"]["off_topic"] is True
+    assert data["strategies"]["plain"]["off_topic"]["questions"] == 8
 
     for bad in ("nope=conversation.wings=1", "nope=conversation.weight=7"):
         code = main(["eval", "--dataset", str(dataset_file), "--variant", bad, "--quiet"])

@@ -4,23 +4,20 @@ hold none of its answers, and what the block would inject there."""
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sidecar.cli import main
-from sidecar.config import EmbeddingConfig, SidecarConfig
+from sidecar.config import SidecarConfig
 from sidecar.evaluation.dataset import load_dataset, parse_dataset
 from sidecar.evaluation.off_topic import off_topic_scopes
 from sidecar.evaluation.report import format_text, to_json
-from sidecar.evaluation.runner import EvalOptions, EvalResult, run_eval
+from sidecar.evaluation.runner import EvalOptions, run_eval
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.records.records import Scope
 from tests.evaluation.test_eval import TEAM, small_dataset
-
-Evaluate = Callable[[EvalOptions], Awaitable[EvalResult]]
 
 
 @pytest.fixture(scope="module")
@@ -121,28 +118,3 @@ async def test_the_gate_keeps_lines_out_of_the_moved_questions(
     assert all(s.off_topic is None for s in plain.strategies)
     assert "asked of another user" not in format_text(plain)
     assert to_json(plain)["strategies"]["default"]["off_topic"] is None
-
-
-def test_cli_flag(
-    dataset_file: Path,
-    embedding_config: EmbeddingConfig,
-    embedder: Embedder,  # the model is exported to the cache before the CLI loads it
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    config_file = tmp_path / "sidecar.yaml"
-    config_file.write_text(
-        f"embedding: {{cache_dir: {json.dumps(embedding_config.cache_dir)}}}\n",
-        encoding="utf-8",
-    )
-    out = tmp_path / "eval.json"
-    code = main(
-        [
-            "eval", "--dataset", str(dataset_file), "--config", str(config_file),
-            "--strategies", "hybrid", "--off-topic", "--json", str(out), "--quiet",
-        ]
-    )  # fmt: skip
-    captured = capsys.readouterr()
-    assert code == 0, captured.err
-    assert "asked of another user" in captured.out
-    assert json.loads(out.read_text(encoding="utf-8"))["config"]["off_topic"] is True
