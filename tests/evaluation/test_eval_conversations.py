@@ -27,9 +27,9 @@ SLICE = ("4f54b7c9:q", "c8090214:q", "c8f1aeed:q")
 
 
 def tiny() -> Dataset:
-    def turn(i: str, session: str, day: str, text: str) -> dict[str, str]:
+    def turn(i: str, session: str, day: str, text: str, user: str = "u1") -> dict[str, str]:
         return {
-            "id": i, "user_id": "u1", "session_id": session,
+            "id": i, "user_id": user, "session_id": session,
             "created_at": f"{day}T10:00:00Z", "content": text,
         }  # fmt: skip
 
@@ -44,6 +44,8 @@ def tiny() -> Dataset:
                 turn("a2", "s1", "2023-05-01", "assistant: Nice city."),
                 turn("a3", "s1", "2023-05-01", "assistant: Anything else?"),
                 turn("a4", "s1", "2023-05-01", "user: Thanks, bye"),
+                turn("c1", "t1", "2023-05-03", "user: I play the trumpet in a brass band.", "u2"),
+                turn("c2", "t1", "2023-05-03", "assistant: Lovely!", "u2"),
             ],
             "queries": [
                 {
@@ -54,14 +56,23 @@ def tiny() -> Dataset:
                     "answer": "Miso",
                     "question_date": "2023-06-01T00:00:00Z",
                     "category": "single-session-user",
-                }
+                },
+                {
+                    "id": "q2",
+                    "user_id": "u2",
+                    "query": "Which instrument do I play?",
+                    "relevant_ids": ["c1"],
+                    "answer": "trumpet",
+                    "question_date": "2023-06-01T00:00:00Z",
+                    "category": "single-session-user",
+                },
             ],
         }
     )
 
 
 def test_turns_are_replayed_by_session_date_each_user_message_with_its_reply() -> None:
-    talks = conversations(tiny())
+    talks = conversations(tiny(), {"u1"})
     turns = [t.turn for t in talks.turns]
     assert [t.user_text for t in turns] == [
         "I live in Leeds.",
@@ -114,10 +125,18 @@ async def test_the_tiny_conversation_end_to_end(config: SidecarConfig, embedder:
     assert document["evidence.lost"] == 0.0
     assert document["answer.in_block"] == 1.0
     assert document["baseline.raw_turns.hit@10"] == 1.0
-    assert document["turns.user"] == 3
+    assert document["turns.user"] == 4
     assert document["turns.no_memory"] == 1  # "Thanks, bye"
-    assert document["by_category"]["single-session-user"]["questions"] == 1
-    assert "eval-conversations: tiny" in format_text(result)
+    assert document["by_category"]["single-session-user"]["questions"] == 2
+    # Each question asked of the other user too: nothing of theirs answers it, and
+    # nothing of theirs is injected.
+    assert document["stranger.questions"] == 2
+    assert document["stranger.with_block"] == 0.0
+    assert document["stranger.lines.mean"] == 0.0
+    assert [q["stranger_lines"] for q in document["per_question"]] == [0, 0]
+    text = format_text(result)
+    assert "eval-conversations: tiny" in text
+    assert "asked of another user: 0% get a block" in text
 
 
 async def test_the_ci_floor_on_a_slice_of_longmemeval(

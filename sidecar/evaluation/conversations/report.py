@@ -50,6 +50,8 @@ def as_json(result: ConversationEvalResult) -> dict[str, Any]:
                 "lost": o.lost,
                 "answer_in_block": o.answer_in_block if o.answer_eligible else None,
                 "block_tokens": o.block_tokens,
+                "stranger_lines": o.stranger_lines,
+                "stranger_tokens": o.stranger_tokens,
             }
             for o in questions
         ],
@@ -83,6 +85,13 @@ def format_text(result: ConversationEvalResult) -> str:
         f"LLM tokens per turn: {'-' if tokens is None else f'{tokens:.0f}'}; "
         f"{document['seconds']:.0f} s in all"
     )
+    if document["stranger.questions"]:
+        lines.append(
+            f"asked of another user: {document['stranger.with_block']:.0%} get a block, "
+            f"{document['stranger.lines.mean']:.2f} lines and "
+            f"{document['stranger.tokens.mean']:.0f} tokens a question "
+            f"({document['stranger.questions']} questions)"
+        )
     return "\n".join(lines)
 
 

@@ -20,7 +20,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sidecar.config import SidecarConfig
 from sidecar.errors import InvalidInput
@@ -171,6 +171,11 @@ async def _replay_and_ask(
     outcomes = []
     for query in queries:
         evidence = set(query.relevant_ids)
+        stranger = _stranger(users, query.user_id)
+        elsewhere = None
+        if stranger is not None:
+            moved = replace(query, user_id=stranger, group_ids=())
+            elsewhere = (await _ask(config, components, moved)).block
 
         def made_from_evidence(record: MemoryRecord, evidence: set[str] = evidence) -> bool:
             return any(evidence.intersection(o.refs) for o in record.origins)
@@ -186,7 +191,9 @@ async def _replay_and_ask(
                 lost=not any(made_from_evidence(r) for r in active.get(query.user_id, [])),
                 answer_eligible=eligible,
                 answer_in_block=eligible and answer_in(query.answer, block.text),
-                block_tokens=math.ceil(len(block.text) / CHARS_PER_TOKEN),
+                block_tokens=_tokens(block.text),
+                stranger_lines=None if elsewhere is None else len(elsewhere.hits),
+                stranger_tokens=None if elsewhere is None else _tokens(elsewhere.text),
             )
         )
     tokens = components.metrics.llm_token_total() if llm.configured else None
@@ -218,6 +225,17 @@ async def _ask(config: SidecarConfig, components: Components, query: EvalQuery) 
         at_ms=query.asked_at,
     )
     return await components.read.pipeline.run(request)
+
+
+def _stranger(users: Sequence[str], user: str) -> str | None:
+    """The replayed user after ``user`` (by id, wrapping round); None: no other."""
+    if user not in users or len(users) < 2:
+        return None
+    return users[(users.index(user) + 1) % len(users)]
+
+
+def _tokens(text: str) -> int:
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
 def _one_of(ids: Sequence[str]) -> Callable[[MemoryRecord], bool]:

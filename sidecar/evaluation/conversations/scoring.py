@@ -7,6 +7,9 @@
 * ``answer.in_block``: the normalised reference answer is contained in the block's
   normalised text, over ``answer.eligible`` questions (answers of at most 5 words).
 * ``block.tokens``: the block's size, at 4 characters per token.
+* ``stranger.*``: the question asked again as the next replayed user (by id), whose
+  memories hold none of its evidence: the share that gets a block at all, and its
+  lines and tokens — what the evidence gate keeps out of a prompt it cannot help.
 """
 
 from __future__ import annotations
@@ -39,6 +42,10 @@ class QuestionOutcome:
     block_tokens: int
     #: The same question over the raw turns (None: not found, or no baseline run).
     baseline_rank: int | None = None
+    #: The lines and tokens of the block the question gets asked as another user,
+    #: whose memories hold none of its evidence (None: no other user was replayed).
+    stranger_lines: int | None = None
+    stranger_tokens: int | None = None
 
 
 def normalised(text: str) -> str:
@@ -91,6 +98,11 @@ def figures(outcomes: Sequence[QuestionOutcome], *, baseline: bool) -> dict[str,
         "block.tokens.mean": statistics.fmean(tokens) if tokens else 0.0,
         "block.tokens.p95": _p95(tokens),
     }
+    strangers = [o for o in outcomes if o.stranger_lines is not None]
+    out["stranger.questions"] = len(strangers)
+    out["stranger.with_block"] = _mean([1.0 if o.stranger_lines else 0.0 for o in strangers])
+    out["stranger.lines.mean"] = _mean([float(o.stranger_lines or 0) for o in strangers])
+    out["stranger.tokens.mean"] = _mean([float(o.stranger_tokens or 0) for o in strangers])
     if baseline:
         out["baseline.raw_turns.hit@10"] = _mean([_hit(o.baseline_rank) for o in outcomes])
         out["baseline.raw_turns.mrr"] = _mean([_reciprocal(o.baseline_rank) for o in outcomes])
