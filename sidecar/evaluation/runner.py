@@ -15,10 +15,9 @@ user, untimed, for what the block would inject where nothing answers it.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pydantic import ValidationError
 
@@ -510,7 +509,7 @@ async def _run_strategy(
         scope = off_topic.get(query.id)
         if scope is not None:
             moved.append((scope, await memory.search(vector, scope, retrieval, top_k=top_k)))
-    return dataclasses.replace(result, off_topic=tally(moved, retrieval.top_k, memories))
+    return replace(result, off_topic=tally(moved, retrieval.top_k, memories))
 
 
 def strategy_result(name: str, results: list[QueryResult], ks: Sequence[int]) -> StrategyResult:
