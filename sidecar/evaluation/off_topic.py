@@ -17,14 +17,14 @@ public memory) are not asked.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sidecar.evaluation.dataset import Dataset, EvalMemory, visible
 from sidecar.memory.read.block import distinct_hits
 from sidecar.memory.read.support import with_support
-from sidecar.memory.records.records import Hit, Scope
+from sidecar.memory.records.records import Hit, MemoryRecord, Scope
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,20 +59,26 @@ class OffTopic:
 def off_topic_scopes(data: Dataset) -> dict[str, Scope]:
     """Query id -> the scope it is asked again in: the next user (by id, wrapping)
     who can read none of its relevant memories, without the asker's groups."""
-    users = data.users
     memories = {m.id: m for m in data.memories}
     scopes: dict[str, Scope] = {}
     for query in data.queries:
-        if query.user_id not in users:
-            continue
-        start = users.index(query.user_id)
         relevant = [memories[i] for i in query.relevant_ids if i in memories]
-        for step in range(1, len(users)):
-            scope = Scope(users[(start + step) % len(users)], ())
+        for other in users_after(data.users, query.user_id):
+            scope = Scope(other, ())
             if not any(_readable(m, scope) for m in relevant):
                 scopes[query.id] = scope
                 break
     return scopes
+
+
+def users_after(users: Sequence[str], user: str) -> Iterator[str]:
+    """The other users of ``users`` (sorted) after ``user``, wrapping round; none
+    where ``user`` is not among them."""
+    if user not in users:
+        return
+    start = users.index(user)
+    for step in range(1, len(users)):
+        yield users[(start + step) % len(users)]
 
 
 def block_lines(hits: Sequence[Hit], top_k: int) -> list[Hit]:
@@ -84,11 +90,7 @@ def block_lines(hits: Sequence[Hit], top_k: int) -> list[Hit]:
 def allowed(hit: Hit, scope: Scope, memories: Mapping[str, EvalMemory]) -> bool:
     """The dataset's own visibility rule on the dataset's own fields (the record's for
     rows the dataset does not have, such as category nodes)."""
-    known = memories.get(hit.record.id)
-    if known is not None:
-        return _readable(known, scope)
-    record = hit.record
-    return visible(record.user_id, record.group_id, record.visibility, scope)
+    return _readable(memories.get(hit.record.id) or hit.record, scope)
 
 
 def tally(
@@ -108,5 +110,5 @@ def tally(
     )
 
 
-def _readable(memory: EvalMemory, scope: Scope) -> bool:
-    return visible(memory.user_id, memory.group_id, memory.visibility, scope)
+def _readable(row: EvalMemory | MemoryRecord, scope: Scope) -> bool:
+    return visible(row.user_id, row.group_id, row.visibility, scope)

@@ -35,6 +35,7 @@ from sidecar.evaluation.ingest import (
     with_llm_url,
     write_path_environment,
 )
+from sidecar.evaluation.off_topic import users_after
 from sidecar.memory.embedding.protocol import Embedder
 from sidecar.memory.language.sanitize import clean_turn
 from sidecar.memory.read.block import CHARS_PER_TOKEN
@@ -171,7 +172,7 @@ async def _replay_and_ask(
     outcomes = []
     for query in queries:
         evidence = set(query.relevant_ids)
-        stranger = _stranger(users, query.user_id)
+        stranger = next(users_after(users, query.user_id), None)
         elsewhere = None
         if stranger is not None:
             moved = replace(query, user_id=stranger, group_ids=())
@@ -225,13 +226,6 @@ async def _ask(config: SidecarConfig, components: Components, query: EvalQuery) 
         at_ms=query.asked_at,
     )
     return await components.read.pipeline.run(request)
-
-
-def _stranger(users: Sequence[str], user: str) -> str | None:
-    """The replayed user after ``user`` (by id, wrapping round); None: no other."""
-    if user not in users or len(users) < 2:
-        return None
-    return users[(users.index(user) + 1) % len(users)]
 
 
 def _tokens(text: str) -> int:
